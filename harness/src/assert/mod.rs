@@ -1,0 +1,40 @@
+//! Assertions on what the cluster sees, each producing a `Check` with expected and actual values.
+pub mod csr;
+pub mod node;
+pub mod serving;
+
+/// One assertion's outcome.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// `node-name/what`, e.g. `ip-172-18-0-2.../labels`.
+    pub name: String,
+    pub passed: bool,
+    pub expected: String,
+    pub actual: String,
+}
+
+impl Check {
+    pub fn new(
+        name: impl Into<String>,
+        passed: bool,
+        expected: impl Into<String>,
+        actual: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            passed,
+            expected: expected.into(),
+            actual: actual.into(),
+        }
+    }
+
+    /// Compares two displayable values for equality.
+    pub fn eq<T: PartialEq + std::fmt::Debug>(
+        name: impl Into<String>,
+        expected: T,
+        actual: T,
+    ) -> Self {
+        let passed = expected == actual;
+        Self::new(name, passed, format!("{expected:?}"), format!("{actual:?}"))
+    }
+}

@@ -1,0 +1,277 @@
+//! Kubernetes binaries (etcd, kube-apiserver, kube-controller-manager, kubelet) for one version, resolved like
+//! envtest resolves its assets: an explicit directory, the cache, the official download (checksummed), or a
+//! build from Go modules through the wrapper module in `fixtures/k8s-build/`.
+use crate::error::{Error, Result};
+use crate::progress::Steps;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The default Kubernetes version: a recent stable release published as Go modules.
+pub const DEFAULT_VERSION: &str = "v1.36.3";
+/// The etcd release downloaded next to official Kubernetes binaries (the one v1.36 is tested with).
+pub const ETCD_VERSION: &str = "v3.6.8";
+/// A directory with the four binaries, used as-is (like envtest's KUBEBUILDER_ASSETS).
+pub const ENV_DIR: &str = "NODEJOIN_K8S_ASSETS";
+pub const BINARIES: [&str; 4] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kubelet",
+];
+
+/// Resolved binaries of one version.
+#[derive(Debug, Clone)]
+pub struct K8sAssets {
+    pub version: String,
+    pub dir: PathBuf,
+    pub etcd: PathBuf,
+    pub kube_apiserver: PathBuf,
+    pub kube_controller_manager: PathBuf,
+    pub kubelet: PathBuf,
+    /// Where they came from: `env`, `cache`, `download`, `go-build`.
+    pub source: &'static str,
+}
+
+impl K8sAssets {
+    fn from_dir(version: &str, dir: &Path, source: &'static str) -> Option<Self> {
+        let ok = BINARIES.iter().all(|b| is_executable(&dir.join(b)));
+        ok.then(|| Self {
+            version: version.to_string(),
+            dir: dir.to_path_buf(),
+            etcd: dir.join("etcd"),
+            kube_apiserver: dir.join("kube-apiserver"),
+            kube_controller_manager: dir.join("kube-controller-manager"),
+            kubelet: dir.join("kubelet"),
+            source,
+        })
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// `<cache>/k8s/<version>/`.
+pub fn cache_dir(version: &str) -> PathBuf {
+    crate::paths::cache_dir().join("k8s").join(version)
+}
+
+/// Validates a version string like `v1.36.3`.
+pub fn check_version(version: &str) -> Result<()> {
+    let ok = version
+        .strip_prefix("v1.")
+        .map(|rest| {
+            rest.split('.').count() == 2
+                && rest
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
+        .unwrap_or(false);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::AssetsUnavailable {
+            version: version.into(),
+            tried: "nothing: versions look like v1.36.3".into(),
+        })
+    }
+}
+
+/// Only the sources that need no work: the env directory and the cache.
+pub fn find(version: &str) -> Option<K8sAssets> {
+    if let Some(dir) = std::env::var_os(ENV_DIR) {
+        return K8sAssets::from_dir(version, Path::new(&dir), "env");
+    }
+    K8sAssets::from_dir(version, &cache_dir(version), "cache")
+}
+
+/// Resolves the binaries, provisioning them (download, else Go build) into the cache when needed.
+pub async fn resolve(version: &str) -> Result<K8sAssets> {
+    check_version(version)?;
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::var_os(ENV_DIR) {
+        let dir = PathBuf::from(dir);
+        return K8sAssets::from_dir(version, &dir, "env").ok_or_else(|| Error::AssetsUnavailable {
+            version: version.into(),
+            tried: format!(
+                "{ENV_DIR}={} (it must hold executable {})",
+                dir.display(),
+                BINARIES.join(", ")
+            ),
+        });
+    }
+    tried.push(format!("{ENV_DIR} (unset)"));
+    let cache = cache_dir(version);
+    if let Some(a) = K8sAssets::from_dir(version, &cache, "cache") {
+        return Ok(a);
+    }
+    tried.push(format!("cache {} (empty)", cache.display()));
+    let staging = cache.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    let source = match download(version, &staging).await {
+        Ok(()) => "download",
+        Err(e) => {
+            tried.push(format!("official download ({e})"));
+            match go_build(version, &staging).await {
+                Ok(()) => "go-build",
+                Err(e) => {
+                    tried.push(format!("Go module build ({e})"));
+                    let _ = std::fs::remove_dir_all(&staging);
+                    return Err(Error::AssetsUnavailable {
+                        version: version.into(),
+                        tried: tried.join("; "),
+                    });
+                }
+            }
+        }
+    };
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
+    let mut assets =
+        K8sAssets::from_dir(version, &cache, "cache").ok_or_else(|| Error::AssetsUnavailable {
+            version: version.into(),
+            tried: format!("{source} finished but {} lacks a binary", cache.display()),
+        })?;
+    assets.source = source;
+    Ok(assets)
+}
+
+async fn fetch(client: &reqwest::Client, url: &str) -> std::result::Result<Vec<u8>, String> {
+    let r = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !r.status().is_success() {
+        return Err(format!("{url}: HTTP {}", r.status()));
+    }
+    r.bytes()
+        .await
+        .map(|b| b.to_vec())
+        .map_err(|e| format!("{url}: {e}"))
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// Official release binaries from dl.k8s.io (each checked against its published .sha256) and the etcd release
+/// tarball (checked against the release's SHA256SUMS).
+async fn download(version: &str, out: &Path) -> std::result::Result<(), String> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(600))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let steps = Steps::new(&format!("download Kubernetes {version}"), 4);
+    for (i, bin) in ["kube-apiserver", "kube-controller-manager", "kubelet"]
+        .iter()
+        .enumerate()
+    {
+        steps.step(i as u64, bin);
+        let url = format!("https://dl.k8s.io/release/{version}/bin/linux/amd64/{bin}");
+        let expected = String::from_utf8_lossy(&fetch(&client, &format!("{url}.sha256")).await?)
+            .trim()
+            .to_string();
+        let data = fetch(&client, &url).await?;
+        let actual = sha256_hex(&data);
+        if actual != expected {
+            return Err(format!(
+                "{bin}: checksum mismatch (expected {expected}, got {actual})"
+            ));
+        }
+        write_executable(&out.join(bin), &data)?;
+    }
+    steps.step(3, "etcd");
+    let name = format!("etcd-{ETCD_VERSION}-linux-amd64");
+    let base = format!("https://github.com/etcd-io/etcd/releases/download/{ETCD_VERSION}");
+    let sums =
+        String::from_utf8_lossy(&fetch(&client, &format!("{base}/SHA256SUMS")).await?).to_string();
+    let tarball = fetch(&client, &format!("{base}/{name}.tar.gz")).await?;
+    let expected = sums
+        .lines()
+        .find(|l| l.ends_with(&format!("{name}.tar.gz")))
+        .and_then(|l| l.split_whitespace().next())
+        .ok_or("etcd SHA256SUMS lacks the tarball")?;
+    if sha256_hex(&tarball) != expected {
+        return Err("etcd tarball checksum mismatch".into());
+    }
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball.as_slice()));
+    let entries = archive.entries().map_err(|e| e.to_string())?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        if entry.path().map(|p| p.ends_with("etcd")).unwrap_or(false) {
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut data).map_err(|e| e.to_string())?;
+            write_executable(&out.join("etcd"), &data)?;
+        }
+    }
+    steps.finish("downloaded");
+    Ok(())
+}
+
+fn write_executable(path: &Path, data: &[u8]) -> std::result::Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, data).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Builds the binaries with Go through `fixtures/k8s-build/build.sh` (about 4–8 minutes cold on 2 cores).
+async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
+    let script = crate::paths::fixtures_dir()
+        .join("k8s-build")
+        .join("build.sh");
+    if !script.is_file() {
+        return Err(format!("{} is missing", script.display()));
+    }
+    if which("go").is_none() {
+        return Err("`go` is not on PATH".into());
+    }
+    let steps = Steps::new(&format!("build Kubernetes {version} from Go modules"), 4);
+    let log = out.with_extension("build.log");
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg(&script).arg(version).arg(out);
+    crate::progress::run_with_steps(&mut cmd, &steps, &log)
+        .await
+        .map_err(|e| format!("{e} (full log: {})", log.display()))?;
+    steps.finish("built");
+    Ok(())
+}
+
+/// The path of an executable on PATH.
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| is_executable(p))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_validated() {
+        assert!(check_version("v1.36.3").is_ok());
+        for bad in ["1.36.3", "v1.36", "v2.0.0", "v1.36.x", "latest", ""] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_dir_must_hold_all_binaries() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(K8sAssets::from_dir("v1.36.3", dir.path(), "env").is_none());
+        for b in BINARIES {
+            write_executable(&dir.path().join(b), b"#!/bin/sh\n").unwrap();
+        }
+        let a = K8sAssets::from_dir("v1.36.3", dir.path(), "env").unwrap();
+        assert_eq!(a.kubelet, dir.path().join("kubelet"));
+    }
+}

@@ -1,0 +1,201 @@
+//! The `nodejoin` CLI: provision assets and the node image, check the machine, run scenarios.
+use clap::{Parser, Subcommand};
+use nodejoin::run::{report, Environment};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "nodejoin",
+    version,
+    about = "End-to-end tests for Kubernetes worker-node bootstrap (EKS first)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Resolve Kubernetes binaries (env dir, cache, official download, or Go-module build).
+    Assets {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+    },
+    /// Node image commands.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+    /// Check prerequisites and say how to fix what is missing.
+    Doctor {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+    },
+    /// Run scenarios (files or directories; default: scenarios/).
+    Run {
+        scenarios: Vec<PathBuf>,
+        /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
+    /// Remove what killed runs left behind (processes, containers, networks).
+    Reap,
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the node image for a Kubernetes version (no registry needed).
+    Build {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+    },
+}
+
+fn fail(e: &nodejoin::Error) -> ExitCode {
+    eprintln!("error: {e}\n  hint: {}", e.hint());
+    ExitCode::from(2)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    nodejoin::init_crypto();
+    nodejoin::init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Assets { version } => match nodejoin::assets::resolve(&version).await {
+            Ok(a) => {
+                println!(
+                    "Kubernetes {} binaries in {} (source: {})",
+                    a.version,
+                    a.dir.display(),
+                    a.source
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
+        Command::Image {
+            command: ImageCommand::Build { version },
+        } => {
+            let result = async {
+                let assets = nodejoin::assets::resolve(&version).await?;
+                let docker = nodejoin::docker::connect().await?;
+                nodejoin::node::image::ensure(&docker, &assets).await
+            }
+            .await;
+            match result {
+                Ok(img) => {
+                    println!("node image {} (base {})", img.tag, img.base);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Doctor { version } => {
+            let findings = nodejoin::doctor::check(&version).await;
+            let mut ok = true;
+            for f in &findings {
+                println!(
+                    "{} {:<32} {}",
+                    if f.ok { "ok  " } else { "MISS" },
+                    f.what,
+                    f.detail
+                );
+                if !f.ok {
+                    ok = false;
+                    println!("     fix: {}", f.fix);
+                }
+            }
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Command::Reap => {
+            let docker = nodejoin::docker::connect().await.ok();
+            let r = nodejoin::reaper::reap_stale(docker.as_ref()).await;
+            println!(
+                "reaped {} processes and {} Docker objects from {} runs",
+                r.processes,
+                r.docker_objects,
+                r.runs.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Run { scenarios, junit } => run(scenarios, junit).await,
+    }
+}
+
+async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
+    let paths = if paths.is_empty() {
+        vec![PathBuf::from("scenarios")]
+    } else {
+        paths
+    };
+    let files = match nodejoin::scenario::discover(&paths) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    let mut scenarios = Vec::new();
+    for f in &files {
+        match nodejoin::scenario::load_file(f) {
+            Ok(s) => scenarios.push((f.clone(), s)),
+            Err(e) => return fail(&e),
+        }
+    }
+    let env = match Environment::start().await {
+        Ok(env) => env,
+        Err(e) => return fail(&e),
+    };
+    let run_id = env.run_id.clone();
+    let run_dir = env.run_dir.clone();
+    let cleanup_id = run_id.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: removing this run's processes and containers");
+            nodejoin::reaper::emergency_cleanup(&cleanup_id).await;
+            std::process::exit(130);
+        }
+    });
+    eprintln!(
+        "[nodejoin] run {run_id}: {} scenario(s); artifacts in {}",
+        scenarios.len(),
+        run_dir.display()
+    );
+    let mut reports = Vec::new();
+    for (file, s) in &scenarios {
+        let r = nodejoin::run::scenario::run(&env, s, file).await;
+        print!("{}", r.render());
+        for line in r.failure_lines() {
+            eprintln!("FAIL {}: {line}", r.name);
+        }
+        reports.push(r);
+    }
+    let leftovers = env.shutdown().await;
+    println!("\n{}", report::summary_table(&reports));
+    let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
+    match report::junit(&reports, &run_id) {
+        Ok(xml) => {
+            if let Err(e) = std::fs::write(&junit_path, xml) {
+                eprintln!("error: cannot write {}: {e}", junit_path.display());
+            } else {
+                println!("JUnit report: {}", junit_path.display());
+            }
+        }
+        Err(e) => eprintln!("error: JUnit report: {e}"),
+    }
+    if !leftovers.is_empty() {
+        eprintln!("error: objects left behind: {leftovers:?}");
+        return ExitCode::from(1);
+    }
+    if reports
+        .iter()
+        .all(|r| r.passed() || matches!(r.outcome, nodejoin::run::Outcome::Ignored(_)))
+    {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

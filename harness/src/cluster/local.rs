@@ -1,0 +1,470 @@
+//! The embedded default provider: etcd, kube-apiserver and kube-controller-manager as supervised child
+//! processes on ephemeral ports. The API server binds the run network's gateway address, which both the harness
+//! and the node containers reach.
+use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+use crate::error::{Error, Result};
+use crate::pki::{ClusterPki, PkiPaths};
+use crate::process::{free_port, Supervised};
+use futures::future::BoxFuture;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct LocalProvider;
+
+impl ClusterProvider for LocalProvider {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
+    fn create<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        ctx: ProviderContext<'a>,
+    ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
+        Box::pin(async move {
+            Ok(Box::new(LocalControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>)
+        })
+    }
+}
+
+/// A running local control plane; its processes stop when it is dropped.
+pub struct LocalControlPlane {
+    endpoint: String,
+    ca_pem: String,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    timings: Vec<(String, Duration)>,
+    // Field order is drop order: controller-manager, apiserver, then etcd.
+    processes: Vec<Supervised>,
+    _etcd_data: tempfile::TempDir,
+}
+
+fn cp_err(component: &str, message: impl Into<String>) -> Error {
+    Error::ControlPlane {
+        component: component.to_string(),
+        message: message.into(),
+    }
+}
+
+/// The first address of a service CIDR (the `kubernetes` Service's ClusterIP).
+pub fn first_service_ip(cidr: &ipnet::Ipv4Net) -> Ipv4Addr {
+    let n = u32::from(cidr.network());
+    Ipv4Addr::from(n + 1)
+}
+
+/// Writes a kubeconfig that authenticates with a client certificate.
+pub fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    user: &str,
+) -> Result<()> {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "nodejoin", "cluster": { "server": server, "certificate-authority-data": b64(ca_pem) } }],
+        "users": [{ "name": user, "user": { "client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem) } }],
+        "contexts": [{ "name": "nodejoin", "context": { "cluster": "nodejoin", "user": user } }],
+        "current-context": "nodejoin",
+    });
+    let text = serde_yaml_ng::to_string(&doc).map_err(|e| cp_err("kubeconfig", e.to_string()))?;
+    std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(path, e))
+}
+
+/// A kube client from a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| cp_err("kubeconfig", e.to_string()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| cp_err("kubeconfig", e.to_string()))?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: RequestResponse
+    resources:
+      - group: ""
+        resources: ["configmaps"]
+        resourceNames: ["aws-auth"]
+  - level: Metadata
+    resources:
+      - group: ""
+        resources: ["nodes", "nodes/status"]
+      - group: "certificates.k8s.io"
+        resources: ["certificatesigningrequests", "certificatesigningrequests/approval"]
+  - level: None
+"#;
+
+impl LocalControlPlane {
+    async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
+        let assets = ctx
+            .assets
+            .ok_or_else(|| cp_err("assets", "the local provider needs Kubernetes binaries"))?;
+        let dir = ctx.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let mut timings = Vec::new();
+        let mut step = Instant::now();
+        let mut mark = |name: &str, timings: &mut Vec<(String, Duration)>| {
+            timings.push((name.to_string(), step.elapsed()));
+            step = Instant::now();
+        };
+
+        let bind = IpAddr::V4(ctx.network.gateway);
+        let service_ip = IpAddr::V4(first_service_ip(&spec.service_cidr));
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let pki = ClusterPki::generate(&[loopback, bind, service_ip])?;
+        let paths = pki.write(&dir.join("pki"))?;
+        let audit_policy = dir.join("audit-policy.yaml");
+        std::fs::write(&audit_policy, AUDIT_POLICY).map_err(|e| Error::io(&audit_policy, e))?;
+        mark("pki", &mut timings);
+
+        let etcd_data = tempfile::Builder::new()
+            .prefix("nodejoin-etcd-")
+            .tempdir_in(shm_or_tmp())
+            .map_err(|e| cp_err("etcd", format!("data dir: {e}")))?;
+        let etcd_port = free_port(loopback)?;
+        let peer_port = free_port(loopback)?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let etcd_args = vec![
+            format!("--name=nodejoin"),
+            format!("--data-dir={}", etcd_data.path().display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=nodejoin=http://127.0.0.1:{peer_port}"),
+            "--unsafe-no-fsync=true".to_string(),
+            "--log-level=warn".to_string(),
+        ];
+        let mut processes = vec![Supervised::spawn(
+            "etcd",
+            &assets.etcd,
+            &etcd_args,
+            &dir,
+            &ctx.pids_dir,
+        )?];
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| cp_err("etcd", e.to_string()))?;
+        wait_ready("etcd", &mut processes, Duration::from_secs(30), || {
+            let http = http.clone();
+            let url = format!("{etcd_url}/health");
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .unwrap_or(false)
+            }
+        })
+        .await?;
+        mark("etcd ready", &mut timings);
+
+        let api_port = free_port(bind)?;
+        let endpoint = format!("https://{bind}:{api_port}");
+        let apiserver_args =
+            apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
+        processes.insert(
+            0,
+            Supervised::spawn(
+                "kube-apiserver",
+                &assets.kube_apiserver,
+                &apiserver_args,
+                &dir,
+                &ctx.pids_dir,
+            )?,
+        );
+        let ca = reqwest::Certificate::from_pem(pki.ca.0.cert_pem.as_bytes())
+            .map_err(|e| cp_err("kube-apiserver", e.to_string()))?;
+        let https = reqwest::Client::builder()
+            .add_root_certificate(ca)
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| cp_err("kube-apiserver", e.to_string()))?;
+        wait_ready(
+            "kube-apiserver",
+            &mut processes,
+            Duration::from_secs(90),
+            || {
+                let https = https.clone();
+                let url = format!("{endpoint}/readyz");
+                async move {
+                    https
+                        .get(url)
+                        .send()
+                        .await
+                        .map(|r| r.status().is_success())
+                        .unwrap_or(false)
+                }
+            },
+        )
+        .await?;
+        mark("kube-apiserver ready", &mut timings);
+
+        let kubeconfig = dir.join("admin.kubeconfig");
+        write_kubeconfig(
+            &kubeconfig,
+            &endpoint,
+            &pki.ca.0.cert_pem,
+            &pki.admin.cert_pem,
+            &pki.admin.key_pem,
+            "kubernetes-admin",
+        )?;
+        let kcm_kubeconfig = dir.join("controller-manager.kubeconfig");
+        write_kubeconfig(
+            &kcm_kubeconfig,
+            &endpoint,
+            &pki.ca.0.cert_pem,
+            &pki.controller_manager.cert_pem,
+            &pki.controller_manager.key_pem,
+            "system:kube-controller-manager",
+        )?;
+        let kcm_port = free_port(loopback)?;
+        let kcm_args = kcm_args(spec, &paths, &kcm_kubeconfig, kcm_port);
+        processes.insert(
+            0,
+            Supervised::spawn(
+                "kube-controller-manager",
+                &assets.kube_controller_manager,
+                &kcm_args,
+                &dir,
+                &ctx.pids_dir,
+            )?,
+        );
+        let insecure = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .timeout(Duration::from_secs(2))
+            .build()
+            .map_err(|e| cp_err("kube-controller-manager", e.to_string()))?;
+        wait_ready(
+            "kube-controller-manager",
+            &mut processes,
+            Duration::from_secs(60),
+            || {
+                let insecure = insecure.clone();
+                let url = format!("https://127.0.0.1:{kcm_port}/healthz");
+                async move {
+                    insecure
+                        .get(url)
+                        .send()
+                        .await
+                        .map(|r| r.status().is_success())
+                        .unwrap_or(false)
+                }
+            },
+        )
+        .await?;
+        mark("kube-controller-manager ready", &mut timings);
+
+        let client = client_from_kubeconfig(&kubeconfig).await?;
+        super::objects::apply_node_bootstrap_rbac(&client).await?;
+        mark("rbac", &mut timings);
+
+        Ok(Self {
+            endpoint,
+            ca_pem: pki.ca.0.cert_pem.clone(),
+            client,
+            kubeconfig,
+            dir,
+            timings,
+            processes,
+            _etcd_data: etcd_data,
+        })
+    }
+}
+
+/// etcd is fastest on tmpfs; /dev/shm when it exists.
+fn shm_or_tmp() -> PathBuf {
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+fn apiserver_args(
+    spec: &ClusterSpec,
+    p: &PkiPaths,
+    bind: IpAddr,
+    port: u16,
+    etcd_url: &str,
+    audit_policy: &Path,
+    dir: &Path,
+) -> Vec<String> {
+    let d = |p: &Path| p.display().to_string();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--bind-address={bind}"),
+        format!("--advertise-address={bind}"),
+        format!("--secure-port={port}"),
+        format!("--service-cluster-ip-range={}", spec.service_cidr),
+        format!("--client-ca-file={}", d(&p.ca.0)),
+        format!("--tls-cert-file={}", d(&p.apiserver.0)),
+        format!("--tls-private-key-file={}", d(&p.apiserver.1)),
+        format!(
+            "--kubelet-client-certificate={}",
+            d(&p.apiserver_kubelet_client.0)
+        ),
+        format!("--kubelet-client-key={}", d(&p.apiserver_kubelet_client.1)),
+        format!("--kubelet-certificate-authority={}", d(&p.ca.0)),
+        "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalIP,ExternalDNS"
+            .to_string(),
+        format!("--service-account-key-file={}", d(&p.sa_pub)),
+        format!("--service-account-signing-key-file={}", d(&p.sa_key)),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
+        "--enable-bootstrap-token-auth=true".to_string(),
+        "--authorization-mode=Node,RBAC".to_string(),
+        "--enable-admission-plugins=NodeRestriction".to_string(),
+        "--allow-privileged=true".to_string(),
+        format!("--requestheader-client-ca-file={}", d(&p.front_proxy_ca.0)),
+        "--requestheader-allowed-names=front-proxy-client".to_string(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_string(),
+        "--requestheader-group-headers=X-Remote-Group".to_string(),
+        "--requestheader-username-headers=X-Remote-User".to_string(),
+        format!("--proxy-client-cert-file={}", d(&p.front_proxy_client.0)),
+        format!("--proxy-client-key-file={}", d(&p.front_proxy_client.1)),
+        format!("--audit-policy-file={}", d(audit_policy)),
+        format!("--audit-log-path={}", d(&dir.join("audit.log"))),
+        "--profiling=false".to_string(),
+    ]
+}
+
+fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> Vec<String> {
+    let d = |p: &Path| p.display().to_string();
+    vec![
+        format!("--kubeconfig={}", d(kubeconfig)),
+        format!("--authentication-kubeconfig={}", d(kubeconfig)),
+        format!("--authorization-kubeconfig={}", d(kubeconfig)),
+        "--bind-address=127.0.0.1".to_string(),
+        format!("--secure-port={port}"),
+        format!("--cluster-signing-cert-file={}", d(&p.ca.0)),
+        format!("--cluster-signing-key-file={}", d(&p.ca.1)),
+        format!("--client-ca-file={}", d(&p.ca.0)),
+        format!("--requestheader-client-ca-file={}", d(&p.front_proxy_ca.0)),
+        format!("--root-ca-file={}", d(&p.ca.0)),
+        format!("--service-account-private-key-file={}", d(&p.sa_key)),
+        format!("--service-cluster-ip-range={}", spec.service_cidr),
+        "--controllers=*,bootstrapsigner,tokencleaner".to_string(),
+        "--use-service-account-credentials=true".to_string(),
+        "--leader-elect=false".to_string(),
+        "--profiling=false".to_string(),
+    ]
+}
+
+/// Polls `probe` until it succeeds; fails early (with the log tail) when the process exits.
+async fn wait_ready<F, Fut>(
+    component: &str,
+    processes: &mut [Supervised],
+    timeout: Duration,
+    probe: F,
+) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if probe().await {
+            return Ok(());
+        }
+        if let Some(p) = processes.iter_mut().find(|p| p.name == component) {
+            if let Some(status) = p.exited() {
+                return Err(cp_err(
+                    component,
+                    format!(
+                        "exited ({status}) before it was ready; last log lines:\n{}",
+                        p.log_tail(15)
+                    ),
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            let tail = processes
+                .iter()
+                .find(|p| p.name == component)
+                .map(|p| p.log_tail(15))
+                .unwrap_or_default();
+            return Err(cp_err(
+                component,
+                format!("not ready after {timeout:?}; last log lines:\n{tail}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl ControlPlane for LocalControlPlane {
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+    fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+    fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn logs_dir(&self) -> &Path {
+        &self.dir
+    }
+    fn timings(&self) -> &[(String, Duration)] {
+        &self.timings
+    }
+    fn failed_component(&mut self) -> Option<String> {
+        self.processes
+            .iter_mut()
+            .find_map(|p| p.exited().map(|s| format!("{} exited ({s})", p.name)))
+    }
+    fn memory(&self) -> Vec<(String, u64)> {
+        self.processes
+            .iter()
+            .filter_map(|p| p.rss_kib().map(|r| (p.name.clone(), r)))
+            .collect()
+    }
+    fn stop(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            for p in self.processes.iter_mut() {
+                p.stop(Duration::from_secs(5)).await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_service_ip_is_network_plus_one() {
+        assert_eq!(
+            first_service_ip(&"10.100.0.0/16".parse().unwrap()).to_string(),
+            "10.100.0.1"
+        );
+        assert_eq!(
+            first_service_ip(&"172.20.0.0/16".parse().unwrap()).to_string(),
+            "172.20.0.1"
+        );
+    }
+}

@@ -1,0 +1,384 @@
+//! EKS's kubelet-serving CSR approver, played by the harness.
+//!
+//! Approves a `kubernetes.io/kubelet-serving` CSR only when the requester is `system:node:<name>` in group
+//! `system:nodes`, the subject is `O=system:nodes, CN=system:node:<name>`, the usages are within {server auth,
+//! digital signature, key encipherment}, and every SAN is one of that instance's own DNS names or IPs (per the
+//! fake EC2 world). Anything else is left pending, and the reason is recorded for the report.
+use crate::fakes::instances::Instances;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition,
+};
+use kube::api::{Api, ListParams, PostParams};
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use x509_parser::prelude::*;
+
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+
+/// One approval decision.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub csr: String,
+    pub requester: String,
+    pub approved: bool,
+    pub reason: String,
+}
+
+#[derive(Default)]
+pub struct Approver {
+    decisions: Mutex<Vec<Decision>>,
+}
+
+/// The SANs and subject of a PEM CSR.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CsrContent {
+    pub common_name: String,
+    pub organizations: Vec<String>,
+    pub dns_names: Vec<String>,
+    pub ips: Vec<IpAddr>,
+}
+
+pub fn parse_csr(pem: &[u8]) -> Result<CsrContent, String> {
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("CSR is not PEM: {e}"))?;
+    let (_, req) = X509CertificationRequest::from_der(&pem.contents)
+        .map_err(|e| format!("CSR is not DER PKCS#10: {e}"))?;
+    let subject = &req.certification_request_info.subject;
+    let mut out = CsrContent {
+        common_name: subject
+            .iter_common_name()
+            .filter_map(|c| c.as_str().ok())
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        organizations: subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok().map(str::to_string))
+            .collect(),
+        ..Default::default()
+    };
+    if let Some(exts) = req.requested_extensions() {
+        for ext in exts {
+            if let ParsedExtension::SubjectAlternativeName(san) = ext {
+                for name in &san.general_names {
+                    match name {
+                        GeneralName::DNSName(d) => out.dns_names.push(d.to_string()),
+                        GeneralName::IPAddress(b) if b.len() == 4 => {
+                            out.ips.push(IpAddr::from([b[0], b[1], b[2], b[3]]))
+                        }
+                        GeneralName::IPAddress(b) if b.len() == 16 => {
+                            let mut a = [0u8; 16];
+                            a.copy_from_slice(b);
+                            out.ips.push(IpAddr::from(a));
+                        }
+                        other => return Err(format!("unsupported SAN {other:?}")),
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The decision for one CSR: `Ok(node)` to approve, `Err(reason)` to leave it pending.
+pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Result<String, String> {
+    let spec = &csr.spec;
+    let user = spec.username.clone().unwrap_or_default();
+    let node = user
+        .strip_prefix("system:node:")
+        .ok_or_else(|| format!("requester '{user}' is not a node (system:node:<name>)"))?;
+    let groups = spec.groups.clone().unwrap_or_default();
+    if !groups.iter().any(|g| g == "system:nodes") {
+        return Err(format!(
+            "requester {user} is not in group system:nodes (groups: {groups:?})"
+        ));
+    }
+    let allowed = ["server auth", "digital signature", "key encipherment"];
+    let usages = spec.usages.clone().unwrap_or_default();
+    if let Some(bad) = usages.iter().find(|u| !allowed.contains(&u.as_str())) {
+        return Err(format!(
+            "usage '{bad}' is not allowed for a serving certificate"
+        ));
+    }
+    if !usages.iter().any(|u| u == "server auth") {
+        return Err("usages lack 'server auth'".into());
+    }
+    let content = parse_csr(&spec.request.0)?;
+    if content.common_name != user || content.organizations != ["system:nodes"] {
+        return Err(format!(
+            "subject CN={} O={:?} does not match requester {user} / system:nodes",
+            content.common_name, content.organizations
+        ));
+    }
+    let instance = instances
+        .by_private_dns_name(node)
+        .ok_or_else(|| format!("no EC2 instance has PrivateDnsName {node}"))?;
+    if content.dns_names.is_empty() && content.ips.is_empty() {
+        return Err("the CSR has no SANs".into());
+    }
+    let own_dns = [instance.private_dns_name()];
+    if let Some(d) = content.dns_names.iter().find(|d| !own_dns.contains(d)) {
+        return Err(format!(
+            "DNS SAN {d} does not belong to instance {}",
+            instance.instance_id
+        ));
+    }
+    if let Some(ip) = content
+        .ips
+        .iter()
+        .find(|ip| **ip != IpAddr::V4(instance.private_ip))
+    {
+        return Err(format!(
+            "IP SAN {ip} does not belong to instance {}",
+            instance.instance_id
+        ));
+    }
+    Ok(node.to_string())
+}
+
+impl Approver {
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.decisions.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    fn record(&self, d: Decision) {
+        tracing::info!(csr = %d.csr, requester = %d.requester, approved = d.approved, "approver: {}", d.reason);
+        if let Ok(mut all) = self.decisions.lock() {
+            all.push(d);
+        }
+    }
+
+    /// Runs until the task is aborted.
+    pub async fn run(self: Arc<Self>, client: kube::Client, instances: Arc<Instances>) {
+        let api: Api<CertificateSigningRequest> = Api::all(client);
+        let mut seen: HashSet<String> = HashSet::new();
+        loop {
+            if let Ok(list) = api.list(&ListParams::default()).await {
+                for csr in list.items {
+                    let Some(uid) = csr.metadata.uid.clone() else {
+                        continue;
+                    };
+                    let decided = csr
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| !c.is_empty());
+                    if csr.spec.signer_name != SERVING_SIGNER || decided || seen.contains(&uid) {
+                        continue;
+                    }
+                    let name = csr.metadata.name.clone().unwrap_or_default();
+                    let requester = csr.spec.username.clone().unwrap_or_default();
+                    match evaluate(&csr, &instances) {
+                        Ok(node) => {
+                            let mut approved = csr.clone();
+                            let status = approved.status.get_or_insert_with(Default::default);
+                            status.conditions.get_or_insert_with(Vec::new).push(
+                                CertificateSigningRequestCondition {
+                                    type_: "Approved".into(),
+                                    status: "True".into(),
+                                    reason: Some("NodejoinServingApprover".into()),
+                                    message: Some(format!("SANs belong to {node}")),
+                                    ..Default::default()
+                                },
+                            );
+                            match api
+                                .replace_subresource(
+                                    "approval",
+                                    &name,
+                                    &PostParams::default(),
+                                    &approved,
+                                )
+                                .await
+                            {
+                                Ok(_) => {
+                                    seen.insert(uid);
+                                    self.record(Decision {
+                                        csr: name,
+                                        requester,
+                                        approved: true,
+                                        reason: format!("approved: SANs belong to {node}"),
+                                    });
+                                }
+                                Err(e) => {
+                                    tracing::warn!(csr = %name, "approval failed, will retry: {e}")
+                                }
+                            }
+                        }
+                        Err(reason) => {
+                            seen.insert(uid);
+                            self.record(Decision {
+                                csr: name,
+                                requester,
+                                approved: false,
+                                reason: format!("left pending: {reason}"),
+                            });
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(super::POLL).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::instances::{Credentials, Instance};
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
+    use k8s_openapi::ByteString;
+    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
+    use std::time::{Duration, SystemTime};
+
+    fn instances() -> Arc<Instances> {
+        let i = Instances::new();
+        i.register(Instance {
+            instance_id: "i-0abc".into(),
+            instance_type: "m5.large".into(),
+            lifecycle: "on-demand".into(),
+            availability_zone: "us-west-2a".into(),
+            region: "us-west-2".into(),
+            account_id: "111122223333".into(),
+            ami_id: "ami-1".into(),
+            private_ip: "172.18.0.5".parse().unwrap(),
+            mac: "02:00:00:00:00:01".into(),
+            vpc_cidr: "172.18.0.0/16".parse().unwrap(),
+            role_name: None,
+            user_data: None,
+            imds_v2_required: true,
+            credentials: Credentials::generate(Duration::from_secs(60)),
+            launch_time: SystemTime::now(),
+        });
+        i
+    }
+
+    const NODE: &str = "ip-172-18-0-5.us-west-2.compute.internal";
+
+    fn csr(
+        cn: &str,
+        org: &str,
+        sans: Vec<SanType>,
+        user: &str,
+        groups: &[&str],
+        usages: &[&str],
+    ) -> CertificateSigningRequest {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, org);
+        dn.push(DnType::CommonName, cn);
+        params.distinguished_name = dn;
+        params.subject_alt_names = sans;
+        let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+        CertificateSigningRequest {
+            spec: CertificateSigningRequestSpec {
+                request: ByteString(pem.into_bytes()),
+                signer_name: SERVING_SIGNER.into(),
+                username: Some(user.into()),
+                groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+                usages: Some(usages.iter().map(|u| u.to_string()).collect()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn good_sans() -> Vec<SanType> {
+        vec![
+            SanType::DnsName(NODE.try_into().unwrap()),
+            SanType::IpAddress("172.18.0.5".parse().unwrap()),
+        ]
+    }
+
+    const USAGES: &[&str] = &["digital signature", "server auth"];
+    const GROUPS: &[&str] = &["system:nodes", "system:authenticated"];
+
+    #[test]
+    fn approves_a_proper_request() {
+        let user = format!("system:node:{NODE}");
+        let c = csr(&user, "system:nodes", good_sans(), &user, GROUPS, USAGES);
+        assert_eq!(evaluate(&c, &instances()).unwrap(), NODE);
+    }
+
+    #[test]
+    fn refuses_foreign_sans_wrong_requester_and_usages() {
+        let i = instances();
+        let user = format!("system:node:{NODE}");
+        let foreign_ip = vec![
+            SanType::DnsName(NODE.try_into().unwrap()),
+            SanType::IpAddress("10.0.0.9".parse().unwrap()),
+        ];
+        assert!(evaluate(
+            &csr(&user, "system:nodes", foreign_ip, &user, GROUPS, USAGES),
+            &i
+        )
+        .unwrap_err()
+        .contains("10.0.0.9"));
+        let foreign_dns = vec![SanType::DnsName("evil.example.com".try_into().unwrap())];
+        assert!(evaluate(
+            &csr(&user, "system:nodes", foreign_dns, &user, GROUPS, USAGES),
+            &i
+        )
+        .unwrap_err()
+        .contains("evil"));
+        assert!(evaluate(
+            &csr(&user, "system:nodes", good_sans(), "alice", GROUPS, USAGES),
+            &i
+        )
+        .unwrap_err()
+        .contains("not a node"));
+        assert!(evaluate(
+            &csr(
+                &user,
+                "system:nodes",
+                good_sans(),
+                &user,
+                &["system:authenticated"],
+                USAGES
+            ),
+            &i
+        )
+        .unwrap_err()
+        .contains("system:nodes"));
+        assert!(evaluate(
+            &csr(
+                &user,
+                "system:nodes",
+                good_sans(),
+                &user,
+                GROUPS,
+                &["client auth"]
+            ),
+            &i
+        )
+        .unwrap_err()
+        .contains("client auth"));
+        assert!(evaluate(
+            &csr(
+                "system:node:other",
+                "system:nodes",
+                good_sans(),
+                &user,
+                GROUPS,
+                USAGES
+            ),
+            &i
+        )
+        .unwrap_err()
+        .contains("subject"));
+        assert!(evaluate(
+            &csr(&user, "system:nodes", vec![], &user, GROUPS, USAGES),
+            &i
+        )
+        .unwrap_err()
+        .contains("no SANs"));
+        let ghost = "system:node:ip-1-2-3-4.us-west-2.compute.internal";
+        assert!(evaluate(
+            &csr(ghost, "system:nodes", good_sans(), ghost, GROUPS, USAGES),
+            &i
+        )
+        .unwrap_err()
+        .contains("no EC2 instance"));
+    }
+}

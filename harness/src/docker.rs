@@ -1,0 +1,286 @@
+//! Thin helpers over the Docker API (bollard, as re-exported by testcontainers so both agree on one version):
+//! connecting with a clear error, run labels, per-run networks, exec with captured output.
+use crate::error::{Error, Result};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
+use testcontainers::bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+use testcontainers::bollard::query_parameters::{
+    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use testcontainers::bollard::Docker;
+
+/// Label every object of a run carries: its run id.
+pub const RUN_LABEL: &str = "io.nodejoin.run";
+/// Label with the PID of the process that owns the object; a dead owner means the object can be reaped.
+pub const OWNER_LABEL: &str = "io.nodejoin.owner-pid";
+
+/// Connects to the local engine and checks it answers.
+pub async fn connect() -> Result<Docker> {
+    let docker = Docker::connect_with_local_defaults()
+        .map_err(|e| Error::DockerUnavailable(e.to_string()))?;
+    docker
+        .ping()
+        .await
+        .map_err(|e| Error::DockerUnavailable(e.to_string()))?;
+    Ok(docker)
+}
+
+pub fn run_labels(run_id: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (RUN_LABEL.to_string(), run_id.to_string()),
+        (OWNER_LABEL.to_string(), std::process::id().to_string()),
+    ])
+}
+
+fn docker_err(context: &str) -> impl Fn(testcontainers::bollard::errors::Error) -> Error + '_ {
+    move |e| Error::Docker(format!("{context}: {e}"))
+}
+
+/// A user-defined bridge network for one run; Docker picks a free subnet, so parallel runs never collide.
+pub struct RunNetwork {
+    pub name: String,
+    pub gateway: Ipv4Addr,
+    pub subnet: ipnet::Ipv4Net,
+}
+
+pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork> {
+    let name = format!("nodejoin-{run_id}");
+    docker
+        .create_network(NetworkCreateRequest {
+            name: name.clone(),
+            driver: Some("bridge".into()),
+            labels: Some(run_labels(run_id)),
+            ..Default::default()
+        })
+        .await
+        .map_err(docker_err("create network"))?;
+    let inspect = docker
+        .inspect_network(&name, None)
+        .await
+        .map_err(docker_err("inspect network"))?;
+    let config: Option<IpamConfig> = inspect.ipam.and_then(|i: Ipam| i.config).and_then(|c| {
+        c.into_iter()
+            .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
+    });
+    let subnet = config
+        .as_ref()
+        .and_then(|c| c.subnet.as_deref())
+        .and_then(|s| s.parse().ok());
+    let gateway = config
+        .as_ref()
+        .and_then(|c| c.gateway.as_deref())
+        .and_then(|s| s.parse().ok());
+    match (subnet, gateway) {
+        (Some(subnet), Some(gateway)) => Ok(RunNetwork {
+            name,
+            gateway,
+            subnet,
+        }),
+        _ => {
+            let _ = docker.remove_network(&name).await;
+            Err(Error::Docker(format!(
+                "network {name} has no IPv4 subnet/gateway"
+            )))
+        }
+    }
+}
+
+/// The IPv4 address of `container` on `network`.
+pub async fn container_ip(docker: &Docker, container: &str, network: &str) -> Result<Ipv4Addr> {
+    let inspect = docker
+        .inspect_container(container, None)
+        .await
+        .map_err(docker_err("inspect container"))?;
+    inspect
+        .network_settings
+        .and_then(|n| n.networks)
+        .and_then(|mut n| n.remove(network))
+        .and_then(|e| e.ip_address)
+        .and_then(|ip| ip.parse().ok())
+        .ok_or_else(|| Error::Docker(format!("container {container} has no address on {network}")))
+}
+
+/// Output of a command run in a container.
+#[derive(Debug, Default, Clone)]
+pub struct ExecOutput {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` in `container` with `env` and optional stdin, and collects its output.
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    cmd: &[&str],
+    env: &[String],
+    stdin: Option<&[u8]>,
+) -> Result<ExecOutput> {
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
+                env: Some(env.to_vec()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                attach_stdin: Some(stdin.is_some()),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(docker_err("create exec"))?;
+    let started = docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(docker_err("start exec"))?;
+    let mut out = ExecOutput::default();
+    if let StartExecResults::Attached {
+        mut output,
+        mut input,
+    } = started
+    {
+        if let Some(data) = stdin {
+            use tokio::io::AsyncWriteExt;
+            input
+                .write_all(data)
+                .await
+                .map_err(|e| Error::Docker(format!("exec stdin: {e}")))?;
+            input
+                .shutdown()
+                .await
+                .map_err(|e| Error::Docker(format!("exec stdin: {e}")))?;
+        }
+        drop(input);
+        use testcontainers::bollard::container::LogOutput;
+        while let Some(chunk) = output.next().await {
+            match chunk.map_err(docker_err("exec output"))? {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    out.stdout.push_str(&String::from_utf8_lossy(&message))
+                }
+                LogOutput::StdErr { message } => {
+                    out.stderr.push_str(&String::from_utf8_lossy(&message))
+                }
+                LogOutput::StdIn { .. } => {}
+            }
+        }
+    }
+    let inspect = docker
+        .inspect_exec(&created.id)
+        .await
+        .map_err(docker_err("inspect exec"))?;
+    out.exit_code = inspect.exit_code.unwrap_or(-1);
+    Ok(out)
+}
+
+/// Removes every container and network carrying `label=value` (force, with anonymous volumes).
+/// Returns how many objects were removed.
+pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) -> Result<usize> {
+    let selector = match value {
+        Some(v) => format!("{label}={v}"),
+        None => label.to_string(),
+    };
+    let filters = HashMap::from([("label", vec![selector.as_str()])]);
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .map_err(docker_err("list containers"))?;
+    let mut removed = 0;
+    for c in containers {
+        if let Some(id) = c.id {
+            let opts = RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .v(true)
+                .build();
+            if docker.remove_container(&id, Some(opts)).await.is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    let networks = docker
+        .list_networks(Some(
+            ListNetworksOptionsBuilder::new().filters(&filters).build(),
+        ))
+        .await
+        .map_err(docker_err("list networks"))?;
+    for n in networks {
+        if let Some(id) = n.id {
+            if docker.remove_network(&id).await.is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// Containers and networks labelled with `run_id`, by name (for leak checks).
+pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
+    let selector = format!("{RUN_LABEL}={run_id}");
+    let filters = HashMap::from([("label", vec![selector.as_str()])]);
+    let mut names = Vec::new();
+    for c in docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .map_err(docker_err("list containers"))?
+    {
+        names.push(format!(
+            "container {}",
+            c.names.unwrap_or_default().join(",")
+        ));
+    }
+    for n in docker
+        .list_networks(Some(
+            ListNetworksOptionsBuilder::new().filters(&filters).build(),
+        ))
+        .await
+        .map_err(docker_err("list networks"))?
+    {
+        names.push(format!("network {}", n.name.unwrap_or_default()));
+    }
+    Ok(names)
+}
+
+/// Owner PIDs of every labelled object, so start-up can reap those whose owner died.
+pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
+    let filters = HashMap::from([("label", vec![OWNER_LABEL])]);
+    let mut out = Vec::new();
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .map_err(docker_err("list containers"))?;
+    let labels = containers.into_iter().filter_map(|c| c.labels);
+    let networks = docker
+        .list_networks(Some(
+            ListNetworksOptionsBuilder::new().filters(&filters).build(),
+        ))
+        .await
+        .map_err(docker_err("list networks"))?;
+    for l in labels.chain(networks.into_iter().filter_map(|n| n.labels)) {
+        if let (Some(run), Some(pid)) = (
+            l.get(RUN_LABEL),
+            l.get(OWNER_LABEL).and_then(|p| p.parse().ok()),
+        ) {
+            out.push((run.clone(), pid));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}

@@ -1,0 +1,94 @@
+//! Typed errors. Each variant says what failed and carries enough context (scenario, node, file, line) for the
+//! CLI to print one line plus a hint.
+use std::path::PathBuf;
+
+/// Anything that can go wrong in the harness.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("scenario {file}:{line}:{column}: {message}")]
+    ScenarioParse {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
+    #[error("scenario {file}: {message}")]
+    ScenarioInvalid { file: PathBuf, message: String },
+
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("Kubernetes {version} binaries unavailable; tried: {tried}")]
+    AssetsUnavailable { version: String, tried: String },
+
+    #[error("node image: {0}")]
+    Image(String),
+
+    #[error("Docker is not reachable: {0}")]
+    DockerUnavailable(String),
+
+    #[error("docker: {0}")]
+    Docker(String),
+
+    #[error("control plane ({component}): {message}")]
+    ControlPlane { component: String, message: String },
+
+    #[error("PKI: {0}")]
+    Pki(String),
+
+    #[error("fake {service}: {message}")]
+    Fake {
+        service: &'static str,
+        message: String,
+    },
+
+    #[error("node {node}: {message}")]
+    Node { node: String, message: String },
+
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+
+    #[error("provider {provider} unavailable: {reason}")]
+    ProviderUnavailable { provider: String, reason: String },
+
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl Error {
+    /// A one-line hint for the CLI: what to do about this error.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            Error::ScenarioParse { .. } | Error::ScenarioInvalid { .. } => {
+                "fix the scenario file; README.md#scenario-format lists every field"
+            }
+            Error::Io { .. } => "check the path exists and is readable",
+            Error::AssetsUnavailable { .. } => {
+                "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set NODEJOIN_K8S_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubelet"
+            }
+            Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
+            Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",
+            Error::Docker(_) => "see `docker info` and the Docker daemon log",
+            Error::ControlPlane { .. } => "see the control-plane logs under target/nodejoin/<run>/control-plane/",
+            Error::Pki(_) | Error::Fake { .. } => "this is a harness bug; please report it with the run directory",
+            Error::Node { .. } => "see the node artifacts under target/nodejoin/<run>/<scenario>/",
+            Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane/",
+            Error::ProviderUnavailable { .. } => "use provider: local, or install what the provider needs (`nodejoin doctor`)",
+            Error::Interrupted => "the run was interrupted; everything it started has been removed",
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,596 @@
+//! Fake EC2 instance metadata service (IMDSv1 and IMDSv2), one identity per caller address.
+//!
+//! Rules reproduced from the real service: `PUT /latest/api/token` with a TTL of 1–21600 s (400 otherwise, 403
+//! when the request carries `X-Forwarded-For`); GETs with an unknown or expired token get 401; GETs without a
+//! token get 401 when the instance requires IMDSv2; directories list their children (sub-directories with a
+//! trailing `/`); `user-data` is served decoded and is 404 when there is none; unknown paths are 404. Any dated
+//! API version (`/2021-03-23/...`, as cloud-init asks) maps to the same tree as `latest`.
+use super::instances::{ImdsRequest, Instance, Instances};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+pub const TOKEN_HEADER: &str = "x-aws-ec2-metadata-token";
+pub const TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";
+const MAX_TTL: u64 = 21600;
+
+/// Shared state of the IMDS fake.
+pub struct Imds {
+    instances: Arc<Instances>,
+    tokens: Mutex<HashMap<String, (IpAddr, Instant)>>,
+    /// How long to wait for an unknown caller to be registered.
+    pub registration_wait: Duration,
+}
+
+impl Imds {
+    pub fn new(instances: Arc<Instances>) -> Arc<Self> {
+        Arc::new(Self {
+            instances,
+            tokens: Mutex::new(HashMap::new()),
+            registration_wait: Duration::from_secs(5),
+        })
+    }
+
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new()
+            .fallback(handle)
+            .with_state(self.clone())
+    }
+
+    fn issue_token(&self, source: IpAddr, ttl: Duration) -> String {
+        let token = format!("AQAE{}", super::random_alnum(52));
+        if let Ok(mut tokens) = self.tokens.lock() {
+            tokens.insert(token.clone(), (source, Instant::now() + ttl));
+        }
+        token
+    }
+
+    /// Remaining TTL of a valid token presented by `source`.
+    fn check_token(&self, token: &str, source: IpAddr) -> Option<Duration> {
+        let tokens = self.tokens.lock().ok()?;
+        let (owner, expires) = tokens.get(token)?;
+        let now = Instant::now();
+        (*owner == source && *expires > now).then(|| *expires - now)
+    }
+}
+
+struct Reply {
+    status: StatusCode,
+    body: Vec<u8>,
+    content_type: &'static str,
+    ttl: Option<u64>,
+    note: String,
+}
+
+impl Reply {
+    fn text(body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: StatusCode::OK,
+            body: body.into(),
+            content_type: "text/plain",
+            ttl: None,
+            note: String::new(),
+        }
+    }
+    fn error(status: StatusCode, note: impl Into<String>) -> Self {
+        let body = status.canonical_reason().unwrap_or("error").to_string();
+        Self {
+            status,
+            body: body.into_bytes(),
+            content_type: "text/plain",
+            ttl: None,
+            note: note.into(),
+        }
+    }
+}
+
+async fn handle(
+    State(imds): State<Arc<Imds>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let source = peer.ip();
+    let path = uri.path().to_string();
+    let token = headers
+        .get(TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let reply = answer(&imds, source, &method, &path, &headers, token.as_deref()).await;
+    imds.instances.record(ImdsRequest {
+        at: SystemTime::now(),
+        source,
+        method: method.to_string(),
+        path: path.clone(),
+        status: reply.status.as_u16(),
+        with_token: token.is_some(),
+        note: reply.note.clone(),
+    });
+    if !reply.note.is_empty() {
+        tracing::info!(%source, %method, %path, status = reply.status.as_u16(), "imds: {}", reply.note);
+    }
+    let mut response = Response::new(Body::from(reply.body));
+    *response.status_mut() = reply.status;
+    response
+        .headers_mut()
+        .insert("content-type", HeaderValue::from_static(reply.content_type));
+    if let Some(ttl) = reply.ttl {
+        if let Ok(v) = HeaderValue::from_str(&ttl.to_string()) {
+            response.headers_mut().insert(TTL_HEADER, v);
+        }
+    }
+    response
+}
+
+async fn answer(
+    imds: &Imds,
+    source: IpAddr,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Reply {
+    if path == "/latest/api/token" {
+        if method != Method::PUT {
+            return Reply::error(StatusCode::METHOD_NOT_ALLOWED, "token endpoint takes PUT");
+        }
+        if headers.contains_key("x-forwarded-for") {
+            return Reply::error(
+                StatusCode::FORBIDDEN,
+                "token PUT through a proxy (X-Forwarded-For) refused",
+            );
+        }
+        let ttl = headers
+            .get(TTL_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        return match ttl {
+            Some(ttl) if (1..=MAX_TTL).contains(&ttl) => {
+                let mut reply = Reply::text(imds.issue_token(source, Duration::from_secs(ttl)));
+                reply.ttl = Some(ttl);
+                reply
+            }
+            _ => Reply::error(
+                StatusCode::BAD_REQUEST,
+                format!("token PUT needs {TTL_HEADER} between 1 and {MAX_TTL}"),
+            ),
+        };
+    }
+    if method != Method::GET && method != Method::HEAD {
+        return Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} not allowed"),
+        );
+    }
+    let Some(instance) = imds
+        .instances
+        .wait_by_ip(source, imds.registration_wait)
+        .await
+    else {
+        return Reply::error(
+            StatusCode::NOT_FOUND,
+            format!("no instance is registered for {source}"),
+        );
+    };
+    let remaining = match token {
+        Some(t) => match imds.check_token(t, source) {
+            Some(left) => Some(left.as_secs()),
+            None => {
+                return Reply::error(
+                    StatusCode::UNAUTHORIZED,
+                    "IMDSv2 token unknown, expired or from another instance",
+                )
+            }
+        },
+        None if instance.imds_v2_required => {
+            return Reply::error(
+                StatusCode::UNAUTHORIZED,
+                "IMDSv1 request refused: this instance requires IMDSv2 tokens",
+            );
+        }
+        None => None,
+    };
+    let mut reply = lookup(&instance, path);
+    reply.ttl = remaining;
+    reply
+}
+
+/// Answers a GET for `path` (`/<version>/<rest>`).
+fn lookup(instance: &Instance, path: &str) -> Reply {
+    let trimmed = path.trim_start_matches('/');
+    if trimmed.is_empty() {
+        return Reply::text("latest");
+    }
+    let (version, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    if !is_api_version(version) {
+        return Reply::error(
+            StatusCode::NOT_FOUND,
+            format!("unknown API version {version}"),
+        );
+    }
+    if rest == "user-data" || rest == "user-data/" {
+        return match &instance.user_data {
+            Some(data) => {
+                let mut reply = Reply::text(data.clone());
+                reply.content_type = "application/octet-stream";
+                reply
+            }
+            None => Reply::error(StatusCode::NOT_FOUND, String::new()),
+        };
+    }
+    let tree = tree(instance);
+    let key = rest.trim_end_matches('/');
+    if let Some(value) = tree.get(key) {
+        let mut reply = Reply::text(value.clone());
+        if value.starts_with('{') {
+            reply.content_type = "application/json";
+        }
+        return reply;
+    }
+    // A directory: list the immediate children, sub-directories with a trailing slash.
+    let prefix = if key.is_empty() {
+        String::new()
+    } else {
+        format!("{key}/")
+    };
+    let mut children = BTreeSet::new();
+    for leaf in tree.keys() {
+        if let Some(below) = leaf.strip_prefix(&prefix) {
+            match below.split_once('/') {
+                Some((dir, _)) => children.insert(format!("{dir}/")),
+                None => children.insert(below.to_string()),
+            };
+        }
+    }
+    if key.is_empty() && instance.user_data.is_some() {
+        children.insert("user-data".to_string());
+    }
+    if children.is_empty() {
+        return Reply::error(StatusCode::NOT_FOUND, String::new());
+    }
+    Reply::text(children.into_iter().collect::<Vec<_>>().join("\n"))
+}
+
+fn is_api_version(v: &str) -> bool {
+    v == "latest"
+        || (v.len() == 10
+            && v.chars().enumerate().all(|(i, c)| {
+                if i == 4 || i == 7 {
+                    c == '-'
+                } else {
+                    c.is_ascii_digit()
+                }
+            }))
+}
+
+/// Every leaf of the metadata tree of one instance, keyed by path below the API version.
+pub fn tree(i: &Instance) -> BTreeMap<String, String> {
+    let mut t = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        t.insert(k.to_string(), v);
+    };
+    let dns = i.private_dns_name();
+    let ip = i.private_ip.to_string();
+    let mac = &i.mac;
+    let eni = format!("eni-{}", &i.instance_id.trim_start_matches("i-"));
+    let vpc_id = format!("vpc-{}", &i.instance_id.trim_start_matches("i-")[..8]);
+    let subnet_id = format!("subnet-{}", &i.instance_id.trim_start_matches("i-")[..8]);
+    put("meta-data/ami-id", i.ami_id.clone());
+    put("meta-data/ami-launch-index", "0".into());
+    put("meta-data/hostname", dns.clone());
+    put("meta-data/local-hostname", dns.clone());
+    put("meta-data/local-ipv4", ip.clone());
+    put("meta-data/instance-id", i.instance_id.clone());
+    put("meta-data/instance-type", i.instance_type.clone());
+    put("meta-data/instance-life-cycle", i.lifecycle.clone());
+    put("meta-data/mac", mac.clone());
+    put(
+        "meta-data/reservation-id",
+        format!("r-{}", &i.instance_id.trim_start_matches("i-")),
+    );
+    put("meta-data/security-groups", "nodejoin-nodes".into());
+    put(
+        "meta-data/placement/availability-zone",
+        i.availability_zone.clone(),
+    );
+    put("meta-data/placement/region", i.region.clone());
+    put("meta-data/services/domain", "amazonaws.com".into());
+    put("meta-data/services/partition", "aws".into());
+    let m = format!("meta-data/network/interfaces/macs/{mac}");
+    put(&format!("{m}/device-number"), "0".into());
+    put(&format!("{m}/interface-id"), eni);
+    put(&format!("{m}/local-hostname"), dns.clone());
+    put(&format!("{m}/local-ipv4s"), ip.clone());
+    put(&format!("{m}/mac"), mac.clone());
+    put(&format!("{m}/owner-id"), i.account_id.clone());
+    put(&format!("{m}/security-group-ids"), "sg-0nodejoin".into());
+    put(&format!("{m}/subnet-id"), subnet_id);
+    put(
+        &format!("{m}/subnet-ipv4-cidr-block"),
+        i.vpc_cidr.to_string(),
+    );
+    put(&format!("{m}/vpc-id"), vpc_id);
+    put(&format!("{m}/vpc-ipv4-cidr-block"), i.vpc_cidr.to_string());
+    put(&format!("{m}/vpc-ipv4-cidr-blocks"), i.vpc_cidr.to_string());
+    if let (Some(role), Some(role_arn)) = (&i.role_name, i.role_arn()) {
+        let c = &i.credentials;
+        let updated = super::rfc3339(c.issued);
+        let profile_arn = role_arn.replace(":role/", ":instance-profile/");
+        put(
+            "meta-data/iam/info",
+            serde_json::json!({
+                "Code": "Success",
+                "LastUpdated": updated,
+                "InstanceProfileArn": profile_arn,
+                "InstanceProfileId": format!("AIPA{}", i.instance_id.trim_start_matches("i-").to_uppercase()),
+            })
+            .to_string(),
+        );
+        put(
+            &format!("meta-data/iam/security-credentials/{role}"),
+            serde_json::json!({
+                "Code": "Success",
+                "LastUpdated": updated,
+                "Type": "AWS-HMAC",
+                "AccessKeyId": c.access_key_id,
+                "SecretAccessKey": c.secret_access_key,
+                "Token": c.token,
+                "Expiration": super::rfc3339(c.expiration),
+            })
+            .to_string(),
+        );
+    }
+    put(
+        "dynamic/instance-identity/document",
+        serde_json::json!({
+            "accountId": i.account_id,
+            "architecture": "x86_64",
+            "availabilityZone": i.availability_zone,
+            "imageId": i.ami_id,
+            "instanceId": i.instance_id,
+            "instanceType": i.instance_type,
+            "pendingTime": super::rfc3339(i.launch_time),
+            "privateIp": ip,
+            "region": i.region,
+            "version": "2017-09-30",
+        })
+        .to_string(),
+    );
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::instances::Credentials;
+    use crate::fakes::FakeServer;
+
+    fn instance(ip: &str, v2_required: bool, user_data: Option<&str>) -> Instance {
+        Instance {
+            instance_id: "i-0123456789abcdef0".into(),
+            instance_type: "m5.large".into(),
+            lifecycle: "on-demand".into(),
+            availability_zone: "eu-west-1a".into(),
+            region: "eu-west-1".into(),
+            account_id: "111122223333".into(),
+            ami_id: "ami-0nodejoin".into(),
+            private_ip: ip.parse().unwrap(),
+            mac: "02:aa:bb:cc:dd:ee".into(),
+            vpc_cidr: "127.0.0.0/8".parse().unwrap(),
+            role_name: Some("NodeRole".into()),
+            user_data: user_data.map(|u| u.as_bytes().to_vec()),
+            imds_v2_required: v2_required,
+            credentials: Credentials::generate(Duration::from_secs(3600)),
+            launch_time: SystemTime::now(),
+        }
+    }
+
+    async fn server(v2_required: bool, user_data: Option<&str>) -> (FakeServer, reqwest::Client) {
+        let instances = Instances::new();
+        instances.register(instance("127.0.0.1", v2_required, user_data));
+        let imds = Imds::new(instances);
+        let server = FakeServer::start("imds", "127.0.0.1".parse().unwrap(), imds.router())
+            .await
+            .unwrap();
+        (server, reqwest::Client::new())
+    }
+
+    async fn token(s: &FakeServer, c: &reqwest::Client, ttl: &str) -> reqwest::Response {
+        c.put(format!("{}/latest/api/token", s.url()))
+            .header(TTL_HEADER, ttl)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn token_ttl_rules() {
+        let (s, c) = server(true, None).await;
+        for bad in ["0", "21601", "abc", "-5"] {
+            assert_eq!(token(&s, &c, bad).await.status(), 400, "ttl {bad}");
+        }
+        let missing = c
+            .put(format!("{}/latest/api/token", s.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.status(), 400);
+        let ok = token(&s, &c, "21600").await;
+        assert_eq!(ok.status(), 200);
+        assert_eq!(ok.headers()[TTL_HEADER], "21600");
+        let get = c
+            .get(format!("{}/latest/api/token", s.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(get.status(), 405);
+        let proxied = c
+            .put(format!("{}/latest/api/token", s.url()))
+            .header(TTL_HEADER, "60")
+            .header("x-forwarded-for", "10.0.0.1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(proxied.status(), 403);
+    }
+
+    #[tokio::test]
+    async fn v2_required_refuses_v1_and_bad_tokens() {
+        let (s, c) = server(true, None).await;
+        let url = format!("{}/latest/meta-data/instance-id", s.url());
+        assert_eq!(c.get(&url).send().await.unwrap().status(), 401);
+        assert_eq!(
+            c.get(&url)
+                .header(TOKEN_HEADER, "forged")
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            401
+        );
+        let t = token(&s, &c, "60").await.text().await.unwrap();
+        let ok = c.get(&url).header(TOKEN_HEADER, &t).send().await.unwrap();
+        assert_eq!(ok.status(), 200);
+        assert!(ok.headers().contains_key(TTL_HEADER));
+        assert_eq!(ok.text().await.unwrap(), "i-0123456789abcdef0");
+    }
+
+    #[tokio::test]
+    async fn token_expires() {
+        let (s, c) = server(true, None).await;
+        let t = token(&s, &c, "1").await.text().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let url = format!("{}/latest/meta-data/instance-id", s.url());
+        assert_eq!(
+            c.get(&url)
+                .header(TOKEN_HEADER, &t)
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            401
+        );
+    }
+
+    #[tokio::test]
+    async fn v1_allowed_when_optional() {
+        let (s, c) = server(false, None).await;
+        let r = c
+            .get(format!("{}/latest/meta-data/instance-type", s.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "m5.large");
+    }
+
+    #[tokio::test]
+    async fn paths_listings_and_documents() {
+        let (s, c) = server(false, Some("#!/bin/sh\necho hi\n")).await;
+        let get = |p: &str| {
+            let c = c.clone();
+            let url = format!("{}{p}", s.url());
+            async move {
+                let r = c.get(url).send().await.unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            }
+        };
+        let (st, listing) = get("/latest/meta-data/").await;
+        assert_eq!(st, 200);
+        for entry in [
+            "instance-id",
+            "placement/",
+            "network/",
+            "iam/",
+            "mac",
+            "local-ipv4",
+            "services/",
+        ] {
+            assert!(
+                listing.lines().any(|l| l == entry),
+                "{entry} missing from {listing}"
+            );
+        }
+        assert_eq!(get("/latest/meta-data").await.1, listing);
+        assert_eq!(
+            get("/latest/meta-data/placement/availability-zone").await.1,
+            "eu-west-1a"
+        );
+        assert_eq!(
+            get("/latest/meta-data/local-hostname").await.1,
+            "ip-127-0-0-1.eu-west-1.compute.internal"
+        );
+        assert_eq!(
+            get("/latest/meta-data/network/interfaces/macs/").await.1,
+            "02:aa:bb:cc:dd:ee/"
+        );
+        let (_, cidrs) =
+            get("/latest/meta-data/network/interfaces/macs/02:aa:bb:cc:dd:ee/vpc-ipv4-cidr-blocks")
+                .await;
+        assert_eq!(cidrs, "127.0.0.0/8");
+        let (_, doc) = get("/latest/dynamic/instance-identity/document").await;
+        let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        assert_eq!(doc["region"], "eu-west-1");
+        assert_eq!(doc["instanceId"], "i-0123456789abcdef0");
+        assert_eq!(
+            get("/latest/meta-data/iam/security-credentials/").await.1,
+            "NodeRole"
+        );
+        let (_, creds) = get("/latest/meta-data/iam/security-credentials/NodeRole").await;
+        let creds: serde_json::Value = serde_json::from_str(&creds).unwrap();
+        assert!(creds["AccessKeyId"].as_str().unwrap().starts_with("ASIA"));
+        assert_eq!(creds["Code"], "Success");
+        assert_eq!(
+            get("/latest/user-data").await,
+            (200, "#!/bin/sh\necho hi\n".to_string())
+        );
+        assert!(get("/latest/").await.1.lines().any(|l| l == "user-data"));
+        assert_eq!(
+            get("/2021-03-23/meta-data/instance-id").await.1,
+            "i-0123456789abcdef0"
+        );
+        assert_eq!(get("/latest/meta-data/no-such-thing").await.0, 404);
+        assert_eq!(get("/nonsense/meta-data/").await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn no_user_data_is_404_and_unknown_caller_is_404() {
+        let instances = Instances::new();
+        instances.register(instance("127.0.0.1", false, None));
+        let imds = Arc::new(Imds {
+            instances: instances.clone(),
+            tokens: Mutex::new(HashMap::new()),
+            registration_wait: Duration::from_millis(10),
+        });
+        let s = FakeServer::start("imds", "127.0.0.1".parse().unwrap(), imds.router())
+            .await
+            .unwrap();
+        let c = reqwest::Client::new();
+        assert_eq!(
+            c.get(format!("{}/latest/user-data", s.url()))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            404
+        );
+        instances.remove("127.0.0.1".parse().unwrap());
+        assert_eq!(
+            c.get(format!("{}/latest/meta-data/", s.url()))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            404
+        );
+        let log = instances.requests_from("127.0.0.1".parse().unwrap());
+        assert_eq!(log.len(), 2);
+        assert!(log[1].note.contains("no instance"));
+    }
+}

@@ -1,0 +1,199 @@
+//! The fake EC2 world: which instances exist, and who they are. IMDS, EC2, the CSR approver and the cloud-node
+//! controller all read it, so a node's identity is defined once.
+use ipnet::Ipv4Net;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
+
+/// Temporary credentials of an instance profile, as IMDS hands them out.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub token: String,
+    pub expiration: SystemTime,
+    pub issued: SystemTime,
+}
+
+impl Credentials {
+    pub fn generate(lifetime: Duration) -> Self {
+        let now = SystemTime::now();
+        Self {
+            access_key_id: format!("ASIA{}", super::random_alnum(16).to_uppercase()),
+            secret_access_key: super::random_alnum(40),
+            token: super::random_alnum(356),
+            expiration: now + lifetime,
+            issued: now,
+        }
+    }
+}
+
+/// One fake EC2 instance (a node container).
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub instance_id: String,
+    pub instance_type: String,
+    /// `on-demand` or `spot`.
+    pub lifecycle: String,
+    pub availability_zone: String,
+    pub region: String,
+    pub account_id: String,
+    pub ami_id: String,
+    pub private_ip: Ipv4Addr,
+    pub mac: String,
+    pub vpc_cidr: Ipv4Net,
+    /// The IAM role of the instance profile, if any.
+    pub role_name: Option<String>,
+    /// Raw user data (served decoded, as IMDS does); `None` → 404.
+    pub user_data: Option<Vec<u8>>,
+    /// IMDSv2 required (`http-tokens=required`): requests without a token get 401.
+    pub imds_v2_required: bool,
+    pub credentials: Credentials,
+    pub launch_time: SystemTime,
+}
+
+impl Instance {
+    /// `ec2.internal` in us-east-1, `<region>.compute.internal` elsewhere.
+    pub fn dns_domain(&self) -> String {
+        if self.region == "us-east-1" {
+            "ec2.internal".to_string()
+        } else {
+            format!("{}.compute.internal", self.region)
+        }
+    }
+
+    /// `ip-10-0-1-23.eu-west-1.compute.internal`: the EC2 PrivateDnsName, which EKS requires as the node name.
+    pub fn private_dns_name(&self) -> String {
+        let dashed = self.private_ip.to_string().replace('.', "-");
+        format!("ip-{dashed}.{}", self.dns_domain())
+    }
+
+    /// `aws:///<az>/<instance-id>`.
+    pub fn provider_id(&self) -> String {
+        format!("aws:///{}/{}", self.availability_zone, self.instance_id)
+    }
+
+    pub fn role_arn(&self) -> Option<String> {
+        self.role_name
+            .as_ref()
+            .map(|r| format!("arn:aws:iam::{}:role/{r}", self.account_id))
+    }
+
+    /// New random identifiers for an instance at `private_ip`.
+    pub fn new_ids() -> (String, String) {
+        let id = format!("i-{}", super::random_hex(17));
+        let mac_bytes = super::random_hex(10);
+        let mac = format!(
+            "02:{}:{}:{}:{}:{}",
+            &mac_bytes[0..2],
+            &mac_bytes[2..4],
+            &mac_bytes[4..6],
+            &mac_bytes[6..8],
+            &mac_bytes[8..10]
+        );
+        (id, mac)
+    }
+}
+
+/// One request IMDS answered, for reports and assertions.
+#[derive(Debug, Clone)]
+pub struct ImdsRequest {
+    pub at: SystemTime,
+    pub source: IpAddr,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub with_token: bool,
+    pub note: String,
+}
+
+/// All instances, keyed by private IP (which is how IMDS tells callers apart).
+#[derive(Default)]
+pub struct Instances {
+    by_ip: RwLock<HashMap<IpAddr, Arc<Instance>>>,
+    registered: Notify,
+    log: Mutex<Vec<ImdsRequest>>,
+}
+
+impl Instances {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn register(&self, instance: Instance) -> Arc<Instance> {
+        let instance = Arc::new(instance);
+        if let Ok(mut map) = self.by_ip.write() {
+            map.insert(IpAddr::V4(instance.private_ip), instance.clone());
+        }
+        self.registered.notify_waiters();
+        instance
+    }
+
+    pub fn remove(&self, ip: IpAddr) {
+        if let Ok(mut map) = self.by_ip.write() {
+            map.remove(&ip);
+        }
+    }
+
+    pub fn by_ip(&self, ip: IpAddr) -> Option<Arc<Instance>> {
+        self.by_ip.read().ok()?.get(&ip).cloned()
+    }
+
+    /// Waits up to `wait` for an instance at `ip`: a container may call IMDS a moment before the harness has
+    /// registered the address Docker gave it.
+    pub async fn wait_by_ip(&self, ip: IpAddr, wait: Duration) -> Option<Arc<Instance>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let notified = self.registered.notified();
+            if let Some(found) = self.by_ip(ip) {
+                return Some(found);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.by_ip(ip);
+            }
+        }
+    }
+
+    pub fn by_id(&self, id: &str) -> Option<Arc<Instance>> {
+        self.by_ip
+            .read()
+            .ok()?
+            .values()
+            .find(|i| i.instance_id == id)
+            .cloned()
+    }
+
+    pub fn by_private_dns_name(&self, name: &str) -> Option<Arc<Instance>> {
+        self.by_ip
+            .read()
+            .ok()?
+            .values()
+            .find(|i| i.private_dns_name() == name)
+            .cloned()
+    }
+
+    pub fn by_access_key(&self, key: &str) -> Option<Arc<Instance>> {
+        self.by_ip
+            .read()
+            .ok()?
+            .values()
+            .find(|i| i.credentials.access_key_id == key)
+            .cloned()
+    }
+
+    pub fn record(&self, request: ImdsRequest) {
+        if let Ok(mut log) = self.log.lock() {
+            log.push(request);
+        }
+    }
+
+    /// The IMDS requests made from `ip`, oldest first.
+    pub fn requests_from(&self, ip: IpAddr) -> Vec<ImdsRequest> {
+        self.log
+            .lock()
+            .map(|l| l.iter().filter(|r| r.source == ip).cloned().collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,40 @@
+//! nodejoin: an end-to-end test harness for Kubernetes worker-node bootstrap, EKS first.
+//!
+//! Layers, bottom up: `fakes` (IMDS, EKS, EC2) and `eks` (derivations) know nothing of Docker or Kubernetes;
+//! `pki`, `process`, `docker`, `reaper` own resources; `cluster` (providers), `node` (image, containers) and
+//! `controllers` build on them; `scenario` is the file format; `assert` and `run` tie it together.
+pub mod assert;
+pub mod assets;
+pub mod cluster;
+pub mod controllers;
+pub mod docker;
+pub mod doctor;
+pub mod eks;
+pub mod error;
+pub mod fakes;
+pub mod node;
+pub mod paths;
+pub mod pki;
+pub mod process;
+pub mod progress;
+pub mod reaper;
+pub mod run;
+pub mod scenario;
+
+pub use error::{Error, Result};
+
+/// Installs the ring crypto provider for rustls once per process (several crates link rustls).
+pub fn init_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Logging for the CLI and the trials: `RUST_LOG` wins, else info for nodejoin and warnings for the rest.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nodejoin=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

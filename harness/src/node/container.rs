@@ -1,0 +1,153 @@
+//! A node container: systemd as PID 1 in the node image, started through testcontainers with the flags that
+//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (see node-container-recipe.md), labelled with the
+//! run id, removed when dropped.
+use super::image::NodeImage;
+use crate::docker::{self, ExecOutput, RunNetwork};
+use crate::error::{Error, Result};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+use testcontainers::bollard::models::DeviceMapping;
+use testcontainers::bollard::Docker;
+use testcontainers::core::CgroupnsMode;
+use testcontainers::runners::AsyncRunner;
+use testcontainers::CopyTargetOptions;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+/// A file placed in the container before it starts.
+pub struct NodeFile {
+    pub path: String,
+    pub content: Vec<u8>,
+    pub mode: u32,
+}
+
+/// What to start.
+pub struct NodeSpec<'a> {
+    pub container_name: String,
+    pub hostname: String,
+    pub image: &'a NodeImage,
+    pub network: &'a RunNetwork,
+    pub run_id: &'a str,
+    pub files: Vec<NodeFile>,
+}
+
+pub struct NodeContainer {
+    pub name: String,
+    pub id: String,
+    pub ip: Ipv4Addr,
+    docker: Docker,
+    container: Option<ContainerAsync<GenericImage>>,
+}
+
+fn node_err(node: &str, message: impl Into<String>) -> Error {
+    Error::Node {
+        node: node.to_string(),
+        message: message.into(),
+    }
+}
+
+impl NodeContainer {
+    pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<Self> {
+        let name = spec.container_name.clone();
+        let image = GenericImage::new(spec.image.repository(), spec.image.version());
+        let mut request = image
+            .with_container_name(&name)
+            .with_hostname(&spec.hostname)
+            .with_network(&spec.network.name)
+            .with_labels(docker::run_labels(spec.run_id))
+            .with_label("io.nodejoin.node", &name)
+            .with_cap_add("ALL")
+            .with_cap_drop("SYS_RESOURCE")
+            .with_security_opt("seccomp=unconfined")
+            .with_security_opt("apparmor=unconfined")
+            .with_cgroupns_mode(CgroupnsMode::Private)
+            .with_startup_timeout(Duration::from_secs(60))
+            .with_host_config_modifier(|hc| {
+                // `--security-opt systempaths=unconfined` of the docker CLI: nothing masked or read-only in /proc, /sys.
+                hc.masked_paths = Some(vec![]);
+                hc.readonly_paths = Some(vec![]);
+                hc.device_cgroup_rules = Some(vec!["a *:* rwm".to_string()]);
+                hc.devices = Some(vec![DeviceMapping {
+                    path_on_host: Some("/dev/kmsg".into()),
+                    path_in_container: Some("/dev/kmsg".into()),
+                    cgroup_permissions: Some("rwm".into()),
+                }]);
+                hc.tmpfs = Some(
+                    [
+                        ("/run".to_string(), String::new()),
+                        ("/tmp".to_string(), String::new()),
+                    ]
+                    .into(),
+                );
+                hc.binds
+                    .get_or_insert_with(Vec::new)
+                    .push("/lib/modules:/lib/modules:ro".to_string());
+            });
+        for f in spec.files {
+            request =
+                request.with_copy_to(CopyTargetOptions::new(f.path).with_mode(f.mode), f.content);
+        }
+        let container = request
+            .start()
+            .await
+            .map_err(|e| node_err(&name, format!("container start: {e}")))?;
+        let id = container.id().to_string();
+        let ip = docker::container_ip(docker, &id, &spec.network.name).await?;
+        Ok(Self {
+            name,
+            id,
+            ip,
+            docker: docker.clone(),
+            container: Some(container),
+        })
+    }
+
+    /// Waits until systemd has finished booting (`running` or `degraded`).
+    pub async fn wait_systemd(&self, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        let mut last = String::new();
+        while start.elapsed() < timeout {
+            if let Ok(out) = self.exec(&["systemctl", "is-system-running"], &[]).await {
+                last = out.stdout.trim().to_string();
+                if last == "running" || last == "degraded" {
+                    return Ok(start.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(node_err(
+            &self.name,
+            format!("systemd did not finish booting within {timeout:?} (state: {last})"),
+        ))
+    }
+
+    pub async fn exec(&self, cmd: &[&str], env: &[String]) -> Result<ExecOutput> {
+        docker::exec(&self.docker, &self.id, cmd, env, None).await
+    }
+
+    /// A file's content, or `None` when it cannot be read.
+    pub async fn read_file(&self, path: &str) -> Option<String> {
+        let out = self.exec(&["cat", path], &[]).await.ok()?;
+        (out.exit_code == 0).then_some(out.stdout)
+    }
+
+    /// The journal of a unit (or the whole journal for `None`).
+    pub async fn journal(&self, unit: Option<&str>) -> String {
+        let mut cmd = vec!["journalctl", "--no-pager", "-o", "short-precise"];
+        if let Some(u) = unit {
+            cmd.extend(["-u", u]);
+        }
+        self.exec(&cmd, &[])
+            .await
+            .map(|o| o.stdout)
+            .unwrap_or_else(|e| format!("(journal unavailable: {e})"))
+    }
+
+    /// Removes the container (and its anonymous /var volume) now.
+    pub async fn remove(mut self) {
+        if let Some(c) = self.container.take() {
+            if let Err(e) = c.rm().await {
+                tracing::warn!(node = %self.name, "removing container: {e}");
+            }
+        }
+    }
+}

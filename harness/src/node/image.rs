@@ -1,0 +1,256 @@
+//! The node image, built locally with no registry: a debootstrap rootfs imported as a base image, then a small
+//! `docker build` on top adding the kubelet of the chosen version, the pause image and our unit files.
+//! Both images are tagged by a hash of their inputs, so they are rebuilt only when an input changes.
+use crate::assets::K8sAssets;
+use crate::error::{Error, Result};
+use crate::progress::Steps;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio::process::Command;
+
+/// Tags of the images a run uses.
+#[derive(Debug, Clone)]
+pub struct NodeImage {
+    /// `nodejoin-node:<version>-<hash>`.
+    pub tag: String,
+    pub base: String,
+}
+
+impl NodeImage {
+    pub fn repository(&self) -> &str {
+        self.tag
+            .split_once(':')
+            .map(|(r, _)| r)
+            .unwrap_or(&self.tag)
+    }
+    pub fn version(&self) -> &str {
+        self.tag.split_once(':').map(|(_, t)| t).unwrap_or("latest")
+    }
+}
+
+fn recipe_dir() -> PathBuf {
+    crate::paths::fixtures_dir().join("node-image")
+}
+
+fn image_err(e: impl std::fmt::Display) -> Error {
+    Error::Image(e.to_string())
+}
+
+/// Hashes a file or a directory tree (paths, modes and contents, in sorted order).
+fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        let mut entries: Vec<_> = std::fs::read_dir(path)
+            .map_err(|e| Error::io(path, e))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for e in entries {
+            h.update(
+                e.file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            hash_path(h, &e)?;
+        }
+    } else {
+        h.update(meta.permissions().mode().to_le_bytes());
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// The tags the current recipe and kubelet produce.
+pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
+    let dir = recipe_dir();
+    let mut base = Sha256::new();
+    hash_path(&mut base, &dir.join("rootfs.sh"))?;
+    base.update(
+        std::env::var("NODEJOIN_DEBIAN_SUITE")
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    let base_tag = format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12]);
+    let mut node = Sha256::new();
+    node.update(base_tag.as_bytes());
+    for input in ["Dockerfile", "files", "pause.c"] {
+        hash_path(&mut node, &dir.join(input))?;
+    }
+    hash_path(&mut node, &assets.kubelet)?;
+    Ok(NodeImage {
+        tag: format!(
+            "nodejoin-node:{}-{}",
+            assets.version,
+            &hex::encode(node.finalize())[..12]
+        ),
+        base: base_tag,
+    })
+}
+
+/// Is `tag` present in the local engine?
+pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool {
+    docker.inspect_image(tag).await.is_ok()
+}
+
+async fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| image_err(format!("{what}: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let tail: Vec<&str> = stderr.lines().chain(stdout.lines()).collect();
+        Err(image_err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            tail[tail.len().saturating_sub(8)..].join(" | ")
+        )))
+    }
+}
+
+/// Makes sure the node image for `assets` exists, building what is missing.
+pub async fn ensure(
+    docker: &testcontainers::bollard::Docker,
+    assets: &K8sAssets,
+) -> Result<NodeImage> {
+    let image = expected(assets)?;
+    if exists(docker, &image.tag).await {
+        return Ok(image);
+    }
+    let work = tempfile::Builder::new()
+        .prefix("nodejoin-image-")
+        .tempdir_in(scratch_dir()?)
+        .map_err(image_err)?;
+    if !exists(docker, &image.base).await {
+        build_base(&image.base, work.path()).await?;
+    }
+    build_node(&image, assets, work.path()).await?;
+    Ok(image)
+}
+
+fn scratch_dir() -> Result<PathBuf> {
+    let dir = crate::paths::cache_dir().join("tmp");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
+async fn build_base(tag: &str, work: &Path) -> Result<()> {
+    for tool in ["debootstrap", "docker", "tar"] {
+        if crate::assets::which(tool).is_none() {
+            return Err(image_err(format!(
+                "`{tool}` is not installed (apt-get install {tool})"
+            )));
+        }
+    }
+    let rootfs = work.join("rootfs");
+    let steps = Steps::new(&format!("node base image {tag}"), 6);
+    let log = work.join("rootfs.log");
+    let mut cmd = Command::new("bash");
+    cmd.arg(recipe_dir().join("rootfs.sh")).arg(&rootfs);
+    if let Err(e) = crate::progress::run_with_steps(&mut cmd, &steps, &log).await {
+        // Keep the log: the work dir is about to be deleted.
+        let kept = scratch_dir()?.join("rootfs-failed.log");
+        let _ = std::fs::copy(&log, &kept);
+        return Err(image_err(format!(
+            "rootfs.sh: {e} (log: {})",
+            kept.display()
+        )));
+    }
+    steps.step(5, "docker import");
+    let script = format!(
+        "tar -C '{}' -c . | docker import - '{tag}'",
+        rootfs.display()
+    );
+    run(
+        Command::new("bash").args(["-o", "pipefail", "-c", &script]),
+        "docker import",
+    )
+    .await?;
+    let _ = std::fs::remove_dir_all(&rootfs);
+    steps.finish("imported");
+    Ok(())
+}
+
+/// Compiles the pause program statically and saves it as a `docker save` archive tagged
+/// `registry.k8s.io/pause:3.10` (the sandbox image containerd is configured with).
+async fn build_pause(work: &Path) -> Result<PathBuf> {
+    let cc = ["cc", "gcc"]
+        .into_iter()
+        .find(|c| crate::assets::which(c).is_some())
+        .ok_or_else(|| image_err("no C compiler (apt-get install gcc libc6-dev)"))?;
+    let root = work.join("pause-root");
+    std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+    run(
+        Command::new(cc)
+            .args(["-static", "-O2", "-o"])
+            .arg(root.join("pause"))
+            .arg(recipe_dir().join("pause.c")),
+        "compile pause.c",
+    )
+    .await?;
+    let tmp_tag = format!("nodejoin-pause-build:{}", crate::fakes::random_hex(8));
+    let script = format!(
+        "set -e; tar -C '{root}' -c pause | docker import --change 'ENTRYPOINT [\"/pause\"]' - '{tmp_tag}' >/dev/null; \
+         docker tag '{tmp_tag}' registry.k8s.io/pause:3.10; docker save -o '{out}' registry.k8s.io/pause:3.10; \
+         docker rmi '{tmp_tag}' >/dev/null",
+        root = root.display(),
+        out = work.join("pause.tar").display()
+    );
+    run(
+        Command::new("bash").args(["-o", "pipefail", "-c", &script]),
+        "pause image",
+    )
+    .await?;
+    Ok(work.join("pause.tar"))
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in std::fs::read_dir(from)
+        .map_err(|e| Error::io(from, e))?
+        .flatten()
+    {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(|e| Error::io(entry.path(), e))?;
+        }
+    }
+    Ok(())
+}
+
+async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Result<()> {
+    let steps = Steps::new(&format!("node image {}", image.tag), 3);
+    steps.step(0, "pause image");
+    build_pause(work).await?;
+    steps.step(1, "build context");
+    let ctx = work.to_path_buf();
+    copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
+    std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile"))
+        .map_err(|e| Error::io(&ctx, e))?;
+    std::fs::copy(&assets.kubelet, ctx.join("kubelet"))
+        .map_err(|e| Error::io(&assets.kubelet, e))?;
+    std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n")
+        .map_err(|e| Error::io(&ctx, e))?;
+    steps.step(2, "docker build");
+    run(
+        Command::new("docker")
+            .env("DOCKER_BUILDKIT", "0")
+            .args(["build", "-q", "--build-arg"])
+            .arg(format!("BASE={}", image.base))
+            .args(["-t", &image.tag, "--label", "io.nodejoin.image=node"])
+            .arg(&ctx),
+        "docker build",
+    )
+    .await?;
+    steps.finish("built");
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Node containers: the image they run, the containers themselves, and the host state they touch.
+pub mod container;
+pub mod image;
+pub mod sysctl;

@@ -1,0 +1,134 @@
+//! Child processes (etcd, kube-apiserver, kube-controller-manager) owned by RAII guards.
+//!
+//! Each child's PID is written to the run's state directory so that a later start-up can kill it if this
+//! process died without running destructors (SIGKILL, OOM); see `reaper`.
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// A supervised child: killed (SIGTERM, then SIGKILL) when dropped.
+pub struct Supervised {
+    pub name: String,
+    pub log: PathBuf,
+    child: tokio::process::Child,
+    pidfile: PathBuf,
+}
+
+impl Supervised {
+    /// Starts `program args` with stdout and stderr appended to `<log_dir>/<name>.log`.
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log_dir: &Path,
+        state_dir: &Path,
+    ) -> Result<Self> {
+        let log = log_dir.join(format!("{name}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| Error::io(&log, e))?;
+        let err_file = file.try_clone().map_err(|e| Error::io(&log, e))?;
+        std::fs::write(log_dir.join(format!("{name}.args")), args.join("\n"))
+            .map_err(|e| Error::io(log_dir, e))?;
+        let child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::from(err_file))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::ControlPlane {
+                component: name.to_string(),
+                message: format!("cannot start {}: {e}", program.display()),
+            })?;
+        let pid = child.id().unwrap_or(0);
+        std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
+        let pidfile = state_dir.join(format!("{name}.pid"));
+        std::fs::write(&pidfile, format!("{pid}\n{}\n", program.display()))
+            .map_err(|e| Error::io(&pidfile, e))?;
+        Ok(Self {
+            name: name.to_string(),
+            log,
+            child,
+            pidfile,
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// `Some(status)` when the child has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// The last `lines` lines of the child's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+
+    /// Resident memory in KiB (from /proc), for the report.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// Stops the child: SIGTERM, up to `grace` to exit, then SIGKILL.
+    pub async fn stop(&mut self, grace: std::time::Duration) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: plain kill(2) on our own child's PID.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+            if tokio::time::timeout(grace, self.child.wait())
+                .await
+                .is_err()
+            {
+                let _ = self.child.kill().await;
+            }
+        }
+        let _ = std::fs::remove_file(&self.pidfile);
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        // kill_on_drop sends SIGKILL; the pidfile goes so the reaper does not look for it.
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_file(&self.pidfile);
+    }
+}
+
+/// The last `lines` lines of a text file ("" when unreadable).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Is a process with this PID alive?
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: kill(pid, 0) only checks for existence and permission.
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+/// A free TCP port on `ip` (bound and released; the caller binds it right away).
+pub fn free_port(ip: std::net::IpAddr) -> Result<u16> {
+    std::net::TcpListener::bind((ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Error::ControlPlane {
+            component: "ports".into(),
+            message: format!("no free port on {ip}: {e}"),
+        })
+}

@@ -1,0 +1,139 @@
+//! Start-up reaping: whatever a killed earlier run left behind (child processes, containers, networks) is
+//! removed before a new run starts. Each run records its owner PID and its children's PIDs under
+//! `<cache>/runs/<run-id>/`; Docker objects carry the run id and owner PID as labels.
+use crate::docker;
+use crate::error::{Error, Result};
+use crate::process::alive;
+use std::path::PathBuf;
+
+/// The on-disk record of a live run; removed when dropped.
+pub struct RunState {
+    pub run_id: String,
+    pub dir: PathBuf,
+}
+
+fn runs_dir() -> PathBuf {
+    crate::paths::cache_dir().join("runs")
+}
+
+impl RunState {
+    pub fn create(run_id: &str) -> Result<Self> {
+        let dir = runs_dir().join(run_id);
+        std::fs::create_dir_all(dir.join("pids")).map_err(|e| Error::io(&dir, e))?;
+        std::fs::write(dir.join("owner.pid"), std::process::id().to_string())
+            .map_err(|e| Error::io(&dir, e))?;
+        Ok(Self {
+            run_id: run_id.to_string(),
+            dir,
+        })
+    }
+
+    pub fn pids_dir(&self) -> PathBuf {
+        self.dir.join("pids")
+    }
+}
+
+impl Drop for RunState {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Kills the processes recorded for a run (only if the PID still runs the recorded program).
+fn kill_recorded(dir: &std::path::Path) -> usize {
+    let mut killed = 0;
+    let Ok(entries) = std::fs::read_dir(dir.join("pids")) else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        let mut lines = text.lines();
+        let (Some(pid), Some(program)) = (
+            lines.next().and_then(|p| p.parse::<u32>().ok()),
+            lines.next(),
+        ) else {
+            continue;
+        };
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        if exe.as_deref().map(|e| {
+            e.to_string_lossy()
+                .trim_end_matches(" (deleted)")
+                .to_string()
+        }) == Some(program.to_string())
+        {
+            // SAFETY: kill(2) on a PID verified to run the recorded program.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            }
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// What start-up reaping removed.
+#[derive(Debug, Default)]
+pub struct Reaped {
+    pub processes: usize,
+    pub docker_objects: usize,
+    pub runs: Vec<String>,
+}
+
+/// Reaps runs whose owner process is gone. `docker` may be absent (then only processes are reaped).
+pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Reaped {
+    let mut reaped = Reaped::default();
+    if let Ok(entries) = std::fs::read_dir(runs_dir()) {
+        for entry in entries.flatten() {
+            let owner = std::fs::read_to_string(entry.path().join("owner.pid"))
+                .ok()
+                .and_then(|p| p.trim().parse::<u32>().ok());
+            if owner.is_some_and(alive) {
+                continue;
+            }
+            reaped.processes += kill_recorded(&entry.path());
+            reaped
+                .runs
+                .push(entry.file_name().to_string_lossy().to_string());
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    if let Some(d) = docker {
+        if let Ok(owners) = docker::owners(d).await {
+            for (run, pid) in owners {
+                if !alive(pid) {
+                    reaped.docker_objects +=
+                        docker::remove_labelled(d, docker::RUN_LABEL, Some(&run))
+                            .await
+                            .unwrap_or(0);
+                    if !reaped.runs.contains(&run) {
+                        reaped.runs.push(run);
+                    }
+                }
+            }
+        }
+    }
+    if !reaped.runs.is_empty() {
+        tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
+    }
+    reaped
+}
+
+/// Kills this run's recorded processes and removes its Docker objects: the Ctrl-C path, where destructors
+/// will not run.
+pub async fn emergency_cleanup(run_id: &str) {
+    let dir = runs_dir().join(run_id);
+    kill_recorded(&dir);
+    if let Ok(d) = docker::connect().await {
+        let _ = docker::remove_labelled(&d, docker::RUN_LABEL, Some(run_id)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A fresh run id: time-ordered and unique among parallel runs.
+pub fn new_run_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("{secs:x}-{}", crate::fakes::random_hex(6))
+}

@@ -1,0 +1,114 @@
+//! What a failed (or negative) scenario leaves for a person to read: journals, the files the bootstrap wrote,
+//! CSR and Node objects, the IMDS requests, the approver's decisions, and a pointer to the control-plane logs.
+use super::env::SharedCluster;
+use crate::fakes::instances::Instance;
+use crate::node::container::NodeContainer;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use std::path::Path;
+
+/// Files an EKS-style bootstrap writes, collected from each node.
+pub const BOOTSTRAP_FILES: &[&str] = &[
+    "/etc/kubernetes/kubelet/kubelet-config.json",
+    "/var/lib/kubelet/kubeconfig",
+    "/var/lib/kubelet/bootstrap-kubeconfig",
+    "/etc/kubernetes/pki/ca.crt",
+    "/etc/systemd/system/kubelet.service.d/10-kubelet-args.conf",
+    "/etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf",
+    "/var/log/cloud-init-output.log",
+];
+
+fn write(dir: &Path, name: &str, content: &str) {
+    let _ = std::fs::write(dir.join(name), content);
+}
+
+/// Collects one node's artifacts into `dir`.
+pub async fn collect_node(
+    dir: &Path,
+    node: &NodeContainer,
+    instance: &Instance,
+    node_name: &str,
+    bootstrap_output: &str,
+    imds_log: &str,
+    cluster: &SharedCluster,
+) {
+    let _ = std::fs::create_dir_all(dir);
+    write(dir, "bootstrap.log", bootstrap_output);
+    write(dir, "imds-requests.log", imds_log);
+    write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);
+    write(
+        dir,
+        "containerd.log",
+        &node.journal(Some("containerd")).await,
+    );
+    write(dir, "journal.log", &node.journal(None).await);
+    let files = dir.join("files");
+    let _ = std::fs::create_dir_all(&files);
+    for f in BOOTSTRAP_FILES {
+        if let Some(content) = node.read_file(f).await {
+            write(
+                &files,
+                &f.trim_start_matches('/').replace('/', "__"),
+                &content,
+            );
+        }
+    }
+    write(
+        dir,
+        "instance.txt",
+        &format!(
+            "instance-id: {}\nprivate-ip: {}\nprivate-dns-name: {}\ninstance-type: {}\naz: {}\nimds-v2-required: {}\n",
+            instance.instance_id,
+            instance.private_ip,
+            instance.private_dns_name(),
+            instance.instance_type,
+            instance.availability_zone,
+            instance.imds_v2_required
+        ),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    if let Ok(n) = nodes.get(node_name).await {
+        write(
+            dir,
+            "node.yaml",
+            &serde_yaml_ng::to_string(&n).unwrap_or_default(),
+        );
+    }
+    let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
+    if let Ok(list) = csrs.list(&ListParams::default()).await {
+        let mine: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|c| {
+                crate::assert::csr::client_csr(std::slice::from_ref(c), node_name).is_some()
+                    || crate::assert::csr::serving_csr(std::slice::from_ref(c), node_name).is_some()
+            })
+            .collect();
+        write(
+            dir,
+            "csrs.yaml",
+            &serde_yaml_ng::to_string(&mine).unwrap_or_default(),
+        );
+    }
+}
+
+/// Cluster-level artifacts: approver decisions and a link to the control-plane logs.
+pub fn collect_cluster(dir: &Path, cluster: &SharedCluster) {
+    let _ = std::fs::create_dir_all(dir);
+    let decisions: Vec<String> = cluster
+        .approver
+        .decisions()
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {} approved={} {}",
+                d.csr, d.requester, d.approved, d.reason
+            )
+        })
+        .collect();
+    write(dir, "approver.log", &decisions.join("\n"));
+    let link = dir.join("control-plane-logs");
+    let _ = std::fs::remove_file(&link);
+    let _ = std::os::unix::fs::symlink(&cluster.logs_dir, &link);
+}

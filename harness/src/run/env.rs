@@ -1,0 +1,230 @@
+//! The environment shared by every scenario a process runs: one Docker network, the AWS fakes, and one control
+//! plane per (provider, version, service CIDR), created on first use and stopped at shutdown.
+use crate::assets::{self, K8sAssets};
+use crate::cluster::{self, ClusterSpec, ControlPlane, ProviderContext};
+use crate::controllers::approver::Approver;
+use crate::docker::{self, RunNetwork};
+use crate::error::{Error, Result};
+use crate::fakes::ec2::Ec2;
+use crate::fakes::eks::Eks;
+use crate::fakes::imds::Imds;
+use crate::fakes::instances::Instances;
+use crate::fakes::FakeServer;
+use crate::node::image::{self, NodeImage};
+use crate::node::sysctl::SysctlGuard;
+use crate::reaper::RunState;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use testcontainers::bollard::Docker;
+use tokio::sync::Mutex;
+
+/// A control plane with the controllers the harness runs next to it.
+pub struct SharedCluster {
+    pub control_plane: Mutex<Box<dyn ControlPlane>>,
+    pub client: kube::Client,
+    pub endpoint: String,
+    pub ca_pem: String,
+    pub logs_dir: PathBuf,
+    pub approver: Arc<Approver>,
+    pub created_in: Duration,
+    pub step_timings: Vec<(String, Duration)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Everything the scenarios of one run share.
+pub struct Environment {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub docker: Docker,
+    pub network: RunNetwork,
+    pub instances: Arc<Instances>,
+    pub eks: Arc<Eks>,
+    pub imds_addr: std::net::SocketAddr,
+    pub eks_url: String,
+    pub ec2_url: String,
+    state: RunState,
+    fakes: Vec<FakeServer>,
+    assets: Mutex<HashMap<String, K8sAssets>>,
+    images: Mutex<HashMap<String, NodeImage>>,
+    clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
+    cluster_count: std::sync::atomic::AtomicUsize,
+    sysctl: std::sync::Mutex<Option<SysctlGuard>>,
+}
+
+impl Environment {
+    /// Reaps what killed runs left, then creates the run network and starts the fakes on its gateway.
+    pub async fn start() -> Result<Arc<Self>> {
+        let docker = docker::connect().await?;
+        crate::reaper::reap_stale(Some(&docker)).await;
+        let run_id = crate::reaper::new_run_id();
+        let state = RunState::create(&run_id)?;
+        let run_dir = crate::paths::artifacts_root().join(&run_id);
+        std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
+        let network = docker::create_network(&docker, &run_id).await?;
+        let gateway = IpAddr::V4(network.gateway);
+        let instances = Instances::new();
+        let eks = Eks::new();
+        let started: Result<Vec<FakeServer>> = async {
+            Ok(vec![
+                FakeServer::start("imds", gateway, Imds::new(instances.clone()).router()).await?,
+                FakeServer::start("eks", gateway, eks.router()).await?,
+                FakeServer::start(
+                    "ec2",
+                    gateway,
+                    Arc::new(Ec2 {
+                        instances: instances.clone(),
+                    })
+                    .router(),
+                )
+                .await?,
+            ])
+        }
+        .await;
+        let fakes = match started {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = docker.remove_network(&network.name).await;
+                return Err(e);
+            }
+        };
+        Ok(Arc::new(Self {
+            imds_addr: fakes[0].addr,
+            eks_url: fakes[1].url(),
+            ec2_url: fakes[2].url(),
+            run_id,
+            run_dir,
+            docker,
+            network,
+            instances,
+            eks,
+            state,
+            fakes,
+            assets: Mutex::new(HashMap::new()),
+            images: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
+            cluster_count: Default::default(),
+            sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
+        }))
+    }
+
+    /// Kubernetes binaries of `version` (provisioned once per process).
+    pub async fn assets(&self, version: &str) -> Result<K8sAssets> {
+        let mut cache = self.assets.lock().await;
+        if let Some(a) = cache.get(version) {
+            return Ok(a.clone());
+        }
+        let a = assets::resolve(version).await?;
+        cache.insert(version.to_string(), a.clone());
+        Ok(a)
+    }
+
+    /// The node image for `assets` (built once per process when missing).
+    pub async fn image(&self, assets: &K8sAssets) -> Result<NodeImage> {
+        let mut cache = self.images.lock().await;
+        if let Some(i) = cache.get(&assets.version) {
+            return Ok(i.clone());
+        }
+        let i = image::ensure(&self.docker, assets).await?;
+        cache.insert(assets.version.clone(), i.clone());
+        Ok(i)
+    }
+
+    /// The control plane for `spec`, created on first use; `true` when this call created it.
+    pub async fn cluster(
+        &self,
+        spec: &ClusterSpec,
+        assets: Option<&K8sAssets>,
+    ) -> Result<(Arc<SharedCluster>, bool)> {
+        let mut clusters = self.clusters.lock().await;
+        if let Some(c) = clusters.get(spec) {
+            return Ok((c.clone(), false));
+        }
+        let provider =
+            cluster::provider(&spec.provider).ok_or_else(|| Error::ProviderUnavailable {
+                provider: spec.provider.clone(),
+                reason: "not implemented".into(),
+            })?;
+        if let Some(reason) = provider.unavailable() {
+            return Err(Error::ProviderUnavailable {
+                provider: spec.provider.clone(),
+                reason,
+            });
+        }
+        let n = self
+            .cluster_count
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = self.run_dir.join(format!("control-plane-{n}"));
+        let start = Instant::now();
+        let cp = provider
+            .create(
+                spec,
+                ProviderContext {
+                    assets,
+                    network: &self.network,
+                    dir: dir.clone(),
+                    pids_dir: self.state.pids_dir(),
+                },
+            )
+            .await?;
+        let created_in = start.elapsed();
+        let client = cp.client();
+        let approver = Arc::new(Approver::default());
+        let tasks = vec![
+            tokio::spawn(approver.clone().run(client.clone(), self.instances.clone())),
+            tokio::spawn(crate::controllers::cloud_node::run(
+                client.clone(),
+                self.instances.clone(),
+            )),
+        ];
+        let shared = Arc::new(SharedCluster {
+            endpoint: cp.endpoint().to_string(),
+            ca_pem: cp.ca_pem().to_string(),
+            logs_dir: cp.logs_dir().to_path_buf(),
+            step_timings: cp.timings().to_vec(),
+            control_plane: Mutex::new(cp),
+            client,
+            approver,
+            created_in,
+            tasks,
+        });
+        clusters.insert(spec.clone(), shared.clone());
+        Ok((shared, true))
+    }
+
+    /// Stops everything and reports what (if anything) was left behind.
+    pub async fn shutdown(self: Arc<Self>) -> Vec<String> {
+        let clusters: Vec<Arc<SharedCluster>> =
+            self.clusters.lock().await.drain().map(|(_, c)| c).collect();
+        for c in clusters {
+            for t in &c.tasks {
+                t.abort();
+            }
+            match Arc::try_unwrap(c) {
+                Ok(c) => c.control_plane.into_inner().stop().await,
+                Err(_) => tracing::warn!(
+                    "a control plane is still referenced at shutdown; it stops when dropped"
+                ),
+            }
+        }
+        let _ = docker::remove_labelled(&self.docker, docker::RUN_LABEL, Some(&self.run_id)).await;
+        if let Ok(mut guard) = self.sysctl.lock() {
+            guard.take();
+        }
+        let leftovers = docker::objects_of_run(&self.docker, &self.run_id)
+            .await
+            .unwrap_or_default();
+        let run_id = self.run_id.clone();
+        drop(self);
+        if !leftovers.is_empty() {
+            tracing::warn!(run = %run_id, ?leftovers, "objects left behind");
+        }
+        leftovers
+    }
+
+    pub fn fake_urls(&self) -> Vec<(&'static str, String)> {
+        self.fakes.iter().map(|f| (f.name, f.url())).collect()
+    }
+}

@@ -1,0 +1,9 @@
+//! Running scenarios: the shared environment of a process (network, fakes, control planes), the per-scenario
+//! pipeline of small named actions, and the reports.
+pub mod artifacts;
+pub mod env;
+pub mod report;
+pub mod scenario;
+
+pub use env::Environment;
+pub use report::{Outcome, ScenarioReport};

@@ -1,0 +1,246 @@
+//! Scenario reports: the text printed for people, the per-phase timings, and JUnit XML for CI.
+use crate::assert::Check;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Passed,
+    Failed,
+    /// Cannot run on this machine; the reason says why (never counted as passed).
+    Ignored(String),
+    /// The harness could not carry the scenario out (bad scenario, missing prerequisite...).
+    Error {
+        message: String,
+        hint: String,
+    },
+}
+
+/// Timeline of one node; the join milestones are measured from the moment the bootstrap finished (when the
+/// kubelet was started).
+#[derive(Debug, Clone, Default)]
+pub struct NodeTimeline {
+    pub node_name: String,
+    pub instance_id: String,
+    pub ip: String,
+    pub container_up: Option<Duration>,
+    pub bootstrap: Option<Duration>,
+    pub client_csr_issued: Option<Duration>,
+    pub registered: Option<Duration>,
+    pub ready: Option<Duration>,
+    pub serving_csr_issued: Option<Duration>,
+    pub serving_cert_live: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub file: PathBuf,
+    pub outcome: Outcome,
+    pub checks: Vec<Check>,
+    /// Scenario-level phases in order, e.g. ("control plane ready", 6.1 s).
+    pub phases: Vec<(String, Duration)>,
+    pub nodes: Vec<NodeTimeline>,
+    pub wall: Duration,
+    pub artifacts: Option<PathBuf>,
+    /// Notes worth printing (approver decisions, evidence quotes, reaped leftovers).
+    pub notes: Vec<String>,
+}
+
+impl ScenarioReport {
+    pub fn new(name: &str, file: PathBuf) -> Self {
+        Self {
+            name: name.to_string(),
+            file,
+            outcome: Outcome::Passed,
+            checks: vec![],
+            phases: vec![],
+            nodes: vec![],
+            wall: Duration::ZERO,
+            artifacts: None,
+            notes: vec![],
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        matches!(self.outcome, Outcome::Passed)
+    }
+
+    pub fn status_word(&self) -> &'static str {
+        match self.outcome {
+            Outcome::Passed => "PASSED",
+            Outcome::Failed => "FAILED",
+            Outcome::Ignored(_) => "IGNORED",
+            Outcome::Error { .. } => "ERROR",
+        }
+    }
+
+    /// One line per failure (for the CLI and the trial's failure message).
+    pub fn failure_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("{}: expected {}, got {}", c.name, c.expected, c.actual))
+            .collect();
+        if let Outcome::Error { message, hint } = &self.outcome {
+            lines.push(format!("{message} (hint: {hint})"));
+        }
+        lines
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "scenario {}: {} in {}\n",
+            self.name,
+            self.status_word(),
+            secs(self.wall)
+        );
+        if let Outcome::Ignored(reason) = &self.outcome {
+            out.push_str(&format!("  ignored: {reason}\n"));
+        }
+        if !self.phases.is_empty() {
+            let phases: Vec<String> = self
+                .phases
+                .iter()
+                .map(|(n, d)| format!("{n} {}", secs(*d)))
+                .collect();
+            out.push_str(&format!("  phases: {}\n", phases.join(" | ")));
+        }
+        for n in &self.nodes {
+            out.push_str(&format!(
+                "  node {} ({}, {})\n",
+                n.node_name, n.instance_id, n.ip
+            ));
+            let milestones = [
+                ("container up", n.container_up, ""),
+                ("bootstrap done", n.bootstrap, ""),
+                ("client CSR issued", n.client_csr_issued, "+"),
+                ("Node registered", n.registered, "+"),
+                ("Ready", n.ready, "+"),
+                ("serving CSR issued", n.serving_csr_issued, "+"),
+                ("serving cert live", n.serving_cert_live, "+"),
+            ];
+            let parts: Vec<String> = milestones
+                .iter()
+                .map(|(name, d, plus)| match d {
+                    Some(d) => format!("{name} {plus}{}", secs(*d)),
+                    None => format!("{name} -"),
+                })
+                .collect();
+            out.push_str(&format!("    {}\n", parts.join(" | ")));
+        }
+        let passed = self.checks.iter().filter(|c| c.passed).count();
+        out.push_str(&format!(
+            "  checks: {passed}/{} passed\n",
+            self.checks.len()
+        ));
+        for c in self.checks.iter().filter(|c| !c.passed) {
+            out.push_str(&format!(
+                "  FAIL {}\n    expected: {}\n    actual:   {}\n",
+                c.name, c.expected, c.actual
+            ));
+        }
+        if let Outcome::Error { message, hint } = &self.outcome {
+            out.push_str(&format!("  error: {message}\n  hint: {hint}\n"));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("  note: {n}\n"));
+        }
+        if let Some(a) = &self.artifacts {
+            out.push_str(&format!("  artifacts: {}\n", a.display()));
+        }
+        out
+    }
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+/// A summary table of several scenarios.
+pub fn summary_table(reports: &[ScenarioReport]) -> String {
+    let width = reports
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let mut out = format!(
+        "{:<width$}  {:<7}  {:>8}  {:>6}  {}\n",
+        "scenario", "result", "wall", "checks", "slowest node: registered / Ready / serving"
+    );
+    for r in reports {
+        let checks = format!(
+            "{}/{}",
+            r.checks.iter().filter(|c| c.passed).count(),
+            r.checks.len()
+        );
+        let node = r
+            .nodes
+            .iter()
+            .max_by_key(|n| n.ready.unwrap_or(Duration::MAX))
+            .map(|n| {
+                let f = |d: Option<Duration>| d.map(secs).unwrap_or_else(|| "-".into());
+                format!(
+                    "{} / {} / {}",
+                    f(n.registered),
+                    f(n.ready),
+                    f(n.serving_cert_live)
+                )
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "{:<width$}  {:<7}  {:>8}  {:>6}  {}\n",
+            r.name,
+            r.status_word(),
+            secs(r.wall),
+            checks,
+            node
+        ));
+    }
+    let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
+    out.push_str(&format!(
+        "{} passed, {} failed, {} ignored, {} errors\n",
+        count("PASSED"),
+        count("FAILED"),
+        count("IGNORED"),
+        count("ERROR")
+    ));
+    out
+}
+
+/// JUnit XML (one test case per scenario) for CI systems.
+pub fn junit(reports: &[ScenarioReport], run_id: &str) -> Result<String, String> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut report = Report::new(format!("nodejoin-{run_id}"));
+    let mut suite = TestSuite::new("nodejoin scenarios");
+    for r in reports {
+        let status = match &r.outcome {
+            Outcome::Passed => TestCaseStatus::success(),
+            Outcome::Ignored(reason) => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(reason.clone());
+                s
+            }
+            Outcome::Failed | Outcome::Error { .. } => {
+                let kind = if matches!(r.outcome, Outcome::Failed) {
+                    NonSuccessKind::Failure
+                } else {
+                    NonSuccessKind::Error
+                };
+                let mut s = TestCaseStatus::non_success(kind);
+                s.set_message(r.failure_lines().join("; "));
+                s.set_description(r.render());
+                s
+            }
+        };
+        let mut case = TestCase::new(r.name.clone(), status);
+        case.set_classname("nodejoin.scenarios");
+        case.set_time(r.wall);
+        case.set_system_out(r.render());
+        suite.add_test_case(case);
+    }
+    report.add_test_suite(suite);
+    report.to_string().map_err(|e| e.to_string())
+}

@@ -1,0 +1,860 @@
+//! One scenario, as a pipeline of small named actions (kind's "actions" style): provision, start the control
+//! plane, start nodes, run the bootstrap, observe the join, assert, collect artifacts, tear down.
+use super::artifacts;
+use super::env::{Environment, SharedCluster};
+use super::report::{NodeTimeline, Outcome, ScenarioReport};
+use crate::assert::{self, Check};
+use crate::cluster::objects::{self, BootstrapToken};
+use crate::cluster::ClusterSpec;
+use crate::docker::ExecOutput;
+use crate::error::{Error, Result};
+use crate::fakes::eks::ClusterRecord;
+use crate::fakes::instances::{Credentials, Instance};
+use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
+use crate::scenario::model::{
+    AuthMode, CsrExpectation, EvidenceSource, ExitExpectation, Expect, ImdsTokens, Lifecycle,
+    NodeGroup, Scenario,
+};
+use crate::scenario::template::render;
+use base64::Engine;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Grace period a negative scenario keeps watching after its evidence appeared, to see the node stays out.
+const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
+
+/// A node of the scenario, from container start to teardown.
+struct RunningNode {
+    group: NodeGroup,
+    container: NodeContainer,
+    instance: Arc<Instance>,
+    node_name: String,
+    vars: BTreeMap<String, String>,
+    bootstrap: Option<ExecOutput>,
+    bootstrap_error: Option<String>,
+    /// When the bootstrap finished (≈ when it started the kubelet).
+    kubelet_start: Instant,
+    timeline: NodeTimeline,
+    node: Option<Node>,
+    serving: Option<assert::serving::ServingCert>,
+    serving_error: String,
+    client_csr: Option<assert::csr::CsrState>,
+    serving_csr: Option<assert::csr::CsrState>,
+    evidence: Vec<Option<String>>,
+    done: bool,
+}
+
+impl RunningNode {
+    fn expect(&self) -> &Expect {
+        &self.group.expect
+    }
+}
+
+/// Runs one scenario and never panics: every failure ends up in the report.
+pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> ScenarioReport {
+    let start = Instant::now();
+    let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
+    if let Err(e) = run_inner(env, scenario, &mut report).await {
+        report.outcome = match e {
+            Error::ProviderUnavailable { provider, reason } => {
+                Outcome::Ignored(format!("provider {provider}: {reason}"))
+            }
+            e => Outcome::Error {
+                hint: e.hint().to_string(),
+                message: e.to_string(),
+            },
+        };
+    } else if report.checks.iter().any(|c| !c.passed) {
+        report.outcome = Outcome::Failed;
+    }
+    report.wall = start.elapsed();
+    let dir = env.run_dir.join(&scenario.name);
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("report.txt"), report.render());
+    report
+}
+
+fn phase(report: &mut ScenarioReport, name: &str, since: Instant) -> Instant {
+    report.phases.push((name.to_string(), since.elapsed()));
+    Instant::now()
+}
+
+async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport) -> Result<()> {
+    let provider = sc.cluster.provider.as_str();
+    if provider != "local" {
+        return Err(Error::ProviderUnavailable {
+            provider: provider.into(),
+            reason: "not implemented yet (tracked in issue 5); on this machine it could not run anyway: no container registry for its node image".into(),
+        });
+    }
+    if sc.cluster.auth == AuthMode::Iam {
+        return Err(Error::ScenarioInvalid {
+            file: report.file.clone(),
+            message: "auth: iam (IAM token → webhook → aws-auth) is not implemented yet (issue 3); use auth: bootstrap-token".into(),
+        });
+    }
+    let mut t = Instant::now();
+    let assets = env.assets(&sc.cluster.kubernetes_version).await?;
+    t = phase(report, "assets", t);
+    env.image(&assets).await?;
+    t = phase(report, "node image", t);
+    let spec = ClusterSpec {
+        provider: provider.into(),
+        version: assets.version.clone(),
+        service_cidr: sc.cluster.service_ipv4_cidr,
+    };
+    let (cluster, created) = env.cluster(&spec, Some(&assets)).await?;
+    if created {
+        report
+            .phases
+            .push(("control plane ready".into(), cluster.created_in));
+        let steps: Vec<String> = cluster
+            .step_timings
+            .iter()
+            .map(|(n, d)| format!("{n} {}", super::report::secs(*d)))
+            .collect();
+        report
+            .notes
+            .push(format!("control plane created: {}", steps.join(", ")));
+    } else {
+        report
+            .phases
+            .push(("control plane (shared)".into(), t.elapsed()));
+    }
+    t = Instant::now();
+
+    let cluster_name = sc.cluster_name();
+    announce_cluster(env, sc, &cluster, &cluster_name)?;
+    let token = objects::create_bootstrap_token(
+        &cluster.client,
+        &format!("nodejoin scenario {}", sc.name),
+        Duration::from_secs(3600),
+    )
+    .await?;
+    let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let dns_ip =
+        crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
+    let cluster_vars = BTreeMap::from([
+        ("cluster.name".to_string(), cluster_name.clone()),
+        ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
+        ("cluster.caBase64".to_string(), b64(&cluster.ca_pem)),
+        ("cluster.region".to_string(), sc.cluster.region.clone()),
+        (
+            "cluster.serviceIpv4Cidr".to_string(),
+            sc.cluster.service_ipv4_cidr.to_string(),
+        ),
+        ("cluster.dnsIp".to_string(), dns_ip.to_string()),
+        ("bootstrapToken".to_string(), token.token()),
+        (
+            "unrelatedCaBase64".to_string(),
+            b64(&unrelated_ca.0.cert_pem),
+        ),
+    ]);
+
+    let started = futures::future::join_all(
+        sc.nodes
+            .iter()
+            .flat_map(|g| (0..g.count).map(move |i| (g, i)))
+            .map(|(g, i)| {
+                let vars = cluster_vars.clone();
+                let token = token.token();
+                async move { start_node(env, sc, g, i, vars, &token).await }
+            }),
+    )
+    .await;
+    let mut nodes = Vec::new();
+    let mut first_error = None;
+    for s in started {
+        match s {
+            Ok(n) => nodes.push(n),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    if let Some(e) = first_error {
+        teardown(env, &cluster, nodes, &token).await;
+        return Err(e);
+    }
+    t = phase(report, "nodes started + bootstrapped", t);
+
+    observe(env, &cluster, &mut nodes).await;
+    t = phase(report, "join observed", t);
+
+    for n in nodes.iter_mut() {
+        check_node(&cluster, n, report).await;
+        report.nodes.push(n.timeline.clone());
+    }
+    t = phase(report, "assertions", t);
+
+    let failed = report.checks.iter().any(|c| !c.passed);
+    let negative = nodes.iter().any(|n| !n.expect().joins);
+    if failed || negative || std::env::var_os("NODEJOIN_KEEP_ARTIFACTS").is_some() {
+        let dir = env.run_dir.join(&sc.name);
+        artifacts::collect_cluster(&dir, &cluster);
+        for n in &nodes {
+            let bootstrap_log = bootstrap_text(n);
+            let imds = imds_text(env, n);
+            artifacts::collect_node(
+                &dir.join(&n.node_name),
+                &n.container,
+                &n.instance,
+                &n.node_name,
+                &bootstrap_log,
+                &imds,
+                &cluster,
+            )
+            .await;
+        }
+        report.artifacts = Some(dir);
+        t = phase(report, "artifacts", t);
+    }
+    teardown(env, &cluster, nodes, &token).await;
+    phase(report, "teardown", t);
+    Ok(())
+}
+
+/// Tells the fake EKS about the cluster, as DescribeCluster will report it.
+fn announce_cluster(
+    env: &Environment,
+    sc: &Scenario,
+    cluster: &SharedCluster,
+    name: &str,
+) -> Result<()> {
+    if let Some(existing) = env.eks.get(name) {
+        if existing.endpoint != cluster.endpoint {
+            return Err(Error::ScenarioInvalid {
+                file: std::path::PathBuf::from(&sc.name),
+                message: format!("EKS cluster name '{name}' is already used by another control plane in this run; give the scenario its own cluster.name"),
+            });
+        }
+    }
+    let version = sc
+        .cluster
+        .kubernetes_version
+        .trim_start_matches('v')
+        .rsplit_once('.')
+        .map(|(mm, _)| mm.to_string())
+        .unwrap_or_default();
+    env.eks.put(ClusterRecord {
+        name: name.to_string(),
+        region: sc.cluster.region.clone(),
+        account_id: sc.cluster.account_id.clone(),
+        endpoint: cluster.endpoint.clone(),
+        ca_base64: base64::engine::general_purpose::STANDARD.encode(&cluster.ca_pem),
+        service_ipv4_cidr: sc.cluster.service_ipv4_cidr.to_string(),
+        version,
+        id: crate::fakes::random_hex(32).to_uppercase(),
+        created: SystemTime::now(),
+        creating_for_calls: std::sync::atomic::AtomicU32::new(sc.cluster.creating_for_calls),
+    });
+    Ok(())
+}
+
+fn node_err(node: &str, message: impl Into<String>) -> Error {
+    Error::Node {
+        node: node.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Starts one node container, gives it an EC2 identity, waits for systemd and runs the bootstrap.
+async fn start_node(
+    env: &Environment,
+    sc: &Scenario,
+    group: &NodeGroup,
+    index: u32,
+    mut vars: BTreeMap<String, String>,
+    token: &str,
+) -> Result<RunningNode> {
+    let label = format!("{}-{}", group.name, index);
+    let script_path = crate::paths::resolve(Path::new(
+        group
+            .bootstrap
+            .script
+            .as_deref()
+            .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
+    ));
+    let script = std::fs::read(&script_path).map_err(|e| Error::io(&script_path, e))?;
+    let limits_path = crate::paths::fixtures_dir()
+        .join("bootstrap")
+        .join("eni-limits.txt");
+    let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
+    let aws_env = format!(
+        "AWS_ENDPOINT_URL_EKS={}\nAWS_ENDPOINT_URL_EC2={}\n",
+        env.eks_url, env.ec2_url
+    );
+    let files = vec![
+        NodeFile { path: "/etc/eks/bootstrap.sh".into(), content: script, mode: 0o755 },
+        NodeFile { path: "/etc/eks/eni-limits.txt".into(), content: limits, mode: 0o644 },
+        NodeFile {
+            path: "/etc/nodejoin/node.env".into(),
+            content: format!("NODEJOIN_IMDS={}\n{aws_env}", env.imds_addr).into_bytes(),
+            mode: 0o644,
+        },
+        // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
+        NodeFile {
+            path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
+            content: format!("[Manager]\nDefaultEnvironment=\"AWS_ENDPOINT_URL_EKS={}\" \"AWS_ENDPOINT_URL_EC2={}\"\n", env.eks_url, env.ec2_url).into_bytes(),
+            mode: 0o644,
+        },
+    ];
+    let t0 = Instant::now();
+    let container = NodeContainer::start(
+        &env.docker,
+        NodeSpec {
+            container_name: format!("nodejoin-{}-{}-{label}", env.run_id, sc.name),
+            hostname: label.clone(),
+            image: &env_image_tag(env, sc).await?,
+            network: &env.network,
+            run_id: &env.run_id,
+            files,
+        },
+    )
+    .await?;
+    let (instance_id, mac) = Instance::new_ids();
+    let instance = env.instances.register(Instance {
+        instance_id,
+        instance_type: group.instance_type.clone(),
+        lifecycle: match group.lifecycle {
+            Lifecycle::OnDemand => "on-demand".into(),
+            Lifecycle::Spot => "spot".into(),
+        },
+        availability_zone: group
+            .availability_zone
+            .clone()
+            .unwrap_or_else(|| format!("{}a", sc.cluster.region)),
+        region: sc.cluster.region.clone(),
+        account_id: sc.cluster.account_id.clone(),
+        ami_id: "ami-0nodejoin000000001".into(),
+        private_ip: container.ip,
+        mac,
+        vpc_cidr: env.network.subnet,
+        role_name: Some(group.role.clone()),
+        user_data: None,
+        imds_v2_required: group.imds.tokens == ImdsTokens::Required,
+        credentials: Credentials::generate(Duration::from_secs(6 * 3600)),
+        launch_time: SystemTime::now(),
+    });
+    vars.insert("instance.id".into(), instance.instance_id.clone());
+    vars.insert(
+        "instance.privateDnsName".into(),
+        instance.private_dns_name(),
+    );
+    vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
+    vars.insert("instance.az".into(), instance.availability_zone.clone());
+    vars.insert("instance.type".into(), instance.instance_type.clone());
+    let expected_name = match &group.expect.node_name {
+        Some(n) => render(n, &vars).map_err(|e| node_err(&label, e))?,
+        None => instance.private_dns_name(),
+    };
+    let mut node = RunningNode {
+        group: group.clone(),
+        timeline: NodeTimeline {
+            node_name: expected_name.clone(),
+            instance_id: instance.instance_id.clone(),
+            ip: instance.private_ip.to_string(),
+            ..Default::default()
+        },
+        container,
+        instance,
+        node_name: expected_name,
+        vars,
+        bootstrap: None,
+        bootstrap_error: None,
+        kubelet_start: Instant::now(),
+        node: None,
+        serving: None,
+        serving_error: String::new(),
+        client_csr: None,
+        serving_csr: None,
+        evidence: vec![None; group.expect.evidence.len()],
+        done: false,
+    };
+    if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
+        // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
+        node.bootstrap_error = Some(e.to_string());
+        node.timeline.container_up = None;
+        return Ok(node);
+    }
+    node.timeline.container_up = Some(t0.elapsed());
+
+    let args: Vec<String> = group
+        .bootstrap
+        .args
+        .iter()
+        .map(|a| render(a, &node.vars))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| node_err(&label, e))?;
+    let mut exec_env = vec![
+        format!("AWS_ENDPOINT_URL_EKS={}", env.eks_url),
+        format!("AWS_ENDPOINT_URL_EC2={}", env.ec2_url),
+    ];
+    if sc.cluster.auth == AuthMode::BootstrapToken {
+        exec_env.push(format!("BOOTSTRAP_TOKEN={token}"));
+    }
+    for (k, v) in &group.bootstrap.env {
+        exec_env.push(format!(
+            "{k}={}",
+            render(v, &node.vars).map_err(|e| node_err(&label, e))?
+        ));
+    }
+    let mut cmd = vec!["/etc/eks/bootstrap.sh"];
+    cmd.extend(args.iter().map(String::as_str));
+    let t1 = Instant::now();
+    match tokio::time::timeout(group.expect.within, node.container.exec(&cmd, &exec_env)).await {
+        Ok(Ok(out)) => node.bootstrap = Some(out),
+        Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
+        Err(_) => {
+            node.bootstrap_error = Some(format!(
+                "bootstrap did not finish within {:?}",
+                group.expect.within
+            ))
+        }
+    }
+    node.timeline.bootstrap = Some(t1.elapsed());
+    node.kubelet_start = Instant::now();
+    Ok(node)
+}
+
+async fn env_image_tag(env: &Environment, sc: &Scenario) -> Result<crate::node::image::NodeImage> {
+    let assets = env.assets(&sc.cluster.kubernetes_version).await?;
+    env.image(&assets).await
+}
+
+fn bootstrap_failed(n: &RunningNode) -> bool {
+    n.bootstrap_error.is_some() || n.bootstrap.as_ref().is_some_and(|b| b.exit_code != 0)
+}
+
+fn bootstrap_text(n: &RunningNode) -> String {
+    match (&n.bootstrap, &n.bootstrap_error) {
+        (Some(b), _) => format!(
+            "exit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            b.exit_code, b.stdout, b.stderr
+        ),
+        (None, Some(e)) => format!("bootstrap did not run to completion: {e}"),
+        (None, None) => "bootstrap not run".into(),
+    }
+}
+
+fn imds_text(env: &Environment, n: &RunningNode) -> String {
+    env.instances
+        .requests_from(std::net::IpAddr::V4(n.instance.private_ip))
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} -> {}{}{}",
+                crate::fakes::rfc3339(r.at),
+                r.method,
+                r.path,
+                r.status,
+                if r.with_token {
+                    " (token)"
+                } else {
+                    " (no token)"
+                },
+                if r.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", r.note)
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Watches the cluster until every node has reached what its expectations need, or its deadline.
+async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) {
+    let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
+    let node_api: Api<Node> = Api::all(cluster.client.clone());
+    let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
+    loop {
+        let csrs = csr_api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let all_nodes = node_api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let check_evidence = last_evidence_check.elapsed() > Duration::from_millis(900);
+        if check_evidence {
+            last_evidence_check = Instant::now();
+        }
+        for n in nodes.iter_mut().filter(|n| !n.done) {
+            let since = n.kubelet_start.elapsed();
+            n.client_csr = assert::csr::client_csr(&csrs, &n.node_name);
+            n.serving_csr = assert::csr::serving_csr(&csrs, &n.node_name);
+            if n.client_csr.as_ref().is_some_and(|c| c.issued) {
+                n.timeline.client_csr_issued.get_or_insert(since);
+            }
+            if n.serving_csr.as_ref().is_some_and(|c| c.issued) {
+                n.timeline.serving_csr_issued.get_or_insert(since);
+            }
+            n.node = all_nodes
+                .iter()
+                .find(|x| x.metadata.name.as_deref() == Some(n.node_name.as_str()))
+                .cloned();
+            if n.node.is_some() {
+                n.timeline.registered.get_or_insert(since);
+            }
+            let ready = n.node.as_ref().is_some_and(assert::node::is_ready);
+            if ready {
+                n.timeline.ready.get_or_insert(since);
+            }
+            let want_serving = n.expect().serving_cert;
+            if want_serving && ready && n.serving.is_none() {
+                match assert::serving::probe(
+                    std::net::IpAddr::V4(n.instance.private_ip),
+                    10250,
+                    &cluster.ca_pem,
+                )
+                .await
+                {
+                    Ok(cert) => {
+                        n.serving = Some(cert);
+                        n.timeline
+                            .serving_cert_live
+                            .get_or_insert(n.kubelet_start.elapsed());
+                    }
+                    Err(e) => n.serving_error = e,
+                }
+            }
+            if check_evidence && !n.expect().evidence.is_empty() {
+                gather_evidence(env, cluster, n).await;
+            }
+            let deadline_passed = since > n.expect().within;
+            n.done = if n.expect().joins {
+                let settled = ready
+                    && n.node
+                        .as_ref()
+                        .is_some_and(|x| !assert::node::has_transient_taints(x))
+                    && (!want_serving || n.serving.is_some())
+                    && (n.expect().serving_csr != CsrExpectation::Issued
+                        || n.timeline.serving_csr_issued.is_some())
+                    && (n.expect().client_csr != CsrExpectation::Issued
+                        || n.timeline.client_csr_issued.is_some());
+                settled || deadline_passed || bootstrap_failed(n)
+            } else {
+                let evidence_complete = n.evidence.iter().all(Option::is_some);
+                (evidence_complete && since > NEGATIVE_HOLD) || deadline_passed || n.node.is_some()
+            };
+        }
+        if nodes.iter().all(|n| n.done) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for n in nodes.iter_mut().filter(|n| !n.expect().evidence.is_empty()) {
+        gather_evidence(env, cluster, n).await;
+    }
+}
+
+/// Looks for each expected piece of evidence in its source; keeps the first matching line.
+async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut RunningNode) {
+    let evidence = n.expect().evidence.clone();
+    let mut kubelet_log: Option<String> = None;
+    for (i, e) in evidence.iter().enumerate() {
+        if n.evidence[i].is_some() {
+            continue;
+        }
+        let text = match e.source {
+            EvidenceSource::Kubelet => {
+                if kubelet_log.is_none() {
+                    kubelet_log = Some(n.container.journal(Some("kubelet")).await);
+                }
+                kubelet_log.clone().unwrap_or_default()
+            }
+            EvidenceSource::Bootstrap => bootstrap_text(n),
+            EvidenceSource::Imds => imds_text(env, n),
+            EvidenceSource::Approver => cluster
+                .approver
+                .decisions()
+                .iter()
+                .map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        n.evidence[i] = text
+            .lines()
+            .find(|l| l.contains(&e.contains))
+            .map(|l| l.trim().chars().take(400).collect());
+    }
+}
+
+/// Compares what the cluster saw with the expectations of one node.
+async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut ScenarioReport) {
+    let e = n.expect().clone();
+    let name = n.node_name.clone();
+    let c = |what: &str| format!("{name}/{what}");
+    let exit = n.bootstrap.as_ref().map(|b| b.exit_code);
+    let exit_expectation = match (e.bootstrap_exit, e.joins) {
+        (ExitExpectation::Any, true) => ExitExpectation::Success,
+        (x, _) => x,
+    };
+    let exit_actual = match (&n.bootstrap_error, exit) {
+        (Some(err), _) => err.clone(),
+        (None, Some(code)) => format!("exit {code}"),
+        (None, None) => "not run".into(),
+    };
+    match exit_expectation {
+        ExitExpectation::Success => {
+            let tail = n
+                .bootstrap
+                .as_ref()
+                .map(|b| last_lines(&b.stderr, 3))
+                .unwrap_or_default();
+            report.checks.push(Check::new(
+                c("bootstrap exit"),
+                exit == Some(0) && n.bootstrap_error.is_none(),
+                "exit 0",
+                format!("{exit_actual} {tail}").trim().to_string(),
+            ));
+        }
+        ExitExpectation::Failure => {
+            report.checks.push(Check::new(
+                c("bootstrap exit"),
+                exit.is_some_and(|x| x != 0),
+                "non-zero exit",
+                exit_actual,
+            ));
+        }
+        ExitExpectation::Any => {}
+    }
+    if !e.joins {
+        report.checks.push(Check::new(
+            c("not registered"),
+            n.node.is_none(),
+            format!("no Node {name} within {:?}", e.within),
+            match &n.timeline.registered {
+                Some(d) => format!("registered after {}", super::report::secs(*d)),
+                None => "not registered".into(),
+            },
+        ));
+        for (ev, found) in e.evidence.iter().zip(&n.evidence) {
+            report.checks.push(Check::new(
+                c(&format!("evidence in {:?} log", ev.source).to_lowercase()),
+                found.is_some(),
+                format!("a line containing {:?}", ev.contains),
+                found
+                    .clone()
+                    .map(|l| format!("\"{l}\""))
+                    .unwrap_or_else(|| "no such line".into()),
+            ));
+            if let Some(l) = found {
+                report
+                    .notes
+                    .push(format!("{name}: {:?} evidence: \"{l}\"", ev.source));
+            }
+        }
+        return;
+    }
+    let Some(node) = &n.node else {
+        let names = names_of_nodes(cluster).await;
+        report.checks.push(Check::new(
+            c("registered"),
+            false,
+            format!("a Node named {name} within {:?}", e.within),
+            format!("nodes in the cluster: {names:?}"),
+        ));
+        return;
+    };
+    report.checks.push(Check::new(
+        c("registered"),
+        true,
+        name.clone(),
+        name.clone(),
+    ));
+    report.checks.push(Check::new(
+        c("ready"),
+        n.timeline.ready.is_some(),
+        format!("Ready within {:?}", e.within),
+        n.timeline
+            .ready
+            .map(|d| format!("Ready after {}", super::report::secs(d)))
+            .unwrap_or_else(|| "not Ready".into()),
+    ));
+    let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
+    if !e.labels.is_empty() {
+        let want: BTreeMap<String, String> = e
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), render_or(v)))
+            .collect();
+        let miss = assert::node::label_mismatches(&want, &assert::node::labels(node));
+        report.checks.push(Check::new(
+            c("labels"),
+            miss.is_empty(),
+            format!("{want:?} (subset)"),
+            if miss.is_empty() {
+                "all present".into()
+            } else {
+                miss.join(", ")
+            },
+        ));
+    }
+    if let Some(taints) = &e.taints {
+        let mut want = taints.clone();
+        want.sort();
+        let have = assert::node::taints(node);
+        report.checks.push(Check::new(
+            c("taints"),
+            want == have,
+            assert::node::format_taints(&want),
+            assert::node::format_taints(&have),
+        ));
+    }
+    if let Some(pods) = e.capacity_pods {
+        report.checks.push(Check::eq(
+            c("capacity.pods"),
+            Some(pods.to_string()),
+            assert::node::capacity_pods(node),
+        ));
+    }
+    let want_pid = render_or(
+        e.provider_id
+            .as_deref()
+            .unwrap_or("aws:///{{instance.az}}/{{instance.id}}"),
+    );
+    report.checks.push(Check::eq(
+        c("providerID"),
+        Some(want_pid),
+        assert::node::provider_id(node),
+    ));
+    match e.client_csr {
+        CsrExpectation::Issued => report.checks.push(Check::new(
+            c("client CSR"),
+            n.timeline.client_csr_issued.is_some(),
+            "issued",
+            format!("{:?}", n.client_csr),
+        )),
+        CsrExpectation::None => report.checks.push(Check::new(
+            c("client CSR"),
+            n.client_csr.is_none(),
+            "none",
+            format!("{:?}", n.client_csr),
+        )),
+        CsrExpectation::Any => {}
+    }
+    match e.serving_csr {
+        CsrExpectation::Issued => report.checks.push(Check::new(
+            c("serving CSR"),
+            n.timeline.serving_csr_issued.is_some(),
+            "issued",
+            format!("{:?}", n.serving_csr),
+        )),
+        CsrExpectation::None => report.checks.push(Check::new(
+            c("serving CSR"),
+            n.serving_csr.is_none(),
+            "none",
+            format!("{:?}", n.serving_csr),
+        )),
+        CsrExpectation::Any => {}
+    }
+    if e.serving_cert {
+        let expected = assert::serving::ServingCert {
+            subject_cn: format!("system:node:{name}"),
+            subject_o: vec!["system:nodes".into()],
+            dns_names: vec![n.instance.private_dns_name()],
+            ips: vec![std::net::IpAddr::V4(n.instance.private_ip)],
+        };
+        let actual = match &n.serving {
+            Some(cert) => format!("{cert:?}"),
+            None => format!("no CA-verified TLS on :10250 ({})", n.serving_error),
+        };
+        report.checks.push(Check::new(
+            c("serving cert"),
+            n.serving.as_ref() == Some(&expected),
+            format!("{expected:?}"),
+            actual,
+        ));
+    }
+    if let Some(dns) = &e.cluster_dns {
+        let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
+        let have = configz_cluster_dns(cluster, &name).await;
+        report
+            .checks
+            .push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+    }
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
+    let api: Api<Node> = Api::all(cluster.client.clone());
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The kubelet's live `clusterDNS`, through the API server's node proxy to `/configz`.
+async fn configz_cluster_dns(
+    cluster: &SharedCluster,
+    node: &str,
+) -> std::result::Result<Vec<String>, String> {
+    let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let text = cluster
+        .client
+        .request_text(req)
+        .await
+        .map_err(|e| format!("configz: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("configz: {e}"))?;
+    let dns = v["kubeletconfig"]["clusterDNS"]
+        .as_array()
+        .ok_or("configz has no kubeletconfig.clusterDNS")?;
+    Ok(dns
+        .iter()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect())
+}
+
+/// Removes the scenario's containers, instances, Node and CSR objects and its token, so the shared control
+/// plane is clean for the next scenario.
+async fn teardown(
+    env: &Environment,
+    cluster: &SharedCluster,
+    nodes: Vec<RunningNode>,
+    token: &BootstrapToken,
+) {
+    let node_api: Api<Node> = Api::all(cluster.client.clone());
+    let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
+    let csrs = csr_api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut removals = Vec::new();
+    for n in nodes {
+        env.instances
+            .remove(std::net::IpAddr::V4(n.instance.private_ip));
+        let _ = node_api.delete(&n.node_name, &Default::default()).await;
+        for csr in &csrs {
+            let mine = assert::csr::client_csr(std::slice::from_ref(csr), &n.node_name).is_some()
+                || assert::csr::serving_csr(std::slice::from_ref(csr), &n.node_name).is_some();
+            if let (true, Some(name)) = (mine, &csr.metadata.name) {
+                let _ = csr_api.delete(name, &Default::default()).await;
+            }
+        }
+        removals.push(n.container.remove());
+    }
+    futures::future::join_all(removals).await;
+    objects::delete_bootstrap_token(&cluster.client, token).await;
+}

@@ -1,0 +1,233 @@
+//! Loading scenarios from disk, with errors that point at the file, line and column.
+use super::model::Scenario;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Parses scenario text; `file` is only used in error messages.
+pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
+    let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        // serde_yaml_ng appends "at line L column C" to some messages; the location is printed separately.
+        let message = e.to_string();
+        let message = message
+            .split(" at line ")
+            .next()
+            .unwrap_or(&message)
+            .to_string();
+        Error::ScenarioParse {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    if scenario.name.is_empty() {
+        scenario.name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "scenario".into());
+    }
+    validate(&scenario, file)?;
+    Ok(scenario)
+}
+
+fn invalid(file: &Path, message: String) -> Error {
+    Error::ScenarioInvalid {
+        file: file.to_path_buf(),
+        message,
+    }
+}
+
+/// Checks that need more than one field.
+fn validate(s: &Scenario, file: &Path) -> Result<()> {
+    if s.nodes.is_empty() {
+        return Err(invalid(
+            file,
+            "`nodes` is empty: a scenario needs at least one node".into(),
+        ));
+    }
+    if !s
+        .name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(invalid(
+            file,
+            format!("name '{}' may only hold letters, digits and '-'", s.name),
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for n in &s.nodes {
+        if !names.insert(&n.name) {
+            return Err(invalid(
+                file,
+                format!("node group name '{}' is used twice", n.name),
+            ));
+        }
+        if n.count == 0 || n.count > 8 {
+            return Err(invalid(
+                file,
+                format!("node group '{}': count must be 1..=8", n.name),
+            ));
+        }
+        if !n.expect.joins && n.expect.evidence.is_empty() {
+            return Err(invalid(
+                file,
+                format!("node group '{}': a negative expectation (joins: false) needs `evidence` saying why the node must fail", n.name),
+            ));
+        }
+        if let Some(script) = &n.bootstrap.script {
+            let path = crate::paths::resolve(Path::new(script));
+            if !path.is_file() {
+                return Err(invalid(
+                    file,
+                    format!(
+                        "node group '{}': bootstrap script {} does not exist",
+                        n.name,
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn load_file(path: &Path) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(&text, path)
+}
+
+/// Every `*.yaml`/`*.yml` file of a directory, sorted; or the files given.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let p = crate::paths::resolve(p);
+        if p.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&p)
+                .map_err(|e| Error::io(&p, e))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|f| matches!(f.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+                .collect();
+            files.sort();
+            out.extend(files);
+        } else if p.is_file() {
+            out.push(p);
+        } else {
+            return Err(Error::io(
+                &p,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such scenario file or directory",
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::model::*;
+
+    const MINIMAL: &str = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n";
+
+    fn p(text: &str) -> Result<Scenario> {
+        parse(text, Path::new("scenarios/test.yaml"))
+    }
+
+    #[test]
+    fn minimal_scenario_gets_defaults() {
+        let s = p(MINIMAL).unwrap();
+        assert_eq!(s.name, "test");
+        assert_eq!(s.cluster_name(), "test");
+        assert_eq!(s.cluster.provider, Provider::Local);
+        assert_eq!(s.cluster.kubernetes_version, crate::assets::DEFAULT_VERSION);
+        assert_eq!(s.cluster.service_ipv4_cidr.to_string(), "10.100.0.0/16");
+        assert_eq!(s.nodes[0].instance_type, "m5.large");
+        assert_eq!(s.nodes[0].imds.tokens, ImdsTokens::Required);
+        assert!(s.nodes[0].expect.joins);
+    }
+
+    fn parse_error(text: &str) -> (usize, usize, String) {
+        match p(text) {
+            Err(Error::ScenarioParse {
+                line,
+                column,
+                message,
+                ..
+            }) => (line, column, message),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_field_has_line_and_column() {
+        let (line, col, msg) =
+            parse_error("nodes:\n  - name: a\n    instanceTipe: m5.large\n    bootstrap: {}\n");
+        assert_eq!(line, 3);
+        assert_eq!(col, 5);
+        assert!(msg.contains("unknown field `instanceTipe`"), "{msg}");
+    }
+
+    #[test]
+    fn type_errors_have_line() {
+        let (line, _, msg) =
+            parse_error("nodes:\n  - name: a\n    count: many\n    bootstrap: {}\n");
+        assert_eq!(line, 3);
+        assert!(
+            msg.contains("invalid type") || msg.contains("invalid digit"),
+            "{msg}"
+        );
+        let (line, _, msg) = parse_error("cluster:\n  serviceIpv4Cidr: 10.100.0.0/99\nnodes: []\n");
+        assert_eq!(line, 2);
+        assert!(!msg.is_empty());
+        let (line, _, msg) = parse_error("cluster:\n  provider: minikube\nnodes: []\n");
+        assert_eq!(line, 2);
+        assert!(msg.contains("unknown variant `minikube`"), "{msg}");
+        let (line, _, msg) = parse_error("cluster:\n  kubernetesVersion: \"1.30\"\nnodes: []\n");
+        assert_eq!(line, 2);
+        assert!(msg.contains("v1.36.3"), "{msg}");
+        let (line, _, msg) = parse_error(&format!("{MINIMAL}    expect:\n      within: soon\n"));
+        assert_eq!(line, 6);
+        assert!(msg.contains("duration"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_yaml_is_a_parse_error() {
+        let (line, _, _) = parse_error("nodes:\n  - name: [unclosed\n");
+        assert!(line >= 2);
+    }
+
+    #[test]
+    fn semantic_errors() {
+        assert!(matches!(
+            p("nodes: []\n"),
+            Err(Error::ScenarioInvalid { .. })
+        ));
+        let negative = format!("{MINIMAL}    expect:\n      joins: false\n");
+        let err = p(&negative).unwrap_err().to_string();
+        assert!(err.contains("evidence"), "{err}");
+        let missing = "nodes:\n  - name: a\n    bootstrap:\n      script: fixtures/nope.sh\n";
+        assert!(p(missing)
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
+        let dup = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: a\n    bootstrap: {}\n";
+        assert!(p(dup).unwrap_err().to_string().contains("twice"));
+    }
+
+    #[test]
+    fn bundled_scenarios_parse() {
+        let files = discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
+        assert!(files.len() >= 5, "{files:?}");
+        for f in files {
+            load_file(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Declarative scenarios (`scenarios/*.yaml`): the cluster, the nodes and how they bootstrap, and what the
+//! cluster must see afterwards.
+pub mod load;
+pub mod model;
+pub mod template;
+
+pub use load::{discover, load_file};
+pub use model::Scenario;

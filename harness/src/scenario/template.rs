@@ -1,0 +1,46 @@
+//! `{{name}}` placeholders in scenario values, filled from the run (cluster endpoint, CA, instance id...).
+use std::collections::BTreeMap;
+
+/// Replaces every `{{key}}` with its value; unknown keys are an error naming them.
+pub fn render(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("unclosed '{{{{' in '{text}'"))?;
+        let key = after[..end].trim();
+        let value = vars.get(key).ok_or_else(|| {
+            format!(
+                "unknown placeholder {{{{{key}}}}}; known: {}",
+                vars.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_and_reports_unknown_keys() {
+        let vars = BTreeMap::from([("cluster.name".to_string(), "demo".to_string())]);
+        assert_eq!(
+            render("--name {{cluster.name}}!", &vars).unwrap(),
+            "--name demo!"
+        );
+        assert_eq!(render("{{ cluster.name }}", &vars).unwrap(), "demo");
+        assert_eq!(render("plain", &vars).unwrap(), "plain");
+        assert!(render("{{nope}}", &vars)
+            .unwrap_err()
+            .contains("cluster.name"));
+        assert!(render("{{cluster.name", &vars).is_err());
+    }
+}
