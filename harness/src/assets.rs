@@ -12,12 +12,7 @@ pub const DEFAULT_VERSION: &str = "v1.36.3";
 pub const ETCD_VERSION: &str = "v3.6.8";
 /// A directory with the four binaries, used as-is (like envtest's KUBEBUILDER_ASSETS).
 pub const ENV_DIR: &str = "NODEJOIN_K8S_ASSETS";
-pub const BINARIES: [&str; 4] = [
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kubelet",
-];
+pub const BINARIES: [&str; 4] = ["etcd", "kube-apiserver", "kube-controller-manager", "kubelet"];
 
 /// Resolved binaries of one version.
 #[derive(Debug, Clone)]
@@ -131,28 +126,20 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     };
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
-    let mut assets =
-        K8sAssets::from_dir(version, &cache, "cache").ok_or_else(|| Error::AssetsUnavailable {
-            version: version.into(),
-            tried: format!("{source} finished but {} lacks a binary", cache.display()),
-        })?;
+    let mut assets = K8sAssets::from_dir(version, &cache, "cache").ok_or_else(|| Error::AssetsUnavailable {
+        version: version.into(),
+        tried: format!("{source} finished but {} lacks a binary", cache.display()),
+    })?;
     assets.source = source;
     Ok(assets)
 }
 
 async fn fetch(client: &reqwest::Client, url: &str) -> std::result::Result<Vec<u8>, String> {
-    let r = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| format!("{url}: {e}"))?;
+    let r = client.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
     if !r.status().is_success() {
         return Err(format!("{url}: HTTP {}", r.status()));
     }
-    r.bytes()
-        .await
-        .map(|b| b.to_vec())
-        .map_err(|e| format!("{url}: {e}"))
+    r.bytes().await.map(|b| b.to_vec()).map_err(|e| format!("{url}: {e}"))
 }
 
 fn sha256_hex(data: &[u8]) -> String {
@@ -180,17 +167,14 @@ async fn download(version: &str, out: &Path) -> std::result::Result<(), String> 
         let data = fetch(&client, &url).await?;
         let actual = sha256_hex(&data);
         if actual != expected {
-            return Err(format!(
-                "{bin}: checksum mismatch (expected {expected}, got {actual})"
-            ));
+            return Err(format!("{bin}: checksum mismatch (expected {expected}, got {actual})"));
         }
         write_executable(&out.join(bin), &data)?;
     }
     steps.step(3, "etcd");
     let name = format!("etcd-{ETCD_VERSION}-linux-amd64");
     let base = format!("https://github.com/etcd-io/etcd/releases/download/{ETCD_VERSION}");
-    let sums =
-        String::from_utf8_lossy(&fetch(&client, &format!("{base}/SHA256SUMS")).await?).to_string();
+    let sums = String::from_utf8_lossy(&fetch(&client, &format!("{base}/SHA256SUMS")).await?).to_string();
     let tarball = fetch(&client, &format!("{base}/{name}.tar.gz")).await?;
     let expected = sums
         .lines()
@@ -223,9 +207,7 @@ fn write_executable(path: &Path, data: &[u8]) -> std::result::Result<(), String>
 
 /// Builds the binaries with Go through `fixtures/k8s-build/build.sh` (about 4–8 minutes cold on 2 cores).
 async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
-    let script = crate::paths::fixtures_dir()
-        .join("k8s-build")
-        .join("build.sh");
+    let script = crate::paths::fixtures_dir().join("k8s-build").join("build.sh");
     if !script.is_file() {
         return Err(format!("{} is missing", script.display()));
     }

@@ -18,8 +18,7 @@ pub const OWNER_LABEL: &str = "io.nodejoin.owner-pid";
 
 /// Connects to the local engine and checks it answers.
 pub async fn connect() -> Result<Docker> {
-    let docker = Docker::connect_with_local_defaults()
-        .map_err(|e| Error::DockerUnavailable(e.to_string()))?;
+    let docker = Docker::connect_with_local_defaults().map_err(|e| Error::DockerUnavailable(e.to_string()))?;
     docker
         .ping()
         .await
@@ -73,16 +72,10 @@ pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork>
         .and_then(|c| c.gateway.as_deref())
         .and_then(|s| s.parse().ok());
     match (subnet, gateway) {
-        (Some(subnet), Some(gateway)) => Ok(RunNetwork {
-            name,
-            gateway,
-            subnet,
-        }),
+        (Some(subnet), Some(gateway)) => Ok(RunNetwork { name, gateway, subnet }),
         _ => {
             let _ = docker.remove_network(&name).await;
-            Err(Error::Docker(format!(
-                "network {name} has no IPv4 subnet/gateway"
-            )))
+            Err(Error::Docker(format!("network {name} has no IPv4 subnet/gateway")))
         }
     }
 }
@@ -137,11 +130,7 @@ pub async fn exec(
         .await
         .map_err(docker_err("start exec"))?;
     let mut out = ExecOutput::default();
-    if let StartExecResults::Attached {
-        mut output,
-        mut input,
-    } = started
-    {
+    if let StartExecResults::Attached { mut output, mut input } = started {
         if let Some(data) = stdin {
             use tokio::io::AsyncWriteExt;
             input
@@ -160,9 +149,7 @@ pub async fn exec(
                 LogOutput::StdOut { message } | LogOutput::Console { message } => {
                     out.stdout.push_str(&String::from_utf8_lossy(&message))
                 }
-                LogOutput::StdErr { message } => {
-                    out.stderr.push_str(&String::from_utf8_lossy(&message))
-                }
+                LogOutput::StdErr { message } => out.stderr.push_str(&String::from_utf8_lossy(&message)),
                 LogOutput::StdIn { .. } => {}
             }
         }
@@ -185,29 +172,40 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
     let filters = HashMap::from([("label", vec![selector.as_str()])]);
     let containers = docker
         .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
+            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
         ))
         .await
         .map_err(docker_err("list containers"))?;
     let mut removed = 0;
     for c in containers {
         if let Some(id) = c.id {
-            let opts = RemoveContainerOptionsBuilder::new()
-                .force(true)
-                .v(true)
-                .build();
-            if docker.remove_container(&id, Some(opts)).await.is_ok() {
-                removed += 1;
+            // A container whose start was in flight when its owner died can refuse removal for a moment.
+            let mut last_error = None;
+            for _ in 0..20 {
+                let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+                match docker.remove_container(&id, Some(opts)).await {
+                    Ok(()) => {
+                        last_error = None;
+                        removed += 1;
+                        break;
+                    }
+                    Err(testcontainers::bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404, ..
+                    }) => {
+                        last_error = None;
+                        break;
+                    }
+                    Err(e) => last_error = Some(e),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            if let Some(e) = last_error {
+                tracing::warn!(container = %id, "could not remove container: {e}");
             }
         }
     }
     let networks = docker
-        .list_networks(Some(
-            ListNetworksOptionsBuilder::new().filters(&filters).build(),
-        ))
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
         .await
         .map_err(docker_err("list networks"))?;
     for n in networks {
@@ -227,23 +225,15 @@ pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>
     let mut names = Vec::new();
     for c in docker
         .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
+            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
         ))
         .await
         .map_err(docker_err("list containers"))?
     {
-        names.push(format!(
-            "container {}",
-            c.names.unwrap_or_default().join(",")
-        ));
+        names.push(format!("container {}", c.names.unwrap_or_default().join(",")));
     }
     for n in docker
-        .list_networks(Some(
-            ListNetworksOptionsBuilder::new().filters(&filters).build(),
-        ))
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
         .await
         .map_err(docker_err("list networks"))?
     {
@@ -258,25 +248,17 @@ pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
     let mut out = Vec::new();
     let containers = docker
         .list_containers(Some(
-            ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build(),
+            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
         ))
         .await
         .map_err(docker_err("list containers"))?;
     let labels = containers.into_iter().filter_map(|c| c.labels);
     let networks = docker
-        .list_networks(Some(
-            ListNetworksOptionsBuilder::new().filters(&filters).build(),
-        ))
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
         .await
         .map_err(docker_err("list networks"))?;
     for l in labels.chain(networks.into_iter().filter_map(|n| n.labels)) {
-        if let (Some(run), Some(pid)) = (
-            l.get(RUN_LABEL),
-            l.get(OWNER_LABEL).and_then(|p| p.parse().ok()),
-        ) {
+        if let (Some(run), Some(pid)) = (l.get(RUN_LABEL), l.get(OWNER_LABEL).and_then(|p| p.parse().ok())) {
             out.push((run.clone(), pid));
         }
     }

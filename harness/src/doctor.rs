@@ -68,19 +68,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
         match crate::node::image::expected(a) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
-                add(
-                    "node image",
-                    present,
-                    img.tag.clone(),
-                    "nodejoin image build",
-                );
+                add("node image", present, img.tag.clone(), "nodejoin image build");
             }
-            Err(e) => add(
-                "node image recipe",
-                false,
-                e.to_string(),
-                "check fixtures/node-image/",
-            ),
+            Err(e) => add("node image recipe", false, e.to_string(), "check fixtures/node-image/"),
         }
     }
     let cgroup2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();

@@ -42,10 +42,7 @@ pub enum Error {
     Pki(String),
 
     #[error("fake {service}: {message}")]
-    Fake {
-        service: &'static str,
-        message: String,
-    },
+    Fake { service: &'static str, message: String },
 
     #[error("node {node}: {message}")]
     Node { node: String, message: String },

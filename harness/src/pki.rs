@@ -2,8 +2,8 @@
 //! serving and client certificates the control plane needs.
 use crate::error::{Error, Result};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -64,13 +64,7 @@ impl Ca {
         }))
     }
 
-    pub fn issue(
-        &self,
-        common_name: &str,
-        orgs: &[&str],
-        sans: &[SanType],
-        usage: Usage,
-    ) -> Result<CertKey> {
+    pub fn issue(&self, common_name: &str, orgs: &[&str], sans: &[SanType], usage: Usage) -> Result<CertKey> {
         let ca_key = KeyPair::from_pem(&self.0.key_pem).map_err(pki_err)?;
         let issuer = Issuer::from_ca_cert_pem(&self.0.cert_pem, ca_key).map_err(pki_err)?;
         let key = KeyPair::generate().map_err(pki_err)?;
@@ -78,10 +72,7 @@ impl Ca {
         params.distinguished_name = dn(common_name, orgs);
         params.subject_alt_names = sans.to_vec();
         params.serial_number = Some(serial());
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![match usage {
             Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
             Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
@@ -131,31 +122,16 @@ impl ClusterPki {
         let front_proxy_ca = Ca::generate("front-proxy-ca")?;
         let sa = KeyPair::generate().map_err(pki_err)?;
         Ok(Self {
-            apiserver: ca.issue(
-                "kube-apiserver",
-                &[],
-                &apiserver_sans(addresses),
-                Usage::Server,
-            )?,
+            apiserver: ca.issue("kube-apiserver", &[], &apiserver_sans(addresses), Usage::Server)?,
             apiserver_kubelet_client: ca.issue(
                 "kube-apiserver-kubelet-client",
                 &["system:masters"],
                 &[],
                 Usage::Client,
             )?,
-            front_proxy_client: front_proxy_ca.issue(
-                "front-proxy-client",
-                &[],
-                &[],
-                Usage::Client,
-            )?,
+            front_proxy_client: front_proxy_ca.issue("front-proxy-client", &[], &[], Usage::Client)?,
             admin: ca.issue("kubernetes-admin", &["system:masters"], &[], Usage::Client)?,
-            controller_manager: ca.issue(
-                "system:kube-controller-manager",
-                &[],
-                &[],
-                Usage::Client,
-            )?,
+            controller_manager: ca.issue("system:kube-controller-manager", &[], &[], Usage::Client)?,
             service_account_key_pem: sa.serialize_pem(),
             service_account_pub_pem: sa.public_key_pem(),
             ca,
@@ -186,10 +162,7 @@ impl ClusterPki {
             ca: pair("ca", &self.ca.0)?,
             front_proxy_ca: pair("front-proxy-ca", &self.front_proxy_ca.0)?,
             apiserver: pair("apiserver", &self.apiserver)?,
-            apiserver_kubelet_client: pair(
-                "apiserver-kubelet-client",
-                &self.apiserver_kubelet_client,
-            )?,
+            apiserver_kubelet_client: pair("apiserver-kubelet-client", &self.apiserver_kubelet_client)?,
             front_proxy_client: pair("front-proxy-client", &self.front_proxy_client)?,
             controller_manager: pair("controller-manager", &self.controller_manager)?,
             sa_key: write("sa.key", &self.service_account_key_pem, true)?,
@@ -237,9 +210,7 @@ mod tests {
             .general_names
             .iter()
             .filter_map(|n| match n {
-                GeneralName::IPAddress(b) if b.len() == 4 => {
-                    Some(IpAddr::from([b[0], b[1], b[2], b[3]]).to_string())
-                }
+                GeneralName::IPAddress(b) if b.len() == 4 => Some(IpAddr::from([b[0], b[1], b[2], b[3]]).to_string()),
                 _ => None,
             })
             .collect();

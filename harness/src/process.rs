@@ -16,13 +16,7 @@ pub struct Supervised {
 
 impl Supervised {
     /// Starts `program args` with stdout and stderr appended to `<log_dir>/<name>.log`.
-    pub fn spawn(
-        name: &str,
-        program: &Path,
-        args: &[String],
-        log_dir: &Path,
-        state_dir: &Path,
-    ) -> Result<Self> {
+    pub fn spawn(name: &str, program: &Path, args: &[String], log_dir: &Path, state_dir: &Path) -> Result<Self> {
         let log = log_dir.join(format!("{name}.log"));
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -30,8 +24,7 @@ impl Supervised {
             .open(&log)
             .map_err(|e| Error::io(&log, e))?;
         let err_file = file.try_clone().map_err(|e| Error::io(&log, e))?;
-        std::fs::write(log_dir.join(format!("{name}.args")), args.join("\n"))
-            .map_err(|e| Error::io(log_dir, e))?;
+        std::fs::write(log_dir.join(format!("{name}.args")), args.join("\n")).map_err(|e| Error::io(log_dir, e))?;
         let child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -46,8 +39,7 @@ impl Supervised {
         let pid = child.id().unwrap_or(0);
         std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
         let pidfile = state_dir.join(format!("{name}.pid"));
-        std::fs::write(&pidfile, format!("{pid}\n{}\n", program.display()))
-            .map_err(|e| Error::io(&pidfile, e))?;
+        std::fs::write(&pidfile, format!("{pid}\n{}\n", program.display())).map_err(|e| Error::io(&pidfile, e))?;
         Ok(Self {
             name: name.to_string(),
             log,
@@ -90,10 +82,7 @@ impl Supervised {
             unsafe {
                 libc::kill(pid as i32, libc::SIGTERM);
             }
-            if tokio::time::timeout(grace, self.child.wait())
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
                 let _ = self.child.kill().await;
             }
         }
@@ -116,10 +105,21 @@ pub fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// Is a process with this PID alive?
+/// Is a process with this PID alive? A zombie (exited, not yet reaped by its parent) is not.
 pub fn alive(pid: u32) -> bool {
     // SAFETY: kill(pid, 0) only checks for existence and permission.
-    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+    if pid == 0 || unsafe { libc::kill(pid as i32, 0) } != 0 {
+        return false;
+    }
+    // /proc/<pid>/stat: "pid (comm) STATE ..."; comm may contain spaces, so read after the last ')'.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                != Some("Z")
+        }
+        Err(_) => false,
+    }
 }
 
 /// A free TCP port on `ip` (bound and released; the caller binds it right away).
@@ -131,4 +131,21 @@ pub fn free_port(ip: std::net::IpAddr) -> Result<u16> {
             component: "ports".into(),
             message: format!("no free port on {ip}: {e}"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness() {
+        assert!(alive(std::process::id()));
+        assert!(!alive(0));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!alive(pid), "an exited, unreaped child is a zombie, not alive");
+        child.wait().unwrap();
+        assert!(!alive(pid));
+    }
 }

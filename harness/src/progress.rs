@@ -12,11 +12,9 @@ impl Steps {
     pub fn new(title: &str, total: u64) -> Self {
         let bar = ProgressBar::new(total);
         bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {prefix} [{bar:20}] {pos}/{len} {msg} ({elapsed})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{spinner} {prefix} [{bar:20}] {pos}/{len} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         bar.set_prefix(title.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));
@@ -44,11 +42,7 @@ impl Steps {
 
     pub fn finish(&self, msg: &str) {
         self.bar.finish_and_clear();
-        eprintln!(
-            "[nodejoin] {}: {msg} in {:.1?}",
-            self.title,
-            self.bar.elapsed()
-        );
+        eprintln!("[nodejoin] {}: {msg} in {:.1?}", self.title, self.bar.elapsed());
     }
 }
 
@@ -79,11 +73,7 @@ pub async fn run_with_steps(
         let _ = file.write_all(format!("{line}\n").as_bytes()).await;
         if let Some(rest) = line.strip_prefix("step ") {
             if let Some((frac, msg)) = rest.split_once(' ') {
-                let n = frac
-                    .split('/')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
+                let n = frac.split('/').next().and_then(|n| n.parse().ok()).unwrap_or(0);
                 steps.step(n, msg);
             }
         }
@@ -96,9 +86,6 @@ pub async fn run_with_steps(
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{status}; last output:\n{}",
-            Vec::from(tail).join("\n")
-        ))
+        Err(format!("{status}; last output:\n{}", Vec::from(tail).join("\n")))
     }
 }

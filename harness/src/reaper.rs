@@ -20,8 +20,7 @@ impl RunState {
     pub fn create(run_id: &str) -> Result<Self> {
         let dir = runs_dir().join(run_id);
         std::fs::create_dir_all(dir.join("pids")).map_err(|e| Error::io(&dir, e))?;
-        std::fs::write(dir.join("owner.pid"), std::process::id().to_string())
-            .map_err(|e| Error::io(&dir, e))?;
+        std::fs::write(dir.join("owner.pid"), std::process::id().to_string()).map_err(|e| Error::io(&dir, e))?;
         Ok(Self {
             run_id: run_id.to_string(),
             dir,
@@ -48,18 +47,14 @@ fn kill_recorded(dir: &std::path::Path) -> usize {
     for entry in entries.flatten() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
         let mut lines = text.lines();
-        let (Some(pid), Some(program)) = (
-            lines.next().and_then(|p| p.parse::<u32>().ok()),
-            lines.next(),
-        ) else {
+        let (Some(pid), Some(program)) = (lines.next().and_then(|p| p.parse::<u32>().ok()), lines.next()) else {
             continue;
         };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-        if exe.as_deref().map(|e| {
-            e.to_string_lossy()
-                .trim_end_matches(" (deleted)")
-                .to_string()
-        }) == Some(program.to_string())
+        if exe
+            .as_deref()
+            .map(|e| e.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+            == Some(program.to_string())
         {
             // SAFETY: kill(2) on a PID verified to run the recorded program.
             unsafe {
@@ -91,9 +86,7 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());
-            reaped
-                .runs
-                .push(entry.file_name().to_string_lossy().to_string());
+            reaped.runs.push(entry.file_name().to_string_lossy().to_string());
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -101,10 +94,7 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
         if let Ok(owners) = docker::owners(d).await {
             for (run, pid) in owners {
                 if !alive(pid) {
-                    reaped.docker_objects +=
-                        docker::remove_labelled(d, docker::RUN_LABEL, Some(&run))
-                            .await
-                            .unwrap_or(0);
+                    reaped.docker_objects += remove_run_objects(d, &run).await;
                     if !reaped.runs.contains(&run) {
                         reaped.runs.push(run);
                     }
@@ -118,13 +108,33 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
     reaped
 }
 
+/// Removes a run's containers and networks, looking again until none is left (bounded): a container whose
+/// creation was in flight when its owner died can show up a moment after the first pass.
+async fn remove_run_objects(d: &testcontainers::bollard::Docker, run: &str) -> usize {
+    let mut removed = 0;
+    for _ in 0..20 {
+        removed += docker::remove_labelled(d, docker::RUN_LABEL, Some(run))
+            .await
+            .unwrap_or(0);
+        if docker::objects_of_run(d, run)
+            .await
+            .map(|o| o.is_empty())
+            .unwrap_or(false)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    removed
+}
+
 /// Kills this run's recorded processes and removes its Docker objects: the Ctrl-C path, where destructors
 /// will not run.
 pub async fn emergency_cleanup(run_id: &str) {
     let dir = runs_dir().join(run_id);
     kill_recorded(&dir);
     if let Ok(d) = docker::connect().await {
-        let _ = docker::remove_labelled(&d, docker::RUN_LABEL, Some(run_id)).await;
+        remove_run_objects(&d, run_id).await;
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -19,10 +19,9 @@ fn state(csr: &CertificateSigningRequest) -> CsrState {
     CsrState {
         name: csr.metadata.name.clone(),
         requester: csr.spec.username.clone(),
-        approved: status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Approved" && c.status == "True")
-        }),
+        approved: status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Approved" && c.status == "True")),
         issued: status
             .and_then(|s| s.certificate.as_ref())
             .is_some_and(|c| !c.0.is_empty()),
@@ -42,9 +41,10 @@ pub fn client_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrSt
 
 pub fn serving_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrState> {
     let user = format!("system:node:{node}");
-    best(all.iter().filter(|c| {
-        c.spec.signer_name == SERVING_SIGNER && c.spec.username.as_deref() == Some(user.as_str())
-    }))
+    best(
+        all.iter()
+            .filter(|c| c.spec.signer_name == SERVING_SIGNER && c.spec.username.as_deref() == Some(user.as_str())),
+    )
 }
 
 fn best<'a>(csrs: impl Iterator<Item = &'a CertificateSigningRequest>) -> Option<CsrState> {

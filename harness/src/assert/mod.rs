@@ -14,12 +14,7 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(
-        name: impl Into<String>,
-        passed: bool,
-        expected: impl Into<String>,
-        actual: impl Into<String>,
-    ) -> Self {
+    pub fn new(name: impl Into<String>, passed: bool, expected: impl Into<String>, actual: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             passed,
@@ -29,11 +24,7 @@ impl Check {
     }
 
     /// Compares two displayable values for equality.
-    pub fn eq<T: PartialEq + std::fmt::Debug>(
-        name: impl Into<String>,
-        expected: T,
-        actual: T,
-    ) -> Self {
+    pub fn eq<T: PartialEq + std::fmt::Debug>(name: impl Into<String>, expected: T, actual: T) -> Self {
         let passed = expected == actual;
         Self::new(name, passed, format!("{expected:?}"), format!("{actual:?}"))
     }

@@ -55,10 +55,7 @@ pub fn provider_id(node: &Node) -> Option<String> {
 }
 
 /// Labels of `expected` that are missing or different on the node, as `key: expected != actual`.
-pub fn label_mismatches(
-    expected: &BTreeMap<String, String>,
-    actual: &BTreeMap<String, String>,
-) -> Vec<String> {
+pub fn label_mismatches(expected: &BTreeMap<String, String>, actual: &BTreeMap<String, String>) -> Vec<String> {
     expected
         .iter()
         .filter(|(k, v)| actual.get(*k) != Some(v))
@@ -78,10 +75,7 @@ pub fn format_taints(t: &[Taint]) -> String {
             format!(
                 "{}{}:{}",
                 t.key,
-                t.value
-                    .as_ref()
-                    .map(|v| format!("={v}"))
-                    .unwrap_or_default(),
+                t.value.as_ref().map(|v| format!("={v}")).unwrap_or_default(),
                 t.effect
             )
         })
@@ -96,16 +90,10 @@ mod tests {
     #[test]
     fn label_superset() {
         let want = BTreeMap::from([("a".to_string(), "1".to_string())]);
-        let have = BTreeMap::from([
-            ("a".to_string(), "1".to_string()),
-            ("b".to_string(), "2".to_string()),
-        ]);
+        let have = BTreeMap::from([("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())]);
         assert!(label_mismatches(&want, &have).is_empty());
         let wrong = BTreeMap::from([("a".to_string(), "2".to_string())]);
         assert_eq!(label_mismatches(&want, &wrong), ["a=1 (node has 2)"]);
-        assert_eq!(
-            label_mismatches(&want, &BTreeMap::new()),
-            ["a=1 (node has nothing)"]
-        );
+        assert_eq!(label_mismatches(&want, &BTreeMap::new()), ["a=1 (node has nothing)"]);
     }
 }

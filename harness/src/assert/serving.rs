@@ -69,9 +69,7 @@ pub fn describe(der: &[u8]) -> Result<ServingCert, String> {
         for n in &san.value.general_names {
             match n {
                 GeneralName::DNSName(d) => out.dns_names.push(d.to_string()),
-                GeneralName::IPAddress(b) if b.len() == 4 => {
-                    out.ips.push(IpAddr::from([b[0], b[1], b[2], b[3]]))
-                }
+                GeneralName::IPAddress(b) if b.len() == 4 => out.ips.push(IpAddr::from([b[0], b[1], b[2], b[3]])),
                 _ => {}
             }
         }

@@ -96,12 +96,7 @@ async fn main() -> ExitCode {
             let findings = nodejoin::doctor::check(&version).await;
             let mut ok = true;
             for f in &findings {
-                println!(
-                    "{} {:<32} {}",
-                    if f.ok { "ok  " } else { "MISS" },
-                    f.what,
-                    f.detail
-                );
+                println!("{} {:<32} {}", if f.ok { "ok  " } else { "MISS" }, f.what, f.detail);
                 if !f.ok {
                     ok = false;
                     println!("     fix: {}", f.fix);

@@ -26,9 +26,7 @@ impl ClusterProvider for LocalProvider {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        Box::pin(async move {
-            Ok(Box::new(LocalControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>)
-        })
+        Box::pin(async move { Ok(Box::new(LocalControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
     }
 }
 
@@ -80,18 +78,15 @@ pub fn write_kubeconfig(
     let text = serde_yaml_ng::to_string(&doc).map_err(|e| cp_err("kubeconfig", e.to_string()))?;
     std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io(path, e))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(path, e))
 }
 
 /// A kube client from a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path)
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| cp_err("kubeconfig", e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
         .map_err(|e| cp_err("kubeconfig", e.to_string()))?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| cp_err("kubeconfig", e.to_string()))?;
     Ok(kube::Client::try_from(config)?)
 }
 
@@ -181,8 +176,7 @@ impl LocalControlPlane {
 
         let api_port = free_port(bind)?;
         let endpoint = format!("https://{bind}:{api_port}");
-        let apiserver_args =
-            apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
+        let apiserver_args = apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
         processes.insert(
             0,
             Supervised::spawn(
@@ -200,23 +194,18 @@ impl LocalControlPlane {
             .timeout(Duration::from_secs(2))
             .build()
             .map_err(|e| cp_err("kube-apiserver", e.to_string()))?;
-        wait_ready(
-            "kube-apiserver",
-            &mut processes,
-            Duration::from_secs(90),
-            || {
-                let https = https.clone();
-                let url = format!("{endpoint}/readyz");
-                async move {
-                    https
-                        .get(url)
-                        .send()
-                        .await
-                        .map(|r| r.status().is_success())
-                        .unwrap_or(false)
-                }
-            },
-        )
+        wait_ready("kube-apiserver", &mut processes, Duration::from_secs(90), || {
+            let https = https.clone();
+            let url = format!("{endpoint}/readyz");
+            async move {
+                https
+                    .get(url)
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .unwrap_or(false)
+            }
+        })
         .await?;
         mark("kube-apiserver ready", &mut timings);
 
@@ -321,14 +310,10 @@ fn apiserver_args(
         format!("--client-ca-file={}", d(&p.ca.0)),
         format!("--tls-cert-file={}", d(&p.apiserver.0)),
         format!("--tls-private-key-file={}", d(&p.apiserver.1)),
-        format!(
-            "--kubelet-client-certificate={}",
-            d(&p.apiserver_kubelet_client.0)
-        ),
+        format!("--kubelet-client-certificate={}", d(&p.apiserver_kubelet_client.0)),
         format!("--kubelet-client-key={}", d(&p.apiserver_kubelet_client.1)),
         format!("--kubelet-certificate-authority={}", d(&p.ca.0)),
-        "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalIP,ExternalDNS"
-            .to_string(),
+        "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalIP,ExternalDNS".to_string(),
         format!("--service-account-key-file={}", d(&p.sa_pub)),
         format!("--service-account-signing-key-file={}", d(&p.sa_key)),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
@@ -372,12 +357,7 @@ fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> V
 }
 
 /// Polls `probe` until it succeeds; fails early (with the log tail) when the process exits.
-async fn wait_ready<F, Fut>(
-    component: &str,
-    processes: &mut [Supervised],
-    timeout: Duration,
-    probe: F,
-) -> Result<()>
+async fn wait_ready<F, Fut>(component: &str, processes: &mut [Supervised], timeout: Duration, probe: F) -> Result<()>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -28,9 +28,7 @@ pub async fn apply_node_bootstrap_rbac(client: &kube::Client) -> Result<()> {
         "rules": [{ "apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/selfnodeserver"], "verbs": ["create"] }],
     });
     let pp = PatchParams::apply(MANAGER).force();
-    roles
-        .patch("eks:node-bootstrapper", &pp, &Patch::Apply(&role))
-        .await?;
+    roles.patch("eks:node-bootstrapper", &pp, &Patch::Apply(&role)).await?;
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     let wanted = [
         (
@@ -48,16 +46,8 @@ pub async fn apply_node_bootstrap_rbac(client: &kube::Client) -> Result<()> {
             "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
             "system:nodes",
         ),
-        (
-            "eks:node-bootstrapper",
-            "eks:node-bootstrapper",
-            "system:bootstrappers",
-        ),
-        (
-            "eks:node-bootstrapper-nodes",
-            "eks:node-bootstrapper",
-            "system:nodes",
-        ),
+        ("eks:node-bootstrapper", "eks:node-bootstrapper", "system:bootstrappers"),
+        ("eks:node-bootstrapper-nodes", "eks:node-bootstrapper", "system:nodes"),
     ];
     for (name, role, group) in wanted {
         bindings
@@ -102,10 +92,7 @@ pub async fn create_bootstrap_token(
     let data = BTreeMap::from([
         ("token-id".to_string(), token.id.clone()),
         ("token-secret".to_string(), token.secret.clone()),
-        (
-            "usage-bootstrap-authentication".to_string(),
-            "true".to_string(),
-        ),
+        ("usage-bootstrap-authentication".to_string(), "true".to_string()),
         ("usage-bootstrap-signing".to_string(), "true".to_string()),
         ("description".to_string(), description.to_string()),
         ("expiration".to_string(), expiration),
@@ -130,9 +117,6 @@ pub async fn create_bootstrap_token(
 pub async fn delete_bootstrap_token(client: &kube::Client, token: &BootstrapToken) {
     let api = Api::<Secret>::namespaced(client.clone(), "kube-system");
     let _ = api
-        .delete(
-            &format!("bootstrap-token-{}", token.id),
-            &Default::default(),
-        )
+        .delete(&format!("bootstrap-token-{}", token.id), &Default::default())
         .await;
 }

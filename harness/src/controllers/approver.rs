@@ -5,9 +5,7 @@
 //! digital signature, key encipherment}, and every SAN is one of that instance's own DNS names or IPs (per the
 //! fake EC2 world). Anything else is left pending, and the reason is recorded for the report.
 use crate::fakes::instances::Instances;
-use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest, CertificateSigningRequestCondition,
-};
+use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
 use kube::api::{Api, ListParams, PostParams};
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -40,10 +38,9 @@ pub struct CsrContent {
 }
 
 pub fn parse_csr(pem: &[u8]) -> Result<CsrContent, String> {
-    let (_, pem) =
-        x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("CSR is not PEM: {e}"))?;
-    let (_, req) = X509CertificationRequest::from_der(&pem.contents)
-        .map_err(|e| format!("CSR is not DER PKCS#10: {e}"))?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("CSR is not PEM: {e}"))?;
+    let (_, req) =
+        X509CertificationRequest::from_der(&pem.contents).map_err(|e| format!("CSR is not DER PKCS#10: {e}"))?;
     let subject = &req.certification_request_info.subject;
     let mut out = CsrContent {
         common_name: subject
@@ -97,9 +94,7 @@ pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Resul
     let allowed = ["server auth", "digital signature", "key encipherment"];
     let usages = spec.usages.clone().unwrap_or_default();
     if let Some(bad) = usages.iter().find(|u| !allowed.contains(&u.as_str())) {
-        return Err(format!(
-            "usage '{bad}' is not allowed for a serving certificate"
-        ));
+        return Err(format!("usage '{bad}' is not allowed for a serving certificate"));
     }
     if !usages.iter().any(|u| u == "server auth") {
         return Err("usages lack 'server auth'".into());
@@ -124,11 +119,7 @@ pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Resul
             instance.instance_id
         ));
     }
-    if let Some(ip) = content
-        .ips
-        .iter()
-        .find(|ip| **ip != IpAddr::V4(instance.private_ip))
-    {
+    if let Some(ip) = content.ips.iter().find(|ip| **ip != IpAddr::V4(instance.private_ip)) {
         return Err(format!(
             "IP SAN {ip} does not belong to instance {}",
             instance.instance_id
@@ -173,22 +164,18 @@ impl Approver {
                         Ok(node) => {
                             let mut approved = csr.clone();
                             let status = approved.status.get_or_insert_with(Default::default);
-                            status.conditions.get_or_insert_with(Vec::new).push(
-                                CertificateSigningRequestCondition {
+                            status
+                                .conditions
+                                .get_or_insert_with(Vec::new)
+                                .push(CertificateSigningRequestCondition {
                                     type_: "Approved".into(),
                                     status: "True".into(),
                                     reason: Some("NodejoinServingApprover".into()),
                                     message: Some(format!("SANs belong to {node}")),
                                     ..Default::default()
-                                },
-                            );
+                                });
                             match api
-                                .replace_subresource(
-                                    "approval",
-                                    &name,
-                                    &PostParams::default(),
-                                    &approved,
-                                )
+                                .replace_subresource("approval", &name, &PostParams::default(), &approved)
                                 .await
                             {
                                 Ok(_) => {
@@ -309,25 +296,22 @@ mod tests {
             SanType::DnsName(NODE.try_into().unwrap()),
             SanType::IpAddress("10.0.0.9".parse().unwrap()),
         ];
-        assert!(evaluate(
-            &csr(&user, "system:nodes", foreign_ip, &user, GROUPS, USAGES),
-            &i
-        )
-        .unwrap_err()
-        .contains("10.0.0.9"));
+        assert!(
+            evaluate(&csr(&user, "system:nodes", foreign_ip, &user, GROUPS, USAGES), &i)
+                .unwrap_err()
+                .contains("10.0.0.9")
+        );
         let foreign_dns = vec![SanType::DnsName("evil.example.com".try_into().unwrap())];
-        assert!(evaluate(
-            &csr(&user, "system:nodes", foreign_dns, &user, GROUPS, USAGES),
-            &i
-        )
-        .unwrap_err()
-        .contains("evil"));
-        assert!(evaluate(
-            &csr(&user, "system:nodes", good_sans(), "alice", GROUPS, USAGES),
-            &i
-        )
-        .unwrap_err()
-        .contains("not a node"));
+        assert!(
+            evaluate(&csr(&user, "system:nodes", foreign_dns, &user, GROUPS, USAGES), &i)
+                .unwrap_err()
+                .contains("evil")
+        );
+        assert!(
+            evaluate(&csr(&user, "system:nodes", good_sans(), "alice", GROUPS, USAGES), &i)
+                .unwrap_err()
+                .contains("not a node")
+        );
         assert!(evaluate(
             &csr(
                 &user,
@@ -342,43 +326,25 @@ mod tests {
         .unwrap_err()
         .contains("system:nodes"));
         assert!(evaluate(
-            &csr(
-                &user,
-                "system:nodes",
-                good_sans(),
-                &user,
-                GROUPS,
-                &["client auth"]
-            ),
+            &csr(&user, "system:nodes", good_sans(), &user, GROUPS, &["client auth"]),
             &i
         )
         .unwrap_err()
         .contains("client auth"));
         assert!(evaluate(
-            &csr(
-                "system:node:other",
-                "system:nodes",
-                good_sans(),
-                &user,
-                GROUPS,
-                USAGES
-            ),
+            &csr("system:node:other", "system:nodes", good_sans(), &user, GROUPS, USAGES),
             &i
         )
         .unwrap_err()
         .contains("subject"));
-        assert!(evaluate(
-            &csr(&user, "system:nodes", vec![], &user, GROUPS, USAGES),
-            &i
-        )
-        .unwrap_err()
-        .contains("no SANs"));
+        assert!(evaluate(&csr(&user, "system:nodes", vec![], &user, GROUPS, USAGES), &i)
+            .unwrap_err()
+            .contains("no SANs"));
         let ghost = "system:node:ip-1-2-3-4.us-west-2.compute.internal";
-        assert!(evaluate(
-            &csr(ghost, "system:nodes", good_sans(), ghost, GROUPS, USAGES),
-            &i
-        )
-        .unwrap_err()
-        .contains("no EC2 instance"));
+        assert!(
+            evaluate(&csr(ghost, "system:nodes", good_sans(), ghost, GROUPS, USAGES), &i)
+                .unwrap_err()
+                .contains("no EC2 instance")
+        );
     }
 }

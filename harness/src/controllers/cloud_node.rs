@@ -25,11 +25,7 @@ pub async fn run(client: kube::Client, instances: Arc<Instances>) {
 
 async fn initialise(api: &Api<Node>, node: &Node, instances: &Instances) -> Result<(), String> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default();
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
     if !taints.iter().any(|t| t.key == UNINITIALIZED_TAINT) {
         return Ok(());
     }
@@ -56,17 +52,9 @@ async fn initialise(api: &Api<Node>, node: &Node, instances: &Instances) -> Resu
     )
     .await
     .map_err(|e| format!("{name}: status: {e}"))?;
-    let remaining: Vec<_> = taints
-        .into_iter()
-        .filter(|t| t.key != UNINITIALIZED_TAINT)
-        .collect();
+    let remaining: Vec<_> = taints.into_iter().filter(|t| t.key != UNINITIALIZED_TAINT).collect();
     let mut spec = serde_json::json!({ "taints": remaining });
-    if node
-        .spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_ref())
-        .is_none()
-    {
+    if node.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_none() {
         spec["providerID"] = instance.provider_id().into();
     }
     let patch = serde_json::json!({

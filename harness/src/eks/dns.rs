@@ -32,11 +32,7 @@ pub fn legacy_fallback(vpc_cidrs: &[IpNet]) -> IpAddr {
 }
 
 /// `--dns-cluster-ip` wins, then the service CIDR, then the VPC heuristic.
-pub fn cluster_dns(
-    explicit: Option<IpAddr>,
-    service_cidr: Option<&IpNet>,
-    vpc_cidrs: &[IpNet],
-) -> IpAddr {
+pub fn cluster_dns(explicit: Option<IpAddr>, service_cidr: Option<&IpNet>, vpc_cidrs: &[IpNet]) -> IpAddr {
     explicit
         .or_else(|| service_cidr.map(from_service_cidr))
         .unwrap_or_else(|| legacy_fallback(vpc_cidrs))
@@ -52,43 +48,22 @@ mod tests {
 
     #[test]
     fn service_cidr_gives_dot_ten() {
-        assert_eq!(
-            from_service_cidr(&net("10.100.0.0/16")).to_string(),
-            "10.100.0.10"
-        );
-        assert_eq!(
-            from_service_cidr(&net("192.168.0.0/16")).to_string(),
-            "192.168.0.10"
-        );
-        assert_eq!(
-            from_service_cidr(&net("172.20.0.0/16")).to_string(),
-            "172.20.0.10"
-        );
+        assert_eq!(from_service_cidr(&net("10.100.0.0/16")).to_string(), "10.100.0.10");
+        assert_eq!(from_service_cidr(&net("192.168.0.0/16")).to_string(), "192.168.0.10");
+        assert_eq!(from_service_cidr(&net("172.20.0.0/16")).to_string(), "172.20.0.10");
         // A CIDR written with host bits still uses its network address.
-        assert_eq!(
-            from_service_cidr(&net("10.96.5.7/12")).to_string(),
-            "10.96.0.10"
-        );
+        assert_eq!(from_service_cidr(&net("10.96.5.7/12")).to_string(), "10.96.0.10");
     }
 
     #[test]
     fn ipv6_adds_a() {
-        assert_eq!(
-            from_service_cidr(&net("fd00:1234::/108")).to_string(),
-            "fd00:1234::a"
-        );
+        assert_eq!(from_service_cidr(&net("fd00:1234::/108")).to_string(), "fd00:1234::a");
     }
 
     #[test]
     fn fallback_depends_on_vpc() {
-        assert_eq!(
-            legacy_fallback(&[net("10.0.0.0/16")]).to_string(),
-            "172.20.0.10"
-        );
-        assert_eq!(
-            legacy_fallback(&[net("192.168.0.0/16")]).to_string(),
-            "10.100.0.10"
-        );
+        assert_eq!(legacy_fallback(&[net("10.0.0.0/16")]).to_string(), "172.20.0.10");
+        assert_eq!(legacy_fallback(&[net("192.168.0.0/16")]).to_string(), "10.100.0.10");
         assert_eq!(legacy_fallback(&[]).to_string(), "10.100.0.10");
     }
 
@@ -101,9 +76,6 @@ mod tests {
             cluster_dns(None, Some(&cidr), &[net("10.0.0.0/8")]).to_string(),
             "192.168.0.10"
         );
-        assert_eq!(
-            cluster_dns(None, None, &[net("10.0.0.0/8")]).to_string(),
-            "172.20.0.10"
-        );
+        assert_eq!(cluster_dns(None, None, &[net("10.0.0.0/8")]).to_string(), "172.20.0.10");
     }
 }

@@ -16,9 +16,7 @@ pub struct Ec2 {
 
 impl Ec2 {
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        axum::Router::new()
-            .fallback(handle)
-            .with_state(self.clone())
+        axum::Router::new().fallback(handle).with_state(self.clone())
     }
 }
 
@@ -104,10 +102,8 @@ fn serde_urlencoded_pairs(body: &str) -> Result<HashMap<String, String>, String>
     let mut out = HashMap::new();
     for pair in body.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let decode = |s: &str| {
-            percent_decode(&s.replace('+', " "))
-                .ok_or_else(|| format!("bad percent-encoding in '{pair}'"))
-        };
+        let decode =
+            |s: &str| percent_decode(&s.replace('+', " ")).ok_or_else(|| format!("bad percent-encoding in '{pair}'"));
         out.insert(decode(k)?, decode(v)?);
     }
     Ok(out)
@@ -175,12 +171,7 @@ fn describe_instances(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>{}</requestId><reservationSet>{reservations}</reservationSet></DescribeInstancesResponse>",
         super::random_hex(32)
     );
-    (
-        StatusCode::OK,
-        [("content-type", "text/xml;charset=UTF-8")],
-        body,
-    )
-        .into_response()
+    (StatusCode::OK, [("content-type", "text/xml;charset=UTF-8")], body).into_response()
 }
 
 #[cfg(test)]
@@ -189,10 +180,8 @@ mod tests {
 
     #[test]
     fn form_decoding() {
-        let p = serde_urlencoded_pairs(
-            "Action=DescribeInstances&InstanceId.1=i-abc&Version=2016-11-15&X=a%2Fb+c",
-        )
-        .unwrap();
+        let p =
+            serde_urlencoded_pairs("Action=DescribeInstances&InstanceId.1=i-abc&Version=2016-11-15&X=a%2Fb+c").unwrap();
         assert_eq!(p["Action"], "DescribeInstances");
         assert_eq!(p["InstanceId.1"], "i-abc");
         assert_eq!(p["X"], "a/b c");

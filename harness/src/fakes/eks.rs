@@ -28,10 +28,7 @@ pub struct ClusterRecord {
 
 impl ClusterRecord {
     pub fn arn(&self) -> String {
-        format!(
-            "arn:aws:eks:{}:{}:cluster/{}",
-            self.region, self.account_id, self.name
-        )
+        format!("arn:aws:eks:{}:{}:cluster/{}", self.region, self.account_id, self.name)
     }
 
     /// The DescribeCluster response body; `status` moves CREATING → ACTIVE as calls are made.
@@ -112,11 +109,7 @@ pub fn aws_json_error(status: StatusCode, code: &str, message: &str) -> Response
         .into_response()
 }
 
-async fn describe_cluster(
-    State(eks): State<Arc<Eks>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Response {
+async fn describe_cluster(State(eks): State<Arc<Eks>>, Path(name): Path<String>, headers: HeaderMap) -> Response {
     let Some(cluster) = eks.get(&name) else {
         tracing::info!(cluster = %name, "eks: DescribeCluster for an unknown cluster");
         return aws_json_error(
@@ -188,10 +181,7 @@ mod tests {
         assert_eq!(c["status"], "ACTIVE");
         assert_eq!(c["endpoint"], "https://172.18.0.1:6443");
         assert_eq!(c["certificateAuthority"]["data"], "Q0E=");
-        assert_eq!(
-            c["kubernetesNetworkConfig"]["serviceIpv4Cidr"],
-            "10.100.0.0/16"
-        );
+        assert_eq!(c["kubernetesNetworkConfig"]["serviceIpv4Cidr"], "10.100.0.0/16");
         assert_eq!(c["kubernetesNetworkConfig"]["ipFamily"], "ipv4");
         assert_eq!(c["arn"], "arn:aws:eks:eu-west-1:111122223333:cluster/demo");
         assert_eq!(c["id"], "c0ffee");
@@ -235,16 +225,9 @@ mod tests {
         assert_eq!(r.headers()["x-amzn-errortype"], "ResourceNotFoundException");
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["message"], "No cluster found for name: nope.");
-        let r = c
-            .get(format!("{}/clusters/demo", s.url()))
-            .send()
-            .await
-            .unwrap();
+        let r = c.get(format!("{}/clusters/demo", s.url())).send().await.unwrap();
         assert_eq!(r.status(), 403);
-        assert_eq!(
-            r.headers()["x-amzn-errortype"],
-            "MissingAuthenticationTokenException"
-        );
+        assert_eq!(r.headers()["x-amzn-errortype"], "MissingAuthenticationTokenException");
         let wrong_region = AUTH.replace("eu-west-1", "us-east-2");
         let r = c
             .get(format!("{}/clusters/demo", s.url()))

@@ -37,9 +37,7 @@ impl Imds {
     }
 
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        axum::Router::new()
-            .fallback(handle)
-            .with_state(self.clone())
+        axum::Router::new().fallback(handle).with_state(self.clone())
     }
 
     fn issue_token(&self, source: IpAddr, ttl: Duration) -> String {
@@ -163,20 +161,10 @@ async fn answer(
         };
     }
     if method != Method::GET && method != Method::HEAD {
-        return Reply::error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("{method} not allowed"),
-        );
+        return Reply::error(StatusCode::METHOD_NOT_ALLOWED, format!("{method} not allowed"));
     }
-    let Some(instance) = imds
-        .instances
-        .wait_by_ip(source, imds.registration_wait)
-        .await
-    else {
-        return Reply::error(
-            StatusCode::NOT_FOUND,
-            format!("no instance is registered for {source}"),
-        );
+    let Some(instance) = imds.instances.wait_by_ip(source, imds.registration_wait).await else {
+        return Reply::error(StatusCode::NOT_FOUND, format!("no instance is registered for {source}"));
     };
     let remaining = match token {
         Some(t) => match imds.check_token(t, source) {
@@ -209,10 +197,7 @@ fn lookup(instance: &Instance, path: &str) -> Reply {
     }
     let (version, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
     if !is_api_version(version) {
-        return Reply::error(
-            StatusCode::NOT_FOUND,
-            format!("unknown API version {version}"),
-        );
+        return Reply::error(StatusCode::NOT_FOUND, format!("unknown API version {version}"));
     }
     if rest == "user-data" || rest == "user-data/" {
         return match &instance.user_data {
@@ -260,13 +245,9 @@ fn lookup(instance: &Instance, path: &str) -> Reply {
 fn is_api_version(v: &str) -> bool {
     v == "latest"
         || (v.len() == 10
-            && v.chars().enumerate().all(|(i, c)| {
-                if i == 4 || i == 7 {
-                    c == '-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            }))
+            && v.chars()
+                .enumerate()
+                .all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() }))
 }
 
 /// Every leaf of the metadata tree of one instance, keyed by path below the API version.
@@ -295,10 +276,7 @@ pub fn tree(i: &Instance) -> BTreeMap<String, String> {
         format!("r-{}", &i.instance_id.trim_start_matches("i-")),
     );
     put("meta-data/security-groups", "nodejoin-nodes".into());
-    put(
-        "meta-data/placement/availability-zone",
-        i.availability_zone.clone(),
-    );
+    put("meta-data/placement/availability-zone", i.availability_zone.clone());
     put("meta-data/placement/region", i.region.clone());
     put("meta-data/services/domain", "amazonaws.com".into());
     put("meta-data/services/partition", "aws".into());
@@ -311,10 +289,7 @@ pub fn tree(i: &Instance) -> BTreeMap<String, String> {
     put(&format!("{m}/owner-id"), i.account_id.clone());
     put(&format!("{m}/security-group-ids"), "sg-0nodejoin".into());
     put(&format!("{m}/subnet-id"), subnet_id);
-    put(
-        &format!("{m}/subnet-ipv4-cidr-block"),
-        i.vpc_cidr.to_string(),
-    );
+    put(&format!("{m}/subnet-ipv4-cidr-block"), i.vpc_cidr.to_string());
     put(&format!("{m}/vpc-id"), vpc_id);
     put(&format!("{m}/vpc-ipv4-cidr-block"), i.vpc_cidr.to_string());
     put(&format!("{m}/vpc-ipv4-cidr-blocks"), i.vpc_cidr.to_string());
@@ -415,20 +390,12 @@ mod tests {
         for bad in ["0", "21601", "abc", "-5"] {
             assert_eq!(token(&s, &c, bad).await.status(), 400, "ttl {bad}");
         }
-        let missing = c
-            .put(format!("{}/latest/api/token", s.url()))
-            .send()
-            .await
-            .unwrap();
+        let missing = c.put(format!("{}/latest/api/token", s.url())).send().await.unwrap();
         assert_eq!(missing.status(), 400);
         let ok = token(&s, &c, "21600").await;
         assert_eq!(ok.status(), 200);
         assert_eq!(ok.headers()[TTL_HEADER], "21600");
-        let get = c
-            .get(format!("{}/latest/api/token", s.url()))
-            .send()
-            .await
-            .unwrap();
+        let get = c.get(format!("{}/latest/api/token", s.url())).send().await.unwrap();
         assert_eq!(get.status(), 405);
         let proxied = c
             .put(format!("{}/latest/api/token", s.url()))
@@ -467,15 +434,7 @@ mod tests {
         let t = token(&s, &c, "1").await.text().await.unwrap();
         tokio::time::sleep(Duration::from_millis(1100)).await;
         let url = format!("{}/latest/meta-data/instance-id", s.url());
-        assert_eq!(
-            c.get(&url)
-                .header(TOKEN_HEADER, &t)
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            401
-        );
+        assert_eq!(c.get(&url).header(TOKEN_HEADER, &t).send().await.unwrap().status(), 401);
     }
 
     #[tokio::test]
@@ -512,10 +471,7 @@ mod tests {
             "local-ipv4",
             "services/",
         ] {
-            assert!(
-                listing.lines().any(|l| l == entry),
-                "{entry} missing from {listing}"
-            );
+            assert!(listing.lines().any(|l| l == entry), "{entry} missing from {listing}");
         }
         assert_eq!(get("/latest/meta-data").await.1, listing);
         assert_eq!(
@@ -530,18 +486,13 @@ mod tests {
             get("/latest/meta-data/network/interfaces/macs/").await.1,
             "02:aa:bb:cc:dd:ee/"
         );
-        let (_, cidrs) =
-            get("/latest/meta-data/network/interfaces/macs/02:aa:bb:cc:dd:ee/vpc-ipv4-cidr-blocks")
-                .await;
+        let (_, cidrs) = get("/latest/meta-data/network/interfaces/macs/02:aa:bb:cc:dd:ee/vpc-ipv4-cidr-blocks").await;
         assert_eq!(cidrs, "127.0.0.0/8");
         let (_, doc) = get("/latest/dynamic/instance-identity/document").await;
         let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
         assert_eq!(doc["region"], "eu-west-1");
         assert_eq!(doc["instanceId"], "i-0123456789abcdef0");
-        assert_eq!(
-            get("/latest/meta-data/iam/security-credentials/").await.1,
-            "NodeRole"
-        );
+        assert_eq!(get("/latest/meta-data/iam/security-credentials/").await.1, "NodeRole");
         let (_, creds) = get("/latest/meta-data/iam/security-credentials/NodeRole").await;
         let creds: serde_json::Value = serde_json::from_str(&creds).unwrap();
         assert!(creds["AccessKeyId"].as_str().unwrap().starts_with("ASIA"));
@@ -551,10 +502,7 @@ mod tests {
             (200, "#!/bin/sh\necho hi\n".to_string())
         );
         assert!(get("/latest/").await.1.lines().any(|l| l == "user-data"));
-        assert_eq!(
-            get("/2021-03-23/meta-data/instance-id").await.1,
-            "i-0123456789abcdef0"
-        );
+        assert_eq!(get("/2021-03-23/meta-data/instance-id").await.1, "i-0123456789abcdef0");
         assert_eq!(get("/latest/meta-data/no-such-thing").await.0, 404);
         assert_eq!(get("/nonsense/meta-data/").await.0, 404);
     }

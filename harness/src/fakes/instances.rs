@@ -157,12 +157,7 @@ impl Instances {
     }
 
     pub fn by_id(&self, id: &str) -> Option<Arc<Instance>> {
-        self.by_ip
-            .read()
-            .ok()?
-            .values()
-            .find(|i| i.instance_id == id)
-            .cloned()
+        self.by_ip.read().ok()?.values().find(|i| i.instance_id == id).cloned()
     }
 
     pub fn by_private_dns_name(&self, name: &str) -> Option<Arc<Instance>> {

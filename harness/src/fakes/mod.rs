@@ -20,12 +20,10 @@ pub struct FakeServer {
 impl FakeServer {
     /// Serves `router` on `ip:0`; the handlers see the caller's address through `ConnectInfo`.
     pub async fn start(name: &'static str, ip: IpAddr, router: axum::Router) -> Result<Self> {
-        let listener = tokio::net::TcpListener::bind((ip, 0))
-            .await
-            .map_err(|e| Error::Fake {
-                service: name,
-                message: format!("bind {ip}:0: {e}"),
-            })?;
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.map_err(|e| Error::Fake {
+            service: name,
+            message: format!("bind {ip}:0: {e}"),
+        })?;
         let addr = listener.local_addr().map_err(|e| Error::Fake {
             service: name,
             message: e.to_string(),

@@ -39,8 +39,7 @@ pub fn parse_authorization(header: &str) -> Result<Authorization, String> {
             "credential scope '{credential}' is not KEY/DATE/REGION/SERVICE/aws4_request"
         ));
     };
-    if *terminator != "aws4_request" || date.len() != 8 || !date.chars().all(|c| c.is_ascii_digit())
-    {
+    if *terminator != "aws4_request" || date.len() != 8 || !date.chars().all(|c| c.is_ascii_digit()) {
         return Err(format!("credential scope '{credential}' is malformed"));
     }
     let signature = signature.ok_or("Authorization lacks Signature")?;
@@ -63,17 +62,11 @@ pub fn parse_authorization(header: &str) -> Result<Authorization, String> {
 
 /// Checks the header is present, well-formed and scoped to `region`/`service`; the error text is what AWS
 /// says in the same situation, closely enough for a bootstrap author to recognise it.
-pub fn check_scope(
-    header: Option<&str>,
-    region: &str,
-    service: &str,
-) -> Result<Authorization, String> {
+pub fn check_scope(header: Option<&str>, region: &str, service: &str) -> Result<Authorization, String> {
     let header = header.ok_or("Missing Authentication Token")?;
     let auth = parse_authorization(header)?;
     if auth.service != service {
-        return Err(format!(
-            "Credential should be scoped to correct service: '{service}'"
-        ));
+        return Err(format!("Credential should be scoped to correct service: '{service}'"));
     }
     if auth.region != region {
         return Err(format!(
@@ -96,10 +89,7 @@ mod tests {
         assert_eq!(a.access_key_id, "ASIAEXAMPLE");
         assert_eq!(a.region, "eu-west-1");
         assert_eq!(a.service, "eks");
-        assert_eq!(
-            a.signed_headers,
-            vec!["host", "x-amz-date", "x-amz-security-token"]
-        );
+        assert_eq!(a.signed_headers, vec!["host", "x-amz-date", "x-amz-security-token"]);
     }
 
     #[test]
@@ -111,9 +101,7 @@ mod tests {
         assert!(check_scope(Some(GOOD), "eu-west-1", "ec2")
             .unwrap_err()
             .contains("service"));
-        assert!(check_scope(None, "eu-west-1", "eks")
-            .unwrap_err()
-            .contains("Missing"));
+        assert!(check_scope(None, "eu-west-1", "eks").unwrap_err().contains("Missing"));
     }
 
     #[test]

@@ -71,20 +71,13 @@ impl NodeContainer {
                     path_in_container: Some("/dev/kmsg".into()),
                     cgroup_permissions: Some("rwm".into()),
                 }]);
-                hc.tmpfs = Some(
-                    [
-                        ("/run".to_string(), String::new()),
-                        ("/tmp".to_string(), String::new()),
-                    ]
-                    .into(),
-                );
+                hc.tmpfs = Some([("/run".to_string(), String::new()), ("/tmp".to_string(), String::new())].into());
                 hc.binds
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
             });
         for f in spec.files {
-            request =
-                request.with_copy_to(CopyTargetOptions::new(f.path).with_mode(f.mode), f.content);
+            request = request.with_copy_to(CopyTargetOptions::new(f.path).with_mode(f.mode), f.content);
         }
         let container = request
             .start()

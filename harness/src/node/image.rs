@@ -18,10 +18,7 @@ pub struct NodeImage {
 
 impl NodeImage {
     pub fn repository(&self) -> &str {
-        self.tag
-            .split_once(':')
-            .map(|(r, _)| r)
-            .unwrap_or(&self.tag)
+        self.tag.split_once(':').map(|(r, _)| r).unwrap_or(&self.tag)
     }
     pub fn version(&self) -> &str {
         self.tag.split_once(':').map(|(_, t)| t).unwrap_or("latest")
@@ -69,11 +66,7 @@ pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
     let dir = recipe_dir();
     let mut base = Sha256::new();
     hash_path(&mut base, &dir.join("rootfs.sh"))?;
-    base.update(
-        std::env::var("NODEJOIN_DEBIAN_SUITE")
-            .unwrap_or_default()
-            .as_bytes(),
-    );
+    base.update(std::env::var("NODEJOIN_DEBIAN_SUITE").unwrap_or_default().as_bytes());
     let base_tag = format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12]);
     let mut node = Sha256::new();
     node.update(base_tag.as_bytes());
@@ -97,10 +90,7 @@ pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool
 }
 
 async fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd
-        .output()
-        .await
-        .map_err(|e| image_err(format!("{what}: {e}")))?;
+    let out = cmd.output().await.map_err(|e| image_err(format!("{what}: {e}")))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -116,10 +106,7 @@ async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(
-    docker: &testcontainers::bollard::Docker,
-    assets: &K8sAssets,
-) -> Result<NodeImage> {
+pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets) -> Result<NodeImage> {
     let image = expected(assets)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
@@ -144,9 +131,7 @@ fn scratch_dir() -> Result<PathBuf> {
 async fn build_base(tag: &str, work: &Path) -> Result<()> {
     for tool in ["debootstrap", "docker", "tar"] {
         if crate::assets::which(tool).is_none() {
-            return Err(image_err(format!(
-                "`{tool}` is not installed (apt-get install {tool})"
-            )));
+            return Err(image_err(format!("`{tool}` is not installed (apt-get install {tool})")));
         }
     }
     let rootfs = work.join("rootfs");
@@ -158,16 +143,10 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
         // Keep the log: the work dir is about to be deleted.
         let kept = scratch_dir()?.join("rootfs-failed.log");
         let _ = std::fs::copy(&log, &kept);
-        return Err(image_err(format!(
-            "rootfs.sh: {e} (log: {})",
-            kept.display()
-        )));
+        return Err(image_err(format!("rootfs.sh: {e} (log: {})", kept.display())));
     }
     steps.step(5, "docker import");
-    let script = format!(
-        "tar -C '{}' -c . | docker import - '{tag}'",
-        rootfs.display()
-    );
+    let script = format!("tar -C '{}' -c . | docker import - '{tag}'", rootfs.display());
     run(
         Command::new("bash").args(["-o", "pipefail", "-c", &script]),
         "docker import",
@@ -213,10 +192,7 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
 
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from)
-        .map_err(|e| Error::io(from, e))?
-        .flatten()
-    {
+    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
         let target = to.join(entry.file_name());
         if entry.path().is_dir() {
             copy_tree(&entry.path(), &target)?;
@@ -234,12 +210,9 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Resul
     steps.step(1, "build context");
     let ctx = work.to_path_buf();
     copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
-    std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile"))
-        .map_err(|e| Error::io(&ctx, e))?;
-    std::fs::copy(&assets.kubelet, ctx.join("kubelet"))
-        .map_err(|e| Error::io(&assets.kubelet, e))?;
-    std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n")
-        .map_err(|e| Error::io(&ctx, e))?;
+    std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
+    std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
+    std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
     run(
         Command::new("docker")

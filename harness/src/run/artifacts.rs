@@ -37,21 +37,13 @@ pub async fn collect_node(
     write(dir, "bootstrap.log", bootstrap_output);
     write(dir, "imds-requests.log", imds_log);
     write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);
-    write(
-        dir,
-        "containerd.log",
-        &node.journal(Some("containerd")).await,
-    );
+    write(dir, "containerd.log", &node.journal(Some("containerd")).await);
     write(dir, "journal.log", &node.journal(None).await);
     let files = dir.join("files");
     let _ = std::fs::create_dir_all(&files);
     for f in BOOTSTRAP_FILES {
         if let Some(content) = node.read_file(f).await {
-            write(
-                &files,
-                &f.trim_start_matches('/').replace('/', "__"),
-                &content,
-            );
+            write(&files, &f.trim_start_matches('/').replace('/', "__"), &content);
         }
     }
     write(
@@ -69,11 +61,7 @@ pub async fn collect_node(
     );
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     if let Ok(n) = nodes.get(node_name).await {
-        write(
-            dir,
-            "node.yaml",
-            &serde_yaml_ng::to_string(&n).unwrap_or_default(),
-        );
+        write(dir, "node.yaml", &serde_yaml_ng::to_string(&n).unwrap_or_default());
     }
     let csrs: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     if let Ok(list) = csrs.list(&ListParams::default()).await {
@@ -85,11 +73,7 @@ pub async fn collect_node(
                     || crate::assert::csr::serving_csr(std::slice::from_ref(c), node_name).is_some()
             })
             .collect();
-        write(
-            dir,
-            "csrs.yaml",
-            &serde_yaml_ng::to_string(&mine).unwrap_or_default(),
-        );
+        write(dir, "csrs.yaml", &serde_yaml_ng::to_string(&mine).unwrap_or_default());
     }
 }
 
@@ -100,12 +84,7 @@ pub fn collect_cluster(dir: &Path, cluster: &SharedCluster) {
         .approver
         .decisions()
         .iter()
-        .map(|d| {
-            format!(
-                "{} {} approved={} {}",
-                d.csr, d.requester, d.approved, d.reason
-            )
-        })
+        .map(|d| format!("{} {} approved={} {}", d.csr, d.requester, d.approved, d.reason))
         .collect();
     write(dir, "approver.log", &decisions.join("\n"));
     let link = dir.join("control-plane-logs");

@@ -133,29 +133,22 @@ impl Environment {
     }
 
     /// The control plane for `spec`, created on first use; `true` when this call created it.
-    pub async fn cluster(
-        &self,
-        spec: &ClusterSpec,
-        assets: Option<&K8sAssets>,
-    ) -> Result<(Arc<SharedCluster>, bool)> {
+    pub async fn cluster(&self, spec: &ClusterSpec, assets: Option<&K8sAssets>) -> Result<(Arc<SharedCluster>, bool)> {
         let mut clusters = self.clusters.lock().await;
         if let Some(c) = clusters.get(spec) {
             return Ok((c.clone(), false));
         }
-        let provider =
-            cluster::provider(&spec.provider).ok_or_else(|| Error::ProviderUnavailable {
-                provider: spec.provider.clone(),
-                reason: "not implemented".into(),
-            })?;
+        let provider = cluster::provider(&spec.provider).ok_or_else(|| Error::ProviderUnavailable {
+            provider: spec.provider.clone(),
+            reason: "not implemented".into(),
+        })?;
         if let Some(reason) = provider.unavailable() {
             return Err(Error::ProviderUnavailable {
                 provider: spec.provider.clone(),
                 reason,
             });
         }
-        let n = self
-            .cluster_count
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = self.cluster_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir = self.run_dir.join(format!("control-plane-{n}"));
         let start = Instant::now();
         let cp = provider
@@ -196,17 +189,14 @@ impl Environment {
 
     /// Stops everything and reports what (if anything) was left behind.
     pub async fn shutdown(self: Arc<Self>) -> Vec<String> {
-        let clusters: Vec<Arc<SharedCluster>> =
-            self.clusters.lock().await.drain().map(|(_, c)| c).collect();
+        let clusters: Vec<Arc<SharedCluster>> = self.clusters.lock().await.drain().map(|(_, c)| c).collect();
         for c in clusters {
             for t in &c.tasks {
                 t.abort();
             }
             match Arc::try_unwrap(c) {
                 Ok(c) => c.control_plane.into_inner().stop().await,
-                Err(_) => tracing::warn!(
-                    "a control plane is still referenced at shutdown; it stops when dropped"
-                ),
+                Err(_) => tracing::warn!("a control plane is still referenced at shutdown; it stops when dropped"),
             }
         }
         let _ = docker::remove_labelled(&self.docker, docker::RUN_LABEL, Some(&self.run_id)).await;

@@ -100,18 +100,11 @@ impl ScenarioReport {
             out.push_str(&format!("  ignored: {reason}\n"));
         }
         if !self.phases.is_empty() {
-            let phases: Vec<String> = self
-                .phases
-                .iter()
-                .map(|(n, d)| format!("{n} {}", secs(*d)))
-                .collect();
+            let phases: Vec<String> = self.phases.iter().map(|(n, d)| format!("{n} {}", secs(*d))).collect();
             out.push_str(&format!("  phases: {}\n", phases.join(" | ")));
         }
         for n in &self.nodes {
-            out.push_str(&format!(
-                "  node {} ({}, {})\n",
-                n.node_name, n.instance_id, n.ip
-            ));
+            out.push_str(&format!("  node {} ({}, {})\n", n.node_name, n.instance_id, n.ip));
             let milestones = [
                 ("container up", n.container_up, ""),
                 ("bootstrap done", n.bootstrap, ""),
@@ -131,10 +124,7 @@ impl ScenarioReport {
             out.push_str(&format!("    {}\n", parts.join(" | ")));
         }
         let passed = self.checks.iter().filter(|c| c.passed).count();
-        out.push_str(&format!(
-            "  checks: {passed}/{} passed\n",
-            self.checks.len()
-        ));
+        out.push_str(&format!("  checks: {passed}/{} passed\n", self.checks.len()));
         for c in self.checks.iter().filter(|c| !c.passed) {
             out.push_str(&format!(
                 "  FAIL {}\n    expected: {}\n    actual:   {}\n",
@@ -160,34 +150,20 @@ pub fn secs(d: Duration) -> String {
 
 /// A summary table of several scenarios.
 pub fn summary_table(reports: &[ScenarioReport]) -> String {
-    let width = reports
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
+    let width = reports.iter().map(|r| r.name.len()).max().unwrap_or(8).max(8);
     let mut out = format!(
         "{:<width$}  {:<7}  {:>8}  {:>6}  {}\n",
         "scenario", "result", "wall", "checks", "slowest node: registered / Ready / serving"
     );
     for r in reports {
-        let checks = format!(
-            "{}/{}",
-            r.checks.iter().filter(|c| c.passed).count(),
-            r.checks.len()
-        );
+        let checks = format!("{}/{}", r.checks.iter().filter(|c| c.passed).count(), r.checks.len());
         let node = r
             .nodes
             .iter()
             .max_by_key(|n| n.ready.unwrap_or(Duration::MAX))
             .map(|n| {
                 let f = |d: Option<Duration>| d.map(secs).unwrap_or_else(|| "-".into());
-                format!(
-                    "{} / {} / {}",
-                    f(n.registered),
-                    f(n.ready),
-                    f(n.serving_cert_live)
-                )
+                format!("{} / {} / {}", f(n.registered), f(n.ready), f(n.serving_cert_live))
             })
             .unwrap_or_default();
         out.push_str(&format!(

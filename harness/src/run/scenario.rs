@@ -12,8 +12,7 @@ use crate::fakes::eks::ClusterRecord;
 use crate::fakes::instances::{Credentials, Instance};
 use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
 use crate::scenario::model::{
-    AuthMode, CsrExpectation, EvidenceSource, ExitExpectation, Expect, ImdsTokens, Lifecycle,
-    NodeGroup, Scenario,
+    AuthMode, CsrExpectation, EvidenceSource, ExitExpectation, Expect, ImdsTokens, Lifecycle, NodeGroup, Scenario,
 };
 use crate::scenario::template::render;
 use base64::Engine;
@@ -95,7 +94,9 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     if sc.cluster.auth == AuthMode::Iam {
         return Err(Error::ScenarioInvalid {
             file: report.file.clone(),
-            message: "auth: iam (IAM token → webhook → aws-auth) is not implemented yet (issue 3); use auth: bootstrap-token".into(),
+            message:
+                "auth: iam (IAM token → webhook → aws-auth) is not implemented yet (issue 3); use auth: bootstrap-token"
+                    .into(),
         });
     }
     let mut t = Instant::now();
@@ -110,9 +111,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     };
     let (cluster, created) = env.cluster(&spec, Some(&assets)).await?;
     if created {
-        report
-            .phases
-            .push(("control plane ready".into(), cluster.created_in));
+        report.phases.push(("control plane ready".into(), cluster.created_in));
         let steps: Vec<String> = cluster
             .step_timings
             .iter()
@@ -122,9 +121,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
             .notes
             .push(format!("control plane created: {}", steps.join(", ")));
     } else {
-        report
-            .phases
-            .push(("control plane (shared)".into(), t.elapsed()));
+        report.phases.push(("control plane (shared)".into(), t.elapsed()));
     }
     t = Instant::now();
 
@@ -138,8 +135,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     .await?;
     let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let dns_ip =
-        crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
+    let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
     let cluster_vars = BTreeMap::from([
         ("cluster.name".to_string(), cluster_name.clone()),
         ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
@@ -151,22 +147,16 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         ),
         ("cluster.dnsIp".to_string(), dns_ip.to_string()),
         ("bootstrapToken".to_string(), token.token()),
-        (
-            "unrelatedCaBase64".to_string(),
-            b64(&unrelated_ca.0.cert_pem),
-        ),
+        ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
     ]);
 
-    let started = futures::future::join_all(
-        sc.nodes
-            .iter()
-            .flat_map(|g| (0..g.count).map(move |i| (g, i)))
-            .map(|(g, i)| {
-                let vars = cluster_vars.clone();
-                let token = token.token();
-                async move { start_node(env, sc, g, i, vars, &token).await }
-            }),
-    )
+    let started = futures::future::join_all(sc.nodes.iter().flat_map(|g| (0..g.count).map(move |i| (g, i))).map(
+        |(g, i)| {
+            let vars = cluster_vars.clone();
+            let token = token.token();
+            async move { start_node(env, sc, g, i, vars, &token).await }
+        },
+    ))
     .await;
     let mut nodes = Vec::new();
     let mut first_error = None;
@@ -219,12 +209,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
 }
 
 /// Tells the fake EKS about the cluster, as DescribeCluster will report it.
-fn announce_cluster(
-    env: &Environment,
-    sc: &Scenario,
-    cluster: &SharedCluster,
-    name: &str,
-) -> Result<()> {
+fn announce_cluster(env: &Environment, sc: &Scenario, cluster: &SharedCluster, name: &str) -> Result<()> {
     if let Some(existing) = env.eks.get(name) {
         if existing.endpoint != cluster.endpoint {
             return Err(Error::ScenarioInvalid {
@@ -280,17 +265,23 @@ async fn start_node(
             .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
     ));
     let script = std::fs::read(&script_path).map_err(|e| Error::io(&script_path, e))?;
-    let limits_path = crate::paths::fixtures_dir()
-        .join("bootstrap")
-        .join("eni-limits.txt");
+    let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
     let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
     let aws_env = format!(
         "AWS_ENDPOINT_URL_EKS={}\nAWS_ENDPOINT_URL_EC2={}\n",
         env.eks_url, env.ec2_url
     );
     let files = vec![
-        NodeFile { path: "/etc/eks/bootstrap.sh".into(), content: script, mode: 0o755 },
-        NodeFile { path: "/etc/eks/eni-limits.txt".into(), content: limits, mode: 0o644 },
+        NodeFile {
+            path: "/etc/eks/bootstrap.sh".into(),
+            content: script,
+            mode: 0o755,
+        },
+        NodeFile {
+            path: "/etc/eks/eni-limits.txt".into(),
+            content: limits,
+            mode: 0o644,
+        },
         NodeFile {
             path: "/etc/nodejoin/node.env".into(),
             content: format!("NODEJOIN_IMDS={}\n{aws_env}", env.imds_addr).into_bytes(),
@@ -299,7 +290,11 @@ async fn start_node(
         // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
         NodeFile {
             path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
-            content: format!("[Manager]\nDefaultEnvironment=\"AWS_ENDPOINT_URL_EKS={}\" \"AWS_ENDPOINT_URL_EC2={}\"\n", env.eks_url, env.ec2_url).into_bytes(),
+            content: format!(
+                "[Manager]\nDefaultEnvironment=\"AWS_ENDPOINT_URL_EKS={}\" \"AWS_ENDPOINT_URL_EC2={}\"\n",
+                env.eks_url, env.ec2_url
+            )
+            .into_bytes(),
             mode: 0o644,
         },
     ];
@@ -341,10 +336,7 @@ async fn start_node(
         launch_time: SystemTime::now(),
     });
     vars.insert("instance.id".into(), instance.instance_id.clone());
-    vars.insert(
-        "instance.privateDnsName".into(),
-        instance.private_dns_name(),
-    );
+    vars.insert("instance.privateDnsName".into(), instance.private_dns_name());
     vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
     vars.insert("instance.az".into(), instance.availability_zone.clone());
     vars.insert("instance.type".into(), instance.instance_type.clone());
@@ -409,12 +401,7 @@ async fn start_node(
     match tokio::time::timeout(group.expect.within, node.container.exec(&cmd, &exec_env)).await {
         Ok(Ok(out)) => node.bootstrap = Some(out),
         Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
-        Err(_) => {
-            node.bootstrap_error = Some(format!(
-                "bootstrap did not finish within {:?}",
-                group.expect.within
-            ))
-        }
+        Err(_) => node.bootstrap_error = Some(format!("bootstrap did not finish within {:?}", group.expect.within)),
     }
     node.timeline.bootstrap = Some(t1.elapsed());
     node.kubelet_start = Instant::now();
@@ -452,11 +439,7 @@ fn imds_text(env: &Environment, n: &RunningNode) -> String {
                 r.method,
                 r.path,
                 r.status,
-                if r.with_token {
-                    " (token)"
-                } else {
-                    " (no token)"
-                },
+                if r.with_token { " (token)" } else { " (no token)" },
                 if r.note.is_empty() {
                     String::new()
                 } else {
@@ -511,18 +494,11 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
             }
             let want_serving = n.expect().serving_cert;
             if want_serving && ready && n.serving.is_none() {
-                match assert::serving::probe(
-                    std::net::IpAddr::V4(n.instance.private_ip),
-                    10250,
-                    &cluster.ca_pem,
-                )
-                .await
+                match assert::serving::probe(std::net::IpAddr::V4(n.instance.private_ip), 10250, &cluster.ca_pem).await
                 {
                     Ok(cert) => {
                         n.serving = Some(cert);
-                        n.timeline
-                            .serving_cert_live
-                            .get_or_insert(n.kubelet_start.elapsed());
+                        n.timeline.serving_cert_live.get_or_insert(n.kubelet_start.elapsed());
                     }
                     Err(e) => n.serving_error = e,
                 }
@@ -533,14 +509,10 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
             let deadline_passed = since > n.expect().within;
             n.done = if n.expect().joins {
                 let settled = ready
-                    && n.node
-                        .as_ref()
-                        .is_some_and(|x| !assert::node::has_transient_taints(x))
+                    && n.node.as_ref().is_some_and(|x| !assert::node::has_transient_taints(x))
                     && (!want_serving || n.serving.is_some())
-                    && (n.expect().serving_csr != CsrExpectation::Issued
-                        || n.timeline.serving_csr_issued.is_some())
-                    && (n.expect().client_csr != CsrExpectation::Issued
-                        || n.timeline.client_csr_issued.is_some());
+                    && (n.expect().serving_csr != CsrExpectation::Issued || n.timeline.serving_csr_issued.is_some())
+                    && (n.expect().client_csr != CsrExpectation::Issued || n.timeline.client_csr_issued.is_some());
                 settled || deadline_passed || bootstrap_failed(n)
             } else {
                 let evidence_complete = n.evidence.iter().all(Option::is_some);
@@ -649,9 +621,7 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
                     .unwrap_or_else(|| "no such line".into()),
             ));
             if let Some(l) = found {
-                report
-                    .notes
-                    .push(format!("{name}: {:?} evidence: \"{l}\"", ev.source));
+                report.notes.push(format!("{name}: {:?} evidence: \"{l}\"", ev.source));
             }
         }
         return;
@@ -666,12 +636,9 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
         ));
         return;
     };
-    report.checks.push(Check::new(
-        c("registered"),
-        true,
-        name.clone(),
-        name.clone(),
-    ));
+    report
+        .checks
+        .push(Check::new(c("registered"), true, name.clone(), name.clone()));
     report.checks.push(Check::new(
         c("ready"),
         n.timeline.ready.is_some(),
@@ -683,11 +650,7 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
     ));
     let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
     if !e.labels.is_empty() {
-        let want: BTreeMap<String, String> = e
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), render_or(v)))
-            .collect();
+        let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
         let miss = assert::node::label_mismatches(&want, &assert::node::labels(node));
         report.checks.push(Check::new(
             c("labels"),
@@ -779,9 +742,7 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
     if let Some(dns) = &e.cluster_dns {
         let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
         let have = configz_cluster_dns(cluster, &name).await;
-        report
-            .checks
-            .push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+        report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
     }
 }
 
@@ -794,20 +755,12 @@ async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
     let api: Api<Node> = Api::all(cluster.client.clone());
     api.list(&ListParams::default())
         .await
-        .map(|l| {
-            l.items
-                .into_iter()
-                .filter_map(|n| n.metadata.name)
-                .collect()
-        })
+        .map(|l| l.items.into_iter().filter_map(|n| n.metadata.name).collect())
         .unwrap_or_default()
 }
 
 /// The kubelet's live `clusterDNS`, through the API server's node proxy to `/configz`.
-async fn configz_cluster_dns(
-    cluster: &SharedCluster,
-    node: &str,
-) -> std::result::Result<Vec<String>, String> {
+async fn configz_cluster_dns(cluster: &SharedCluster, node: &str) -> std::result::Result<Vec<String>, String> {
     let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
@@ -820,20 +773,12 @@ async fn configz_cluster_dns(
     let dns = v["kubeletconfig"]["clusterDNS"]
         .as_array()
         .ok_or("configz has no kubeletconfig.clusterDNS")?;
-    Ok(dns
-        .iter()
-        .filter_map(|d| d.as_str().map(str::to_string))
-        .collect())
+    Ok(dns.iter().filter_map(|d| d.as_str().map(str::to_string)).collect())
 }
 
 /// Removes the scenario's containers, instances, Node and CSR objects and its token, so the shared control
 /// plane is clean for the next scenario.
-async fn teardown(
-    env: &Environment,
-    cluster: &SharedCluster,
-    nodes: Vec<RunningNode>,
-    token: &BootstrapToken,
-) {
+async fn teardown(env: &Environment, cluster: &SharedCluster, nodes: Vec<RunningNode>, token: &BootstrapToken) {
     let node_api: Api<Node> = Api::all(cluster.client.clone());
     let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     let csrs = csr_api
@@ -843,8 +788,7 @@ async fn teardown(
         .unwrap_or_default();
     let mut removals = Vec::new();
     for n in nodes {
-        env.instances
-            .remove(std::net::IpAddr::V4(n.instance.private_ip));
+        env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
         let _ = node_api.delete(&n.node_name, &Default::default()).await;
         for csr in &csrs {
             let mine = assert::csr::client_csr(std::slice::from_ref(csr), &n.node_name).is_some()

@@ -6,17 +6,10 @@ use std::path::{Path, PathBuf};
 /// Parses scenario text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
     let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
+        let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
         // serde_yaml_ng appends "at line L column C" to some messages; the location is printed separately.
         let message = e.to_string();
-        let message = message
-            .split(" at line ")
-            .next()
-            .unwrap_or(&message)
-            .to_string();
+        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
         Error::ScenarioParse {
             file: file.to_path_buf(),
             line,
@@ -49,11 +42,7 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             "`nodes` is empty: a scenario needs at least one node".into(),
         ));
     }
-    if !s
-        .name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-')
-    {
+    if !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return Err(invalid(
             file,
             format!("name '{}' may only hold letters, digits and '-'", s.name),
@@ -62,16 +51,10 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
     let mut names = std::collections::BTreeSet::new();
     for n in &s.nodes {
         if !names.insert(&n.name) {
-            return Err(invalid(
-                file,
-                format!("node group name '{}' is used twice", n.name),
-            ));
+            return Err(invalid(file, format!("node group name '{}' is used twice", n.name)));
         }
         if n.count == 0 || n.count > 8 {
-            return Err(invalid(
-                file,
-                format!("node group '{}': count must be 1..=8", n.name),
-            ));
+            return Err(invalid(file, format!("node group '{}': count must be 1..=8", n.name)));
         }
         if !n.expect.joins && n.expect.evidence.is_empty() {
             return Err(invalid(
@@ -120,10 +103,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         } else {
             return Err(Error::io(
                 &p,
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such scenario file or directory",
-                ),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such scenario file or directory"),
             ));
         }
     }
@@ -157,10 +137,7 @@ mod tests {
     fn parse_error(text: &str) -> (usize, usize, String) {
         match p(text) {
             Err(Error::ScenarioParse {
-                line,
-                column,
-                message,
-                ..
+                line, column, message, ..
             }) => (line, column, message),
             other => panic!("expected a parse error, got {other:?}"),
         }
@@ -168,8 +145,7 @@ mod tests {
 
     #[test]
     fn unknown_field_has_line_and_column() {
-        let (line, col, msg) =
-            parse_error("nodes:\n  - name: a\n    instanceTipe: m5.large\n    bootstrap: {}\n");
+        let (line, col, msg) = parse_error("nodes:\n  - name: a\n    instanceTipe: m5.large\n    bootstrap: {}\n");
         assert_eq!(line, 3);
         assert_eq!(col, 5);
         assert!(msg.contains("unknown field `instanceTipe`"), "{msg}");
@@ -177,13 +153,9 @@ mod tests {
 
     #[test]
     fn type_errors_have_line() {
-        let (line, _, msg) =
-            parse_error("nodes:\n  - name: a\n    count: many\n    bootstrap: {}\n");
+        let (line, _, msg) = parse_error("nodes:\n  - name: a\n    count: many\n    bootstrap: {}\n");
         assert_eq!(line, 3);
-        assert!(
-            msg.contains("invalid type") || msg.contains("invalid digit"),
-            "{msg}"
-        );
+        assert!(msg.contains("invalid type") || msg.contains("invalid digit"), "{msg}");
         let (line, _, msg) = parse_error("cluster:\n  serviceIpv4Cidr: 10.100.0.0/99\nnodes: []\n");
         assert_eq!(line, 2);
         assert!(!msg.is_empty());
@@ -206,18 +178,12 @@ mod tests {
 
     #[test]
     fn semantic_errors() {
-        assert!(matches!(
-            p("nodes: []\n"),
-            Err(Error::ScenarioInvalid { .. })
-        ));
+        assert!(matches!(p("nodes: []\n"), Err(Error::ScenarioInvalid { .. })));
         let negative = format!("{MINIMAL}    expect:\n      joins: false\n");
         let err = p(&negative).unwrap_err().to_string();
         assert!(err.contains("evidence"), "{err}");
         let missing = "nodes:\n  - name: a\n    bootstrap:\n      script: fixtures/nope.sh\n";
-        assert!(p(missing)
-            .unwrap_err()
-            .to_string()
-            .contains("does not exist"));
+        assert!(p(missing).unwrap_err().to_string().contains("does not exist"));
         let dup = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: a\n    bootstrap: {}\n";
         assert!(p(dup).unwrap_err().to_string().contains("twice"));
     }

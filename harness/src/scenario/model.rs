@@ -101,9 +101,8 @@ fn default_service_cidr() -> Ipv4Net {
 
 fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let v = String::deserialize(d)?;
-    crate::assets::check_version(&v).map_err(|_| {
-        serde::de::Error::custom(format!("kubernetesVersion '{v}' must look like v1.36.3"))
-    })?;
+    crate::assets::check_version(&v)
+        .map_err(|_| serde::de::Error::custom(format!("kubernetesVersion '{v}' must look like v1.36.3")))?;
     Ok(v)
 }
 
@@ -304,9 +303,6 @@ impl Default for Expect {
 
 impl Scenario {
     pub fn cluster_name(&self) -> String {
-        self.cluster
-            .name
-            .clone()
-            .unwrap_or_else(|| self.name.clone())
+        self.cluster.name.clone().unwrap_or_else(|| self.name.clone())
     }
 }

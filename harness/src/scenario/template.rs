@@ -8,9 +8,7 @@ pub fn render(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Str
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("unclosed '{{{{' in '{text}'"))?;
+        let end = after.find("}}").ok_or_else(|| format!("unclosed '{{{{' in '{text}'"))?;
         let key = after[..end].trim();
         let value = vars.get(key).ok_or_else(|| {
             format!(
@@ -32,15 +30,10 @@ mod tests {
     #[test]
     fn renders_and_reports_unknown_keys() {
         let vars = BTreeMap::from([("cluster.name".to_string(), "demo".to_string())]);
-        assert_eq!(
-            render("--name {{cluster.name}}!", &vars).unwrap(),
-            "--name demo!"
-        );
+        assert_eq!(render("--name {{cluster.name}}!", &vars).unwrap(), "--name demo!");
         assert_eq!(render("{{ cluster.name }}", &vars).unwrap(), "demo");
         assert_eq!(render("plain", &vars).unwrap(), "plain");
-        assert!(render("{{nope}}", &vars)
-            .unwrap_err()
-            .contains("cluster.name"));
+        assert!(render("{{nope}}", &vars).unwrap_err().contains("cluster.name"));
         assert!(render("{{cluster.name", &vars).is_err());
     }
 }
