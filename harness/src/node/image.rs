@@ -25,6 +25,22 @@ impl NodeImage {
     }
 }
 
+/// Use this image (a local tag) instead of building ours; it must follow the node image contract (README).
+pub const ENV_IMAGE: &str = "NODEJOIN_NODE_IMAGE";
+
+/// A user-supplied node image, checked to exist locally.
+pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str) -> Result<NodeImage> {
+    if !exists(docker, tag).await {
+        return Err(image_err(format!(
+            "{ENV_IMAGE}={tag} is not a local image (docker image ls)"
+        )));
+    }
+    Ok(NodeImage {
+        tag: tag.to_string(),
+        base: "(user supplied)".into(),
+    })
+}
+
 fn recipe_dir() -> PathBuf {
     crate::paths::fixtures_dir().join("node-image")
 }

@@ -127,7 +127,10 @@ impl Environment {
         if let Some(i) = cache.get(&assets.version) {
             return Ok(i.clone());
         }
-        let i = image::ensure(&self.docker, assets).await?;
+        let i = match std::env::var(image::ENV_IMAGE) {
+            Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag).await?,
+            _ => image::ensure(&self.docker, assets).await?,
+        };
         cache.insert(assets.version.clone(), i.clone());
         Ok(i)
     }

@@ -127,7 +127,7 @@ mod tests {
         assert_eq!(s.name, "test");
         assert_eq!(s.cluster_name(), "test");
         assert_eq!(s.cluster.provider, Provider::Local);
-        assert_eq!(s.cluster.kubernetes_version, crate::assets::DEFAULT_VERSION);
+        assert_eq!(s.cluster.kubernetes_version, crate::scenario::model::default_version());
         assert_eq!(s.cluster.service_ipv4_cidr.to_string(), "10.100.0.0/16");
         assert_eq!(s.nodes[0].instance_type, "m5.large");
         assert_eq!(s.nodes[0].imds.tokens, ImdsTokens::Required);

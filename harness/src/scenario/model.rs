@@ -86,8 +86,12 @@ impl Default for Cluster {
     }
 }
 
-fn default_version() -> String {
-    crate::assets::DEFAULT_VERSION.to_string()
+/// `$NODEJOIN_K8S_VERSION` (how the CI matrix picks a version), else the built-in default.
+pub(crate) fn default_version() -> String {
+    std::env::var("NODEJOIN_K8S_VERSION")
+        .ok()
+        .filter(|v| crate::assets::check_version(v).is_ok())
+        .unwrap_or_else(|| crate::assets::DEFAULT_VERSION.to_string())
 }
 fn default_region() -> String {
     "us-west-2".to_string()
