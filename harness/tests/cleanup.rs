@@ -126,11 +126,20 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
     let (mut child, run, reader) = start_run(Path::new("scenarios/wrong-ca.yaml"));
-    // Wait until the run has a node container, then kill it without giving it a chance to clean up.
+    // Wait until the run has a node container and its control plane, then kill it without giving it a chance
+    // to clean up.
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !docker_objects(&run).iter().any(|o| o.starts_with("container")) {
-        assert!(Instant::now() < deadline, "run {run} never started a node container");
-        std::thread::sleep(Duration::from_millis(200));
+    loop {
+        let has_container = docker_objects(&run).iter().any(|o| o.starts_with("container"));
+        let has_apiserver = processes_of(&run).iter().any(|p| p.contains("kube-apiserver"));
+        if has_container && has_apiserver {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run} never had both a node container and a control plane"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     child.kill().expect("SIGKILL nodejoin");
     let _ = child.wait();

@@ -62,9 +62,21 @@ fn main() {
         }
     };
     let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
+    // Ctrl-C: destructors will not run, so remove this run's processes and containers before exiting.
+    let for_signal = env.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            if let Some(Ok(env)) = for_signal.get() {
+                eprintln!("\ninterrupted: removing run {}'s processes and containers", env.run_id);
+                nodejoin::reaper::emergency_cleanup(&env.run_id).await;
+            }
+            std::process::exit(130);
+        }
+    });
     let trials = files.into_iter().map(|f| trial(f, rt.clone(), env.clone())).collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    if let Some(Ok(env)) = Arc::try_unwrap(env).ok().and_then(OnceCell::into_inner) {
+    // The signal task holds a reference; the environment is shut down through the cell either way.
+    if let Some(Ok(env)) = env.get().cloned() {
         let leftovers = rt.block_on(env.shutdown());
         if !leftovers.is_empty() {
             eprintln!("error: the run left objects behind: {leftovers:?}");

@@ -120,3 +120,62 @@ pub async fn delete_bootstrap_token(client: &kube::Client, token: &BootstrapToke
         .delete(&format!("bootstrap-token-{}", token.id), &Default::default())
         .await;
 }
+
+/// Waits until kube-controller-manager signs certificates: it answers `/healthz` well before its CSR
+/// controllers have synced, and a kubelet that starts in that window waits seconds for its client certificate.
+/// A throw-away `kube-apiserver-client` CSR, approved here, is issued as soon as signing works.
+pub async fn wait_for_csr_signing(client: &kube::Client, timeout: std::time::Duration) -> Result<bool> {
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
+    };
+    let key = rcgen::KeyPair::generate().map_err(|e| crate::Error::Pki(e.to_string()))?;
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "nodejoin:readiness-probe");
+    let pem = params
+        .serialize_request(&key)
+        .and_then(|r| r.pem())
+        .map_err(|e| crate::Error::Pki(e.to_string()))?;
+    let name = format!("nodejoin-readiness-{}", token_chars(6));
+    let api: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let csr = CertificateSigningRequest {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        spec: CertificateSigningRequestSpec {
+            request: k8s_openapi::ByteString(pem.into_bytes()),
+            signer_name: "kubernetes.io/kube-apiserver-client".into(),
+            usages: Some(vec!["client auth".into(), "digital signature".into()]),
+            expiration_seconds: Some(600),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let mut created = api.create(&PostParams::default(), &csr).await?;
+    created.status.get_or_insert_with(Default::default).conditions = Some(vec![CertificateSigningRequestCondition {
+        type_: "Approved".into(),
+        status: "True".into(),
+        reason: Some("NodejoinReadinessProbe".into()),
+        ..Default::default()
+    }]);
+    api.replace_subresource("approval", &name, &PostParams::default(), &created)
+        .await?;
+    let deadline = std::time::Instant::now() + timeout;
+    let mut issued = false;
+    while std::time::Instant::now() < deadline {
+        let current = api.get(&name).await?;
+        if current
+            .status
+            .and_then(|s| s.certificate)
+            .is_some_and(|c| !c.0.is_empty())
+        {
+            issued = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = api.delete(&name, &Default::default()).await;
+    Ok(issued)
+}

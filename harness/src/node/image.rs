@@ -77,6 +77,34 @@ fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// SHA-256 of a large file, remembered in `<file>.sha256` next to it (with the size and mtime it was computed
+/// for), so the 80+ MB kubelet is not re-read on every run.
+fn file_digest(path: &Path) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let stamp = format!("{} {mtime}", meta.len());
+    let sidecar = path.with_extension("sha256");
+    if let Ok(text) = std::fs::read_to_string(&sidecar) {
+        if let Some((digest, recorded)) = text.trim().split_once(' ') {
+            if recorded == stamp && digest.len() == 64 {
+                return Ok(digest.to_string());
+            }
+        }
+    }
+    let mut h = Sha256::new();
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    std::io::copy(&mut f, &mut h).map_err(|e| Error::io(path, e))?;
+    let digest = hex::encode(h.finalize());
+    // Best effort: a read-only assets directory just means hashing again next time.
+    let _ = std::fs::write(&sidecar, format!("{digest} {stamp}\n"));
+    Ok(digest)
+}
+
 /// The tags the current recipe and kubelet produce.
 pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
     let dir = recipe_dir();
@@ -89,7 +117,7 @@ pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
     for input in ["Dockerfile", "files", "pause.c"] {
         hash_path(&mut node, &dir.join(input))?;
     }
-    hash_path(&mut node, &assets.kubelet)?;
+    node.update(file_digest(&assets.kubelet)?.as_bytes());
     Ok(NodeImage {
         tag: format!(
             "nodejoin-node:{}-{}",
@@ -242,4 +270,22 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Resul
     .await?;
     steps.finish("built");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_is_cached_and_invalidated_by_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("kubelet");
+        std::fs::write(&f, b"one").unwrap();
+        let a = file_digest(&f).unwrap();
+        assert_eq!(a, hex::encode(Sha256::digest(b"one")));
+        assert!(dir.path().join("kubelet.sha256").exists());
+        assert_eq!(file_digest(&f).unwrap(), a);
+        std::fs::write(&f, b"two!").unwrap();
+        assert_eq!(file_digest(&f).unwrap(), hex::encode(Sha256::digest(b"two!")));
+    }
 }

@@ -209,6 +209,8 @@ impl Environment {
         let leftovers = docker::objects_of_run(&self.docker, &self.run_id)
             .await
             .unwrap_or_default();
+        // Done explicitly: a caller that exits the process right after (libtest-mimic does) skips destructors.
+        let _ = std::fs::remove_dir_all(&self.state.dir);
         let run_id = self.run_id.clone();
         drop(self);
         if !leftovers.is_empty() {

@@ -109,7 +109,30 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         version: assets.version.clone(),
         service_cidr: sc.cluster.service_ipv4_cidr,
     };
-    let (cluster, created) = env.cluster(&spec, Some(&assets)).await?;
+    // The control plane and the node containers start in parallel: a container needs no cluster until its
+    // bootstrap runs.
+    let boots = futures::future::join_all(
+        sc.nodes
+            .iter()
+            .flat_map(|g| (0..g.count).map(move |i| (g, i)))
+            .map(|(g, i)| boot_node(env, sc, g, i)),
+    );
+    let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(&assets)), boots);
+    let mut nodes = Vec::new();
+    let mut first_error = None;
+    for b in booted {
+        match b {
+            Ok(n) => nodes.push(n),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    let (cluster, created) = match (cluster, first_error) {
+        (Ok(c), None) => c,
+        (Err(e), _) | (Ok(_), Some(e)) => {
+            remove_nodes(env, nodes).await;
+            return Err(e);
+        }
+    };
     if created {
         report.phases.push(("control plane ready".into(), cluster.created_in));
         let steps: Vec<String> = cluster
@@ -120,57 +143,58 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         report
             .notes
             .push(format!("control plane created: {}", steps.join(", ")));
-    } else {
-        report.phases.push(("control plane (shared)".into(), t.elapsed()));
     }
+    report
+        .phases
+        .push(("control plane + nodes booted (in parallel)".into(), t.elapsed()));
     t = Instant::now();
 
     let cluster_name = sc.cluster_name();
-    announce_cluster(env, sc, &cluster, &cluster_name)?;
-    let token = objects::create_bootstrap_token(
-        &cluster.client,
-        &format!("nodejoin scenario {}", sc.name),
-        Duration::from_secs(3600),
-    )
-    .await?;
-    let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
-    let cluster_vars = BTreeMap::from([
-        ("cluster.name".to_string(), cluster_name.clone()),
-        ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
-        ("cluster.caBase64".to_string(), b64(&cluster.ca_pem)),
-        ("cluster.region".to_string(), sc.cluster.region.clone()),
-        (
-            "cluster.serviceIpv4Cidr".to_string(),
-            sc.cluster.service_ipv4_cidr.to_string(),
-        ),
-        ("cluster.dnsIp".to_string(), dns_ip.to_string()),
-        ("bootstrapToken".to_string(), token.token()),
-        ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
-    ]);
-
-    let started = futures::future::join_all(sc.nodes.iter().flat_map(|g| (0..g.count).map(move |i| (g, i))).map(
-        |(g, i)| {
-            let vars = cluster_vars.clone();
-            let token = token.token();
-            async move { start_node(env, sc, g, i, vars, &token).await }
-        },
-    ))
-    .await;
-    let mut nodes = Vec::new();
-    let mut first_error = None;
-    for s in started {
-        match s {
-            Ok(n) => nodes.push(n),
-            Err(e) => first_error = first_error.or(Some(e)),
-        }
+    let prepared: Result<(BootstrapToken, BTreeMap<String, String>)> = async {
+        announce_cluster(env, sc, &cluster, &cluster_name)?;
+        let token = objects::create_bootstrap_token(
+            &cluster.client,
+            &format!("nodejoin scenario {}", sc.name),
+            Duration::from_secs(3600),
+        )
+        .await?;
+        let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
+        let vars = BTreeMap::from([
+            ("cluster.name".to_string(), cluster_name.clone()),
+            ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
+            ("cluster.caBase64".to_string(), b64(&cluster.ca_pem)),
+            ("cluster.region".to_string(), sc.cluster.region.clone()),
+            (
+                "cluster.serviceIpv4Cidr".to_string(),
+                sc.cluster.service_ipv4_cidr.to_string(),
+            ),
+            ("cluster.dnsIp".to_string(), dns_ip.to_string()),
+            ("bootstrapToken".to_string(), token.token()),
+            ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
+        ]);
+        Ok((token, vars))
     }
-    if let Some(e) = first_error {
+    .await;
+    let (token, cluster_vars) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            remove_nodes(env, nodes).await;
+            return Err(e);
+        }
+    };
+    let results = futures::future::join_all(
+        nodes
+            .iter_mut()
+            .map(|n| run_bootstrap(env, sc, n, &cluster_vars, &token)),
+    )
+    .await;
+    if let Some(e) = results.into_iter().find_map(Result::err) {
         teardown(env, &cluster, nodes, &token).await;
         return Err(e);
     }
-    t = phase(report, "nodes started + bootstrapped", t);
+    t = phase(report, "bootstrap", t);
 
     observe(env, &cluster, &mut nodes).await;
     t = phase(report, "join observed", t);
@@ -247,15 +271,9 @@ fn node_err(node: &str, message: impl Into<String>) -> Error {
     }
 }
 
-/// Starts one node container, gives it an EC2 identity, waits for systemd and runs the bootstrap.
-async fn start_node(
-    env: &Environment,
-    sc: &Scenario,
-    group: &NodeGroup,
-    index: u32,
-    mut vars: BTreeMap<String, String>,
-    token: &str,
-) -> Result<RunningNode> {
+/// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
+async fn boot_node(env: &Environment, sc: &Scenario, group: &NodeGroup, index: u32) -> Result<RunningNode> {
+    let mut vars = BTreeMap::new();
     let label = format!("{}-{}", group.name, index);
     let script_path = crate::paths::resolve(Path::new(
         group
@@ -340,10 +358,7 @@ async fn start_node(
     vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
     vars.insert("instance.az".into(), instance.availability_zone.clone());
     vars.insert("instance.type".into(), instance.instance_type.clone());
-    let expected_name = match &group.expect.node_name {
-        Some(n) => render(n, &vars).map_err(|e| node_err(&label, e))?,
-        None => instance.private_dns_name(),
-    };
+    let expected_name = instance.private_dns_name();
     let mut node = RunningNode {
         group: group.clone(),
         timeline: NodeTimeline {
@@ -374,7 +389,29 @@ async fn start_node(
         return Ok(node);
     }
     node.timeline.container_up = Some(t0.elapsed());
+    Ok(node)
+}
 
+/// Runs the bootstrap in a booted node, with the cluster's placeholders filled in.
+async fn run_bootstrap(
+    env: &Environment,
+    sc: &Scenario,
+    node: &mut RunningNode,
+    cluster_vars: &BTreeMap<String, String>,
+    token: &BootstrapToken,
+) -> Result<()> {
+    if node.bootstrap_error.is_some() {
+        // systemd never came up; the failure is reported as a check.
+        return Ok(());
+    }
+    let label = node.container.name.clone();
+    let group = node.group.clone();
+    node.vars.extend(cluster_vars.clone());
+    if let Some(n) = &group.expect.node_name {
+        let name = render(n, &node.vars).map_err(|e| node_err(&label, e))?;
+        node.timeline.node_name = name.clone();
+        node.node_name = name;
+    }
     let args: Vec<String> = group
         .bootstrap
         .args
@@ -387,7 +424,7 @@ async fn start_node(
         format!("AWS_ENDPOINT_URL_EC2={}", env.ec2_url),
     ];
     if sc.cluster.auth == AuthMode::BootstrapToken {
-        exec_env.push(format!("BOOTSTRAP_TOKEN={token}"));
+        exec_env.push(format!("BOOTSTRAP_TOKEN={}", token.token()));
     }
     for (k, v) in &group.bootstrap.env {
         exec_env.push(format!(
@@ -405,7 +442,16 @@ async fn start_node(
     }
     node.timeline.bootstrap = Some(t1.elapsed());
     node.kubelet_start = Instant::now();
-    Ok(node)
+    Ok(())
+}
+
+/// Removes nodes that never got as far as a bootstrap (the control plane or a sibling failed to start).
+async fn remove_nodes(env: &Environment, nodes: Vec<RunningNode>) {
+    let removals = nodes.into_iter().map(|n| {
+        env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
+        n.container.remove()
+    });
+    futures::future::join_all(removals).await;
 }
 
 async fn env_image_tag(env: &Environment, sc: &Scenario) -> Result<crate::node::image::NodeImage> {
