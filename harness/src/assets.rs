@@ -107,7 +107,7 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let source = match download(version, &staging).await {
+    let source = match download(&ReleaseUrls::from_env(), version, &staging).await {
         Ok(()) => "download",
         Err(e) => {
             tried.push(format!("official download ({e})"));
@@ -146,9 +146,35 @@ fn sha256_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-/// Official release binaries from dl.k8s.io (each checked against its published .sha256) and the etcd release
-/// tarball (checked against the release's SHA256SUMS).
-async fn download(version: &str, out: &Path) -> std::result::Result<(), String> {
+/// Where official releases are downloaded from; overridable for mirrors (and tests).
+pub struct ReleaseUrls {
+    /// `$NODEJOIN_K8S_RELEASE_URL`, default `https://dl.k8s.io/release`.
+    pub kubernetes: String,
+    /// `$NODEJOIN_ETCD_RELEASE_URL`, default `https://github.com/etcd-io/etcd/releases/download`.
+    pub etcd: String,
+}
+
+impl ReleaseUrls {
+    pub fn from_env() -> Self {
+        let var = |k: &str, d: &str| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| d.to_string())
+        };
+        Self {
+            kubernetes: var("NODEJOIN_K8S_RELEASE_URL", "https://dl.k8s.io/release"),
+            etcd: var(
+                "NODEJOIN_ETCD_RELEASE_URL",
+                "https://github.com/etcd-io/etcd/releases/download",
+            ),
+        }
+    }
+}
+
+/// Official release binaries (each checked against its published .sha256) and the etcd release tarball
+/// (checked against the release's SHA256SUMS).
+async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result::Result<(), String> {
     let client = reqwest::Client::builder()
         .connect_timeout(std::time::Duration::from_secs(10))
         .timeout(std::time::Duration::from_secs(600))
@@ -160,7 +186,7 @@ async fn download(version: &str, out: &Path) -> std::result::Result<(), String> 
         .enumerate()
     {
         steps.step(i as u64, bin);
-        let url = format!("https://dl.k8s.io/release/{version}/bin/linux/amd64/{bin}");
+        let url = format!("{}/{version}/bin/linux/amd64/{bin}", urls.kubernetes);
         let expected = String::from_utf8_lossy(&fetch(&client, &format!("{url}.sha256")).await?)
             .trim()
             .to_string();
@@ -173,7 +199,7 @@ async fn download(version: &str, out: &Path) -> std::result::Result<(), String> 
     }
     steps.step(3, "etcd");
     let name = format!("etcd-{ETCD_VERSION}-linux-amd64");
-    let base = format!("https://github.com/etcd-io/etcd/releases/download/{ETCD_VERSION}");
+    let base = format!("{}/{ETCD_VERSION}", urls.etcd);
     let sums = String::from_utf8_lossy(&fetch(&client, &format!("{base}/SHA256SUMS")).await?).to_string();
     let tarball = fetch(&client, &format!("{base}/{name}.tar.gz")).await?;
     let expected = sums
@@ -244,6 +270,88 @@ mod tests {
         for bad in ["1.36.3", "v1.36", "v2.0.0", "v1.36.x", "latest", ""] {
             assert!(check_version(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A release mirror on loopback serving the three Kubernetes binaries, their .sha256 files, an etcd
+    /// tarball and its SHA256SUMS; `corrupt` serves a kubelet whose checksum does not match.
+    async fn mirror(corrupt: bool) -> (crate::fakes::FakeServer, ReleaseUrls) {
+        use axum::routing::get;
+        let mut router = axum::Router::new();
+        for bin in ["kube-apiserver", "kube-controller-manager", "kubelet"] {
+            let body = format!("#!/bin/sh\necho {bin}\n").into_bytes();
+            let sum = sha256_hex(&body);
+            let served = if corrupt && bin == "kubelet" {
+                b"tampered".to_vec()
+            } else {
+                body
+            };
+            let path = format!("/k8s/v1.36.3/bin/linux/amd64/{bin}");
+            router = router.route(&path, get(move || async move { served }));
+            router = router.route(&format!("{path}.sha256"), get(move || async move { sum }));
+        }
+        let name = format!("etcd-{ETCD_VERSION}-linux-amd64");
+        let mut tarball = Vec::new();
+        {
+            let gz = flate2::write::GzEncoder::new(&mut tarball, flate2::Compression::fast());
+            let mut tar = tar::Builder::new(gz);
+            let data = b"#!/bin/sh\necho etcd\n";
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o755);
+            header.set_cksum();
+            tar.append_data(&mut header, format!("{name}/etcd"), &data[..]).unwrap();
+            tar.into_inner().unwrap().finish().unwrap();
+        }
+        let sums = format!("{}  {name}.tar.gz\n", sha256_hex(&tarball));
+        router = router
+            .route(
+                &format!("/etcd/{ETCD_VERSION}/{name}.tar.gz"),
+                get(move || async move { tarball }),
+            )
+            .route(
+                &format!("/etcd/{ETCD_VERSION}/SHA256SUMS"),
+                get(move || async move { sums }),
+            );
+        let server = crate::fakes::FakeServer::start("mirror", "127.0.0.1".parse().unwrap(), router)
+            .await
+            .unwrap();
+        let urls = ReleaseUrls {
+            kubernetes: format!("{}/k8s", server.url()),
+            etcd: format!("{}/etcd", server.url()),
+        };
+        (server, urls)
+    }
+
+    #[tokio::test]
+    async fn download_verifies_checksums() {
+        let (_server, urls) = mirror(false).await;
+        let dir = tempfile::tempdir().unwrap();
+        download(&urls, "v1.36.3", dir.path()).await.unwrap();
+        let assets = K8sAssets::from_dir("v1.36.3", dir.path(), "download").unwrap();
+        assert_eq!(std::fs::read_to_string(&assets.etcd).unwrap(), "#!/bin/sh\necho etcd\n");
+
+        let (_server, urls) = mirror(true).await;
+        let dir = tempfile::tempdir().unwrap();
+        let err = download(&urls, "v1.36.3", dir.path()).await.unwrap_err();
+        assert!(err.contains("kubelet: checksum mismatch"), "{err}");
+        assert!(
+            !dir.path().join("kubelet").exists(),
+            "a binary that fails its checksum must not be written"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_release_server_is_a_clear_error() {
+        let urls = ReleaseUrls {
+            kubernetes: "http://127.0.0.1:9/k8s".into(),
+            etcd: "http://127.0.0.1:9/etcd".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let err = download(&urls, "v1.36.3", dir.path()).await.unwrap_err();
+        assert!(
+            err.contains("127.0.0.1:9/k8s/v1.36.3/bin/linux/amd64/kube-apiserver.sha256"),
+            "{err}"
+        );
     }
 
     #[test]

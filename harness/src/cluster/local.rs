@@ -156,21 +156,14 @@ impl LocalControlPlane {
             &dir,
             &ctx.pids_dir,
         )?];
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| cp_err("etcd", e.to_string()))?;
-        wait_ready("etcd", &mut processes, Duration::from_secs(30), || {
-            let http = http.clone();
-            let url = format!("{etcd_url}/health");
-            async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .map(|r| r.status().is_success())
-                    .unwrap_or(false)
-            }
-        })
+        let http = probe_client("etcd", None)?;
+        wait_http_ok(
+            "etcd",
+            &mut processes,
+            Duration::from_secs(30),
+            &http,
+            &format!("{etcd_url}/health"),
+        )
         .await?;
         mark("etcd ready", &mut timings);
 
@@ -187,25 +180,15 @@ impl LocalControlPlane {
                 &ctx.pids_dir,
             )?,
         );
-        let ca = reqwest::Certificate::from_pem(pki.ca.0.cert_pem.as_bytes())
-            .map_err(|e| cp_err("kube-apiserver", e.to_string()))?;
-        let https = reqwest::Client::builder()
-            .add_root_certificate(ca)
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| cp_err("kube-apiserver", e.to_string()))?;
-        wait_ready("kube-apiserver", &mut processes, Duration::from_secs(90), || {
-            let https = https.clone();
-            let url = format!("{endpoint}/readyz");
-            async move {
-                https
-                    .get(url)
-                    .send()
-                    .await
-                    .map(|r| r.status().is_success())
-                    .unwrap_or(false)
-            }
-        })
+        let https = probe_client("kube-apiserver", Some(&pki.ca.0.cert_pem))?;
+        let readyz = format!("{endpoint}/readyz");
+        wait_http_ok(
+            "kube-apiserver",
+            &mut processes,
+            Duration::from_secs(90),
+            &https,
+            &readyz,
+        )
         .await?;
         mark("kube-apiserver ready", &mut timings);
 
@@ -239,27 +222,15 @@ impl LocalControlPlane {
                 &ctx.pids_dir,
             )?,
         );
-        let insecure = reqwest::Client::builder()
-            .danger_accept_invalid_certs(true)
-            .timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| cp_err("kube-controller-manager", e.to_string()))?;
-        wait_ready(
+        // kcm serves its health port with a self-signed certificate: any certificate will do for /healthz.
+        let insecure = probe_client("kube-controller-manager", None)?;
+        let healthz = format!("https://127.0.0.1:{kcm_port}/healthz");
+        wait_http_ok(
             "kube-controller-manager",
             &mut processes,
             Duration::from_secs(60),
-            || {
-                let insecure = insecure.clone();
-                let url = format!("https://127.0.0.1:{kcm_port}/healthz");
-                async move {
-                    insecure
-                        .get(url)
-                        .send()
-                        .await
-                        .map(|r| r.status().is_success())
-                        .unwrap_or(false)
-                }
-            },
+            &insecure,
+            &healthz,
         )
         .await?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
@@ -385,6 +356,38 @@ fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> V
         "--leader-elect=false".to_string(),
         "--profiling=false".to_string(),
     ]
+}
+
+/// An HTTP client for readiness probes: trusting `ca`, or (without one) accepting any certificate, which is
+/// only used for plain-HTTP etcd and kcm's self-signed health port.
+fn probe_client(component: &str, ca: Option<&str>) -> Result<reqwest::Client> {
+    let builder = reqwest::Client::builder().timeout(Duration::from_secs(2));
+    let builder = match ca {
+        Some(pem) => builder.add_root_certificate(
+            reqwest::Certificate::from_pem(pem.as_bytes()).map_err(|e| cp_err(component, e.to_string()))?,
+        ),
+        None => builder.danger_accept_invalid_certs(true),
+    };
+    builder.build().map_err(|e| cp_err(component, e.to_string()))
+}
+
+/// Waits until `url` answers 2xx.
+async fn wait_http_ok(
+    component: &str,
+    processes: &mut [Supervised],
+    timeout: Duration,
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<()> {
+    wait_ready(component, processes, timeout, || async {
+        client
+            .get(url)
+            .send()
+            .await
+            .map(|r| r.status().is_success())
+            .unwrap_or(false)
+    })
+    .await
 }
 
 /// Polls `probe` until it succeeds; fails early (with the log tail) when the process exits.
