@@ -202,7 +202,8 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
 }
 
 /// Compiles the pause program statically and saves it as a `docker save` archive tagged
-/// `registry.k8s.io/pause:3.10` (the sandbox image containerd is configured with).
+/// `nodejoin.local/pause:3.10` (the sandbox image containerd is configured with; a name of our own, so no
+/// image of the host's is retagged or removed).
 async fn build_pause(work: &Path) -> Result<PathBuf> {
     let cc = ["cc", "gcc"]
         .into_iter()
@@ -221,8 +222,8 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
     let tmp_tag = format!("nodejoin-pause-build:{}", crate::fakes::random_hex(8));
     let script = format!(
         "set -e; tar -C '{root}' -c pause | docker import --change 'ENTRYPOINT [\"/pause\"]' - '{tmp_tag}' >/dev/null; \
-         docker tag '{tmp_tag}' registry.k8s.io/pause:3.10; docker save -o '{out}' registry.k8s.io/pause:3.10; \
-         docker rmi '{tmp_tag}' >/dev/null",
+         docker tag '{tmp_tag}' nodejoin.local/pause:3.10; docker save -o '{out}' nodejoin.local/pause:3.10; \
+         docker rmi '{tmp_tag}' nodejoin.local/pause:3.10 >/dev/null",
         root = root.display(),
         out = work.join("pause.tar").display()
     );
@@ -269,7 +270,20 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Resul
     )
     .await?;
     steps.finish("built");
+    prune_superseded(image).await;
     Ok(())
+}
+
+/// Removes earlier builds of the node image for the same Kubernetes version (best effort; an image still used
+/// by a container stays).
+async fn prune_superseded(image: &NodeImage) {
+    let version = image.version().split('-').next().unwrap_or_default();
+    let script = format!(
+        "docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' --filter 'reference={}:{version}-*' | grep -vx '{}' | xargs -r docker rmi >/dev/null 2>&1 || true",
+        image.repository(),
+        image.tag
+    );
+    let _ = Command::new("bash").args(["-c", &script]).output().await;
 }
 
 #[cfg(test)]
