@@ -154,6 +154,8 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
             std::process::exit(130);
         }
     });
+    let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
+    eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
     eprintln!(
         "[nodejoin] run {run_id}: {} scenario(s); artifacts in {}",
         scenarios.len(),

@@ -196,8 +196,26 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     }
     t = phase(report, "bootstrap", t);
 
-    observe(env, &cluster, &mut nodes).await;
+    let died = observe(env, &cluster, &mut nodes).await;
     t = phase(report, "join observed", t);
+    if let Some(component) = died {
+        teardown(env, &cluster, nodes, &token).await;
+        return Err(Error::ControlPlane {
+            component: "control plane".into(),
+            message: format!(
+                "{component} during the scenario; logs in {}",
+                cluster.logs_dir.display()
+            ),
+        });
+    }
+    let memory = cluster.control_plane.lock().await.memory();
+    if !memory.is_empty() {
+        let rss: Vec<String> = memory
+            .iter()
+            .map(|(name, kib)| format!("{name} {} MiB", kib / 1024))
+            .collect();
+        report.notes.push(format!("control-plane RSS: {}", rss.join(", ")));
+    }
 
     for n in nodes.iter_mut() {
         check_node(&cluster, n, report).await;
@@ -497,8 +515,9 @@ fn imds_text(env: &Environment, n: &RunningNode) -> String {
         .join("\n")
 }
 
-/// Watches the cluster until every node has reached what its expectations need, or its deadline.
-async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) {
+/// Watches the cluster until every node has reached what its expectations need, or its deadline. Returns
+/// `Some(component)` if a control-plane process died meanwhile (the scenario cannot be judged then).
+async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
     let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     let node_api: Api<Node> = Api::all(cluster.client.clone());
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
@@ -565,6 +584,9 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
                 (evidence_complete && since > NEGATIVE_HOLD) || deadline_passed || n.node.is_some()
             };
         }
+        if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
+            return Some(dead);
+        }
         if nodes.iter().all(|n| n.done) {
             break;
         }
@@ -573,6 +595,7 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
     for n in nodes.iter_mut().filter(|n| !n.expect().evidence.is_empty()) {
         gather_evidence(env, cluster, n).await;
     }
+    None
 }
 
 /// Looks for each expected piece of evidence in its source; keeps the first matching line.
