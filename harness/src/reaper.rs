@@ -128,9 +128,17 @@ async fn remove_run_objects(d: &testcontainers::bollard::Docker, run: &str) -> u
     removed
 }
 
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process is being interrupted (Ctrl-C): failures seen from then on are the clean-up's doing.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Kills this run's recorded processes and removes its Docker objects: the Ctrl-C path, where destructors
 /// will not run.
 pub async fn emergency_cleanup(run_id: &str) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let dir = runs_dir().join(run_id);
     kill_recorded(&dir);
     if let Ok(d) = docker::connect().await {

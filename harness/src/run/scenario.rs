@@ -59,6 +59,12 @@ pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> Scenari
     let start = Instant::now();
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
     if let Err(e) = run_inner(env, scenario, &mut report).await {
+        // Whatever failed while a Ctrl-C clean-up was killing the run failed because of it.
+        let e = if crate::reaper::interrupted() {
+            Error::Interrupted
+        } else {
+            e
+        };
         report.outcome = match e {
             Error::ProviderUnavailable { provider, reason } => {
                 Outcome::Ignored(format!("provider {provider}: {reason}"))
@@ -200,6 +206,9 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     t = phase(report, "join observed", t);
     if let Some(component) = died {
         teardown(env, &cluster, nodes, &token).await;
+        if crate::reaper::interrupted() {
+            return Err(Error::Interrupted);
+        }
         return Err(Error::ControlPlane {
             component: "control plane".into(),
             message: format!(
