@@ -49,27 +49,28 @@ fn image_err(e: impl std::fmt::Display) -> Error {
     Error::Image(e.to_string())
 }
 
-/// Hashes a file or a directory tree (paths, modes and contents, in sorted order).
+/// Hashes a file or a directory tree: the relative path, mode and content of every file, in sorted order.
+/// Directories count only through their files, so an empty directory (which git cannot carry) does not
+/// change the hash between a work tree and a fresh clone.
 fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
+    hash_tree(h, path, Path::new(""))
+}
+
+fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
         let mut entries: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| Error::io(path, e))?
             .flatten()
-            .map(|e| e.path())
+            .map(|e| e.file_name())
             .collect();
         entries.sort();
-        for e in entries {
-            h.update(
-                e.file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_default()
-                    .as_bytes(),
-            );
-            hash_path(h, &e)?;
+        for name in entries {
+            hash_tree(h, &path.join(&name), &rel.join(&name))?;
         }
     } else {
+        h.update(rel.to_string_lossy().as_bytes());
         h.update(meta.permissions().mode().to_le_bytes());
         let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
@@ -289,6 +290,22 @@ async fn prune_superseded(image: &NodeImage) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recipe_hash_ignores_empty_directories_but_not_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"x").unwrap();
+        let hash = |p: &Path| {
+            let mut h = Sha256::new();
+            hash_path(&mut h, p).unwrap();
+            hex::encode(h.finalize())
+        };
+        let before = hash(dir.path());
+        std::fs::create_dir(dir.path().join("empty")).unwrap();
+        assert_eq!(hash(dir.path()), before);
+        std::fs::write(dir.path().join("empty").join("b"), b"").unwrap();
+        assert_ne!(hash(dir.path()), before);
+    }
 
     #[test]
     fn digest_is_cached_and_invalidated_by_changes() {

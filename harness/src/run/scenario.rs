@@ -45,6 +45,8 @@ struct RunningNode {
     client_csr: Option<assert::csr::CsrState>,
     serving_csr: Option<assert::csr::CsrState>,
     evidence: Vec<Option<String>>,
+    /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
+    registered_as: Option<String>,
     done: bool,
 }
 
@@ -233,7 +235,9 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     t = phase(report, "assertions", t);
 
     let failed = report.checks.iter().any(|c| !c.passed);
-    let negative = nodes.iter().any(|n| !n.expect().joins);
+    let negative = nodes
+        .iter()
+        .any(|n| !n.expect().joins || !n.expect().evidence.is_empty());
     if failed || negative || std::env::var_os("NODEJOIN_KEEP_ARTIFACTS").is_some() {
         let dir = env.run_dir.join(&sc.name);
         artifacts::collect_cluster(&dir, &cluster);
@@ -407,6 +411,7 @@ async fn boot_node(env: &Environment, sc: &Scenario, group: &NodeGroup, index: u
         client_csr: None,
         serving_csr: None,
         evidence: vec![None; group.expect.evidence.len()],
+        registered_as: None,
         done: false,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
@@ -559,6 +564,16 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
                 .iter()
                 .find(|x| x.metadata.name.as_deref() == Some(n.node_name.as_str()))
                 .cloned();
+            if n.node.is_none() {
+                // A Node with this instance's providerID under another name: the join "worked" under the wrong name.
+                n.registered_as = all_nodes
+                    .iter()
+                    .find(|x| {
+                        assert::node::provider_id(x)
+                            .is_some_and(|p| p.ends_with(&format!("/{}", n.instance.instance_id)))
+                    })
+                    .and_then(|x| x.metadata.name.clone());
+            }
             if n.node.is_some() {
                 n.timeline.registered.get_or_insert(since);
             }
@@ -582,12 +597,14 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
             }
             let deadline_passed = since > n.expect().within;
             n.done = if n.expect().joins {
+                let evidence_complete = n.evidence.iter().all(Option::is_some);
                 let settled = ready
                     && n.node.as_ref().is_some_and(|x| !assert::node::has_transient_taints(x))
                     && (!want_serving || n.serving.is_some())
-                    && (n.expect().serving_csr != CsrExpectation::Issued || n.timeline.serving_csr_issued.is_some())
-                    && (n.expect().client_csr != CsrExpectation::Issued || n.timeline.client_csr_issued.is_some());
-                settled || deadline_passed || bootstrap_failed(n)
+                    && csr_settled(n.expect().serving_csr, &n.serving_csr)
+                    && csr_settled(n.expect().client_csr, &n.client_csr)
+                    && evidence_complete;
+                settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some()
             } else {
                 let evidence_complete = n.evidence.iter().all(Option::is_some);
                 (evidence_complete && since > NEGATIVE_HOLD) || deadline_passed || n.node.is_some()
@@ -605,6 +622,16 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
         gather_evidence(env, cluster, n).await;
     }
     None
+}
+
+/// Whether a CSR has reached the state its expectation waits for (`Pending`: it exists; the approver decides
+/// once, so a refused CSR stays pending).
+fn csr_settled(expect: CsrExpectation, state: &Option<assert::csr::CsrState>) -> bool {
+    match expect {
+        CsrExpectation::Issued => state.as_ref().is_some_and(|c| c.issued),
+        CsrExpectation::Pending => state.is_some(),
+        CsrExpectation::None | CsrExpectation::Any => true,
+    }
 }
 
 /// Looks for each expected piece of evidence in its source; keeps the first matching line.
@@ -688,23 +715,21 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
                 None => "not registered".into(),
             },
         ));
-        for (ev, found) in e.evidence.iter().zip(&n.evidence) {
-            report.checks.push(Check::new(
-                c(&format!("evidence in {:?} log", ev.source).to_lowercase()),
-                found.is_some(),
-                format!("a line containing {:?}", ev.contains),
-                found
-                    .clone()
-                    .map(|l| format!("\"{l}\""))
-                    .unwrap_or_else(|| "no such line".into()),
-            ));
-            if let Some(l) = found {
-                report.notes.push(format!("{name}: {:?} evidence: \"{l}\"", ev.source));
-            }
-        }
+        evidence_checks(report, &name, &e, &n.evidence);
         return;
     }
     let Some(node) = &n.node else {
+        if let Some(other) = &n.registered_as {
+            report.checks.push(Check::new(
+                c("registered"),
+                false,
+                format!("a Node named {name}"),
+                format!(
+                    "this instance registered as '{other}' (kubelet --hostname-override or the bootstrap's node name)"
+                ),
+            ));
+            return;
+        }
         let names = names_of_nodes(cluster).await;
         report.checks.push(Check::new(
             c("registered"),
@@ -769,36 +794,9 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
         Some(want_pid),
         assert::node::provider_id(node),
     ));
-    match e.client_csr {
-        CsrExpectation::Issued => report.checks.push(Check::new(
-            c("client CSR"),
-            n.timeline.client_csr_issued.is_some(),
-            "issued",
-            format!("{:?}", n.client_csr),
-        )),
-        CsrExpectation::None => report.checks.push(Check::new(
-            c("client CSR"),
-            n.client_csr.is_none(),
-            "none",
-            format!("{:?}", n.client_csr),
-        )),
-        CsrExpectation::Any => {}
-    }
-    match e.serving_csr {
-        CsrExpectation::Issued => report.checks.push(Check::new(
-            c("serving CSR"),
-            n.timeline.serving_csr_issued.is_some(),
-            "issued",
-            format!("{:?}", n.serving_csr),
-        )),
-        CsrExpectation::None => report.checks.push(Check::new(
-            c("serving CSR"),
-            n.serving_csr.is_none(),
-            "none",
-            format!("{:?}", n.serving_csr),
-        )),
-        CsrExpectation::Any => {}
-    }
+    csr_check(report, c("client CSR"), e.client_csr, &n.client_csr);
+    csr_check(report, c("serving CSR"), e.serving_csr, &n.serving_csr);
+    evidence_checks(report, &name, &e, &n.evidence);
     if e.serving_cert {
         let expected = assert::serving::ServingCert {
             subject_cn: format!("system:node:{name}"),
@@ -821,6 +819,43 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
         let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
         let have = configz_cluster_dns(cluster, &name).await;
         report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+    }
+}
+
+/// The check for one CSR expectation.
+fn csr_check(report: &mut ScenarioReport, name: String, expect: CsrExpectation, state: &Option<assert::csr::CsrState>) {
+    let (passed, wanted) = match expect {
+        CsrExpectation::Issued => (state.as_ref().is_some_and(|c| c.issued), "issued"),
+        CsrExpectation::Pending => (state.as_ref().is_some_and(|c| !c.issued), "created, never issued"),
+        CsrExpectation::None => (state.is_none(), "none"),
+        CsrExpectation::Any => return,
+    };
+    let actual = match state {
+        Some(c) => format!(
+            "{} ({}, {})",
+            c.name.as_deref().unwrap_or("?"),
+            if c.approved { "approved" } else { "not approved" },
+            if c.issued { "issued" } else { "not issued" }
+        ),
+        None => "no CSR".into(),
+    };
+    report.checks.push(Check::new(name, passed, wanted, actual));
+}
+
+/// One check per expected piece of evidence, quoting the line found.
+fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expect, found: &[Option<String>]) {
+    for (ev, line) in e.evidence.iter().zip(found) {
+        report.checks.push(Check::new(
+            format!("{node}/evidence in {} log", format!("{:?}", ev.source).to_lowercase()),
+            line.is_some(),
+            format!("a line containing {:?}", ev.contains),
+            line.clone()
+                .map(|l| format!("\"{l}\""))
+                .unwrap_or_else(|| "no such line".into()),
+        ));
+        if let Some(l) = line {
+            report.notes.push(format!("{node}: {:?} evidence: \"{l}\"", ev.source));
+        }
     }
 }
 

@@ -196,6 +196,8 @@ pub struct Bootstrap {
 pub enum CsrExpectation {
     /// A CSR exists and a certificate was issued.
     Issued,
+    /// A CSR exists but no certificate was issued (for example the approver refused it).
+    Pending,
     /// No such CSR exists.
     None,
     /// Not checked.
