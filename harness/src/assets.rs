@@ -110,6 +110,7 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let source = match download(&ReleaseUrls::from_env(), version, &staging).await {
         Ok(()) => "download",
         Err(e) => {
+            eprintln!("[nodejoin] official download unavailable ({e}); building from Go modules instead");
             tried.push(format!("official download ({e})"));
             match go_build(version, &staging).await {
                 Ok(()) => "go-build",
