@@ -93,10 +93,11 @@ fn phase(report: &mut ScenarioReport, name: &str, since: Instant) -> Instant {
 
 async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport) -> Result<()> {
     let provider = sc.cluster.provider.as_str();
-    if provider != "local" {
+    if crate::cluster::provider(provider).is_none() {
+        // Checked before provisioning anything: the trial is reported ignored, with this reason.
         return Err(Error::ProviderUnavailable {
             provider: provider.into(),
-            reason: "not implemented yet (tracked in issue 5); on this machine it could not run anyway: no container registry for its node image".into(),
+            reason: "not implemented yet (issue 5); on a machine without a container registry it needs a locally built node image".into(),
         });
     }
     if sc.cluster.auth == AuthMode::Iam {
@@ -110,7 +111,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     let mut t = Instant::now();
     let assets = env.assets(&sc.cluster.kubernetes_version).await?;
     t = phase(report, "assets", t);
-    env.image(&assets).await?;
+    let image = env.image(&assets).await?;
     t = phase(report, "node image", t);
     let spec = ClusterSpec {
         provider: provider.into(),
@@ -123,7 +124,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         sc.nodes
             .iter()
             .flat_map(|g| (0..g.count).map(move |i| (g, i)))
-            .map(|(g, i)| boot_node(env, sc, g, i)),
+            .map(|(g, i)| boot_node(env, sc, &image, g, i)),
     );
     let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(&assets)), boots);
     let mut nodes = Vec::new();
@@ -303,7 +304,13 @@ fn node_err(node: &str, message: impl Into<String>) -> Error {
 }
 
 /// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
-async fn boot_node(env: &Environment, sc: &Scenario, group: &NodeGroup, index: u32) -> Result<RunningNode> {
+async fn boot_node(
+    env: &Environment,
+    sc: &Scenario,
+    image: &crate::node::image::NodeImage,
+    group: &NodeGroup,
+    index: u32,
+) -> Result<RunningNode> {
     let mut vars = BTreeMap::new();
     let label = format!("{}-{}", group.name, index);
     let script_path = crate::paths::resolve(Path::new(
@@ -353,7 +360,7 @@ async fn boot_node(env: &Environment, sc: &Scenario, group: &NodeGroup, index: u
         NodeSpec {
             container_name: format!("nodejoin-{}-{}-{label}", env.run_id, sc.name),
             hostname: label.clone(),
-            image: &env_image_tag(env, sc).await?,
+            image,
             network: &env.network,
             run_id: &env.run_id,
             files,
@@ -484,11 +491,6 @@ async fn remove_nodes(env: &Environment, nodes: Vec<RunningNode>) {
         n.container.remove()
     });
     futures::future::join_all(removals).await;
-}
-
-async fn env_image_tag(env: &Environment, sc: &Scenario) -> Result<crate::node::image::NodeImage> {
-    let assets = env.assets(&sc.cluster.kubernetes_version).await?;
-    env.image(&assets).await
 }
 
 fn bootstrap_failed(n: &RunningNode) -> bool {
