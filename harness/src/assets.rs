@@ -89,14 +89,29 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let mut tried = Vec::new();
     if let Some(dir) = std::env::var_os(ENV_DIR) {
         let dir = PathBuf::from(dir);
-        return K8sAssets::from_dir(version, &dir, "env").ok_or_else(|| Error::AssetsUnavailable {
+        let assets = K8sAssets::from_dir(version, &dir, "env").ok_or_else(|| Error::AssetsUnavailable {
             version: version.into(),
             tried: format!(
                 "{ENV_DIR}={} (it must hold executable {})",
                 dir.display(),
                 BINARIES.join(", ")
             ),
-        });
+        })?;
+        // The directory is used as-is: make sure it holds the version the scenario asked for.
+        let out = std::process::Command::new(&assets.kubelet).arg("--version").output();
+        let reported = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        if reported.split_whitespace().last() != Some(version) {
+            return Err(Error::AssetsUnavailable {
+                version: version.into(),
+                tried: format!(
+                    "{ENV_DIR}={}: its kubelet reports '{reported}', not {version}",
+                    dir.display()
+                ),
+            });
+        }
+        return Ok(assets);
     }
     tried.push(format!("{ENV_DIR} (unset)"));
     let cache = cache_dir(version);

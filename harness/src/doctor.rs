@@ -43,36 +43,46 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "nodejoin assets --version <v>  (downloads, or builds from Go modules: needs `go`)",
     );
-    add(
-        "go (to build Kubernetes)",
-        assets::which("go").is_some(),
-        "needed only when binaries are not cached".into(),
-        "install Go >= 1.26",
-    );
-    for tool in ["debootstrap", "tar", "gcc"] {
-        add(
-            tool,
-            assets::which(tool).is_some(),
-            "needed to build the node image".into(),
-            &format!("apt-get install {tool}"),
-        );
-    }
-    let root = unsafe { libc::geteuid() } == 0;
-    add(
-        "root",
-        root,
-        "debootstrap and node containers need root".into(),
-        "run as root (or in a CI job with sudo)",
-    );
-    if let (Ok(d), Some(a)) = (&docker, &found) {
-        match crate::node::image::expected(a) {
+    let image_present = match (&docker, &found) {
+        (Ok(d), Some(a)) => match crate::node::image::expected(a) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
                 add("node image", present, img.tag.clone(), "nodejoin image build");
+                present
             }
-            Err(e) => add("node image recipe", false, e.to_string(), "check fixtures/node-image/"),
+            Err(e) => {
+                add("node image recipe", false, e.to_string(), "check fixtures/node-image/");
+                false
+            }
+        },
+        _ => false,
+    };
+    // Build tools count as missing only when what they build is missing.
+    let need = |needed: bool, have: bool, why: &str| -> (bool, String) {
+        match (have, needed) {
+            (true, _) => (true, "present".into()),
+            (false, true) => (false, format!("needed: {why}")),
+            (false, false) => (true, format!("absent, not needed now ({why})")),
         }
+    };
+    let (ok, detail) = need(
+        found.is_none(),
+        assets::which("go").is_some(),
+        "Kubernetes binaries are not cached",
+    );
+    add("go (Kubernetes build)", ok, detail, "install Go >= 1.26");
+    for tool in ["debootstrap", "tar", "gcc"] {
+        let (ok, detail) = need(
+            !image_present,
+            assets::which(tool).is_some(),
+            "the node image is not built",
+        );
+        add(tool, ok, detail, &format!("apt-get install {tool}"));
     }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (ok, detail) = need(!image_present, root, "debootstrap needs root to build the node image");
+    add("root", ok, detail, "run as root (or in a CI job with sudo)");
     let cgroup2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     add(
         "cgroup v2",

@@ -71,10 +71,10 @@ impl Error {
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",
             Error::Docker(_) => "see `docker info` and the Docker daemon log",
-            Error::ControlPlane { .. } => "see the control-plane logs under target/nodejoin/<run>/control-plane/",
+            Error::ControlPlane { .. } => "see the control-plane logs under target/nodejoin/<run>/control-plane-<n>/",
             Error::Pki(_) | Error::Fake { .. } => "this is a harness bug; please report it with the run directory",
-            Error::Node { .. } => "see the node artifacts under target/nodejoin/<run>/<scenario>/",
-            Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane/",
+            Error::Node { .. } => "see target/nodejoin/<run>/<scenario>/ (report.txt; node journals when they could be collected)",
+            Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane-<n>/",
             Error::ProviderUnavailable { .. } => "use provider: local, or install what the provider needs (`nodejoin doctor`)",
             Error::Interrupted => "the run was interrupted; everything it started has been removed",
         }

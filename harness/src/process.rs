@@ -38,8 +38,11 @@ impl Supervised {
             })?;
         let pid = child.id().unwrap_or(0);
         std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
-        let pidfile = state_dir.join(format!("{name}.pid"));
-        std::fs::write(&pidfile, format!("{pid}\n{}\n", program.display())).map_err(|e| Error::io(&pidfile, e))?;
+        // One file per child (several control planes may run in one run); the program path is canonical so the
+        // reaper can compare it with /proc/<pid>/exe.
+        let pidfile = state_dir.join(format!("{name}-{pid}.pid"));
+        let exe = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+        std::fs::write(&pidfile, format!("{pid}\n{}\n", exe.display())).map_err(|e| Error::io(&pidfile, e))?;
         Ok(Self {
             name: name.to_string(),
             log,

@@ -86,7 +86,9 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());
-            reaped.runs.push(entry.file_name().to_string_lossy().to_string());
+            let run = entry.file_name().to_string_lossy().to_string();
+            remove_scratch(&run);
+            reaped.runs.push(run);
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -141,10 +143,23 @@ pub async fn emergency_cleanup(run_id: &str) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let dir = runs_dir().join(run_id);
     kill_recorded(&dir);
+    remove_scratch(run_id);
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Removes a run's scratch directories outside the run directory (etcd data on tmpfs).
+fn remove_scratch(run_id: &str) {
+    let prefix = format!("{}{run_id}-", crate::cluster::local::ETCD_DATA_PREFIX);
+    if let Ok(entries) = std::fs::read_dir(crate::cluster::local::shm_or_tmp()) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
 
 /// A fresh run id: time-ordered and unique among parallel runs.

@@ -132,7 +132,7 @@ impl LocalControlPlane {
         mark("pki", &mut timings);
 
         let etcd_data = tempfile::Builder::new()
-            .prefix("nodejoin-etcd-")
+            .prefix(&format!("{}{}-", ETCD_DATA_PREFIX, ctx.run_id))
             .tempdir_in(shm_or_tmp())
             .map_err(|e| cp_err("etcd", format!("data dir: {e}")))?;
         let etcd_port = free_port(loopback)?;
@@ -265,8 +265,12 @@ impl LocalControlPlane {
     }
 }
 
+/// etcd data directories are `<shm_or_tmp>/nodejoin-etcd-<run id>-XXXX`, so the reaper can remove those of a
+/// killed run (they hold tens of MiB of tmpfs).
+pub const ETCD_DATA_PREFIX: &str = "nodejoin-etcd-";
+
 /// etcd is fastest on tmpfs; /dev/shm when it exists.
-fn shm_or_tmp() -> PathBuf {
+pub fn shm_or_tmp() -> PathBuf {
     let shm = PathBuf::from("/dev/shm");
     if shm.is_dir() {
         shm

@@ -26,6 +26,8 @@ pub struct ProviderContext<'a> {
     pub dir: PathBuf,
     /// Where child PIDs are recorded for reaping.
     pub pids_dir: PathBuf,
+    /// The run id: scratch files outside the run directory carry it so the reaper can find them.
+    pub run_id: String,
 }
 
 /// A provider of control planes (local processes, kind, k3s).

@@ -162,6 +162,7 @@ impl Environment {
                     network: &self.network,
                     dir: dir.clone(),
                     pids_dir: self.state.pids_dir(),
+                    run_id: self.run_id.clone(),
                 },
             )
             .await?;

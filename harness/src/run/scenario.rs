@@ -512,6 +512,8 @@ fn imds_text(env: &Environment, n: &RunningNode) -> String {
     env.instances
         .requests_from(std::net::IpAddr::V4(n.instance.private_ip))
         .iter()
+        // Addresses are reused by later containers: only this instance's lifetime counts.
+        .filter(|r| r.at >= n.instance.launch_time)
         .map(|r| {
             format!(
                 "{} {} {} -> {}{}{}",
@@ -609,7 +611,10 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
                 settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some()
             } else {
                 let evidence_complete = n.evidence.iter().all(Option::is_some);
-                (evidence_complete && since > NEGATIVE_HOLD) || deadline_passed || n.node.is_some()
+                (evidence_complete && since > NEGATIVE_HOLD)
+                    || deadline_passed
+                    || n.node.is_some()
+                    || n.registered_as.is_some()
             };
         }
         if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
@@ -653,13 +658,14 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
             }
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
-            EvidenceSource::Approver => cluster
-                .approver
-                .decisions()
-                .iter()
-                .map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            EvidenceSource::Approver => {
+                let requester = format!("system:node:{}", n.node_name);
+                let decisions = cluster.approver.decisions();
+                let mine = decisions.iter().filter(|d| d.requester == requester);
+                mine.map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
         };
         n.evidence[i] = text
             .lines()
@@ -710,11 +716,12 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
     if !e.joins {
         report.checks.push(Check::new(
             c("not registered"),
-            n.node.is_none(),
+            n.node.is_none() && n.registered_as.is_none(),
             format!("no Node {name} within {:?}", e.within),
-            match &n.timeline.registered {
-                Some(d) => format!("registered after {}", super::report::secs(*d)),
-                None => "not registered".into(),
+            match (&n.timeline.registered, &n.registered_as) {
+                (Some(d), _) => format!("registered after {}", super::report::secs(*d)),
+                (None, Some(other)) => format!("registered under another name: '{other}'"),
+                (None, None) => "not registered".into(),
             },
         ));
         evidence_checks(report, &name, &e, &n.evidence);

@@ -48,8 +48,29 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             format!("name '{}' may only hold letters, digits and '-'", s.name),
         ));
     }
+    if let Ok(v) = std::env::var("NODEJOIN_K8S_VERSION") {
+        if !v.is_empty() && crate::assets::check_version(&v).is_err() {
+            return Err(invalid(
+                file,
+                format!("NODEJOIN_K8S_VERSION='{v}' is not a version like v1.36.3"),
+            ));
+        }
+    }
     let mut names = std::collections::BTreeSet::new();
     for n in &s.nodes {
+        let e = &n.expect;
+        let texts = n
+            .bootstrap
+            .args
+            .iter()
+            .chain(n.bootstrap.env.values())
+            .chain(e.labels.values())
+            .chain(e.node_name.iter())
+            .chain(e.provider_id.iter())
+            .chain(e.cluster_dns.iter().flatten());
+        for t in texts {
+            super::template::check(t).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+        }
         if !names.insert(&n.name) {
             return Err(invalid(file, format!("node group name '{}' is used twice", n.name)));
         }
@@ -184,6 +205,9 @@ mod tests {
         assert!(err.contains("evidence"), "{err}");
         let missing = "nodes:\n  - name: a\n    bootstrap:\n      script: fixtures/nope.sh\n";
         assert!(p(missing).unwrap_err().to_string().contains("does not exist"));
+        let typo = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"{{cluster.nmae}}\"]\n";
+        let err = p(typo).unwrap_err().to_string();
+        assert!(err.contains("cluster.nmae") && err.contains("cluster.name"), "{err}");
         let dup = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: a\n    bootstrap: {}\n";
         assert!(p(dup).unwrap_err().to_string().contains("twice"));
     }

@@ -1,6 +1,30 @@
 //! `{{name}}` placeholders in scenario values, filled from the run (cluster endpoint, CA, instance id...).
 use std::collections::BTreeMap;
 
+/// Every placeholder a scenario may use (filled in by `run::scenario`).
+pub const KNOWN: &[&str] = &[
+    "cluster.name",
+    "cluster.endpoint",
+    "cluster.caBase64",
+    "cluster.region",
+    "cluster.serviceIpv4Cidr",
+    "cluster.dnsIp",
+    "bootstrapToken",
+    "unrelatedCaBase64",
+    "instance.id",
+    "instance.privateDnsName",
+    "instance.privateIp",
+    "instance.az",
+    "instance.type",
+];
+
+/// Checks `text` uses only known placeholders, so a typo fails when the scenario is loaded, not after a
+/// control plane and containers were started.
+pub fn check(text: &str) -> Result<(), String> {
+    let vars = KNOWN.iter().map(|k| (k.to_string(), String::new())).collect();
+    render(text, &vars).map(|_| ())
+}
+
 /// Replaces every `{{key}}` with its value; unknown keys are an error naming them.
 pub fn render(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
