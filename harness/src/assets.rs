@@ -118,6 +118,13 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     if let Some(a) = K8sAssets::from_dir(version, &cache, "cache") {
         return Ok(a);
     }
+    let _lock = crate::paths::CacheLock::acquire("k8s")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    // Another process may have provisioned this version while we waited for the lock.
+    if let Some(a) = K8sAssets::from_dir(version, &cache, "cache") {
+        return Ok(a);
+    }
     tried.push(format!("cache {} (empty)", cache.display()));
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);

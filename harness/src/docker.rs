@@ -26,10 +26,24 @@ pub async fn connect() -> Result<Docker> {
     Ok(docker)
 }
 
+/// Label with the owner's boot id and PID namespace: an owner PID means something only there, so runs of other
+/// hosts or containers sharing this Docker engine are never reaped by us.
+pub const OWNER_NS_LABEL: &str = "io.nodejoin.owner-ns";
+
+/// `<boot id>/<pid namespace>` of this process.
+pub fn owner_namespace() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    format!("{}/{ns}", boot.trim())
+}
+
 pub fn run_labels(run_id: &str) -> HashMap<String, String> {
     HashMap::from([
         (RUN_LABEL.to_string(), run_id.to_string()),
         (OWNER_LABEL.to_string(), std::process::id().to_string()),
+        (OWNER_NS_LABEL.to_string(), owner_namespace()),
     ])
 }
 
@@ -242,8 +256,10 @@ pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>
     Ok(names)
 }
 
-/// Owner PIDs of every labelled object, so start-up can reap those whose owner died.
+/// Owner PIDs of every labelled object of this host and PID namespace, so start-up can reap those whose
+/// owner died.
 pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
+    let here = owner_namespace();
     let filters = HashMap::from([("label", vec![OWNER_LABEL])]);
     let mut out = Vec::new();
     let containers = docker
@@ -258,7 +274,9 @@ pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
         .await
         .map_err(docker_err("list networks"))?;
     for l in labels.chain(networks.into_iter().filter_map(|n| n.labels)) {
-        if let (Some(run), Some(pid)) = (l.get(RUN_LABEL), l.get(OWNER_LABEL).and_then(|p| p.parse().ok())) {
+        let ours = l.get(OWNER_NS_LABEL).is_none_or(|ns| *ns == here);
+        if let (true, Some(run), Some(pid)) = (ours, l.get(RUN_LABEL), l.get(OWNER_LABEL).and_then(|p| p.parse().ok()))
+        {
             out.push((run.clone(), pid));
         }
     }

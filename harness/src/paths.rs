@@ -58,3 +58,50 @@ pub fn resolve(path: &Path) -> PathBuf {
     }
     workspace_root().join(path)
 }
+
+/// An exclusive lock on `<cache>/<name>.lock`, held until dropped: provisioning (downloads, builds, image
+/// creation) is serialised across processes, so parallel runs (nextest, CI jobs) never clobber each other's
+/// staging directories or image tags; the second one finds the first one's result.
+pub struct CacheLock {
+    _file: std::fs::File,
+}
+
+impl CacheLock {
+    /// Blocking variant, for destructors and other sync code.
+    pub fn acquire_blocking(name: &str) -> std::io::Result<Self> {
+        use std::os::unix::io::AsRawFd;
+        let dir = cache_dir();
+        std::fs::create_dir_all(&dir)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(format!("{name}.lock")))?;
+        // SAFETY: flock on a descriptor we own; blocks until the lock is free.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self { _file: file })
+    }
+
+    pub async fn acquire(name: &str) -> std::io::Result<Self> {
+        let dir = cache_dir();
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{name}.lock"));
+        tokio::task::spawn_blocking(move || {
+            use std::os::unix::io::AsRawFd;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?;
+            // SAFETY: flock on a descriptor we own; blocks until the lock is free.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(Self { _file: file })
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+}

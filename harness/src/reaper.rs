@@ -66,6 +66,21 @@ fn kill_recorded(dir: &std::path::Path) -> usize {
     killed
 }
 
+/// How many runs other than this process's are alive (their owner PID runs).
+pub fn other_live_runs() -> usize {
+    let me = std::process::id();
+    std::fs::read_dir(runs_dir())
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path().join("owner.pid")).ok())
+                .filter_map(|p| p.trim().parse::<u32>().ok())
+                .filter(|pid| *pid != me && alive(*pid))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// What start-up reaping removed.
 #[derive(Debug, Default)]
 pub struct Reaped {
@@ -104,6 +119,7 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
             }
         }
     }
+    crate::node::sysctl::restore_if_last();
     if !reaped.runs.is_empty() {
         tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
     }
@@ -147,6 +163,7 @@ pub async fn emergency_cleanup(run_id: &str) {
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
+    crate::node::sysctl::restore_if_last();
     let _ = std::fs::remove_dir_all(dir);
 }
 

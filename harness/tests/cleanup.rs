@@ -54,6 +54,18 @@ fn processes_of(run: &str) -> Vec<String> {
     found
 }
 
+/// etcd data directories of the run (on tmpfs).
+fn etcd_data_of(run: &str) -> Vec<String> {
+    let prefix = format!("{}{run}-", nodejoin::cluster::local::ETCD_DATA_PREFIX);
+    std::fs::read_dir(nodejoin::cluster::local::shm_or_tmp())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
 fn state_dir(run: &str) -> PathBuf {
     nodejoin::paths::cache_dir().join("runs").join(run)
 }
@@ -117,6 +129,11 @@ fn a_finished_run_leaves_nothing_behind() {
         "processes of run {run} left behind"
     );
     assert!(!state_dir(&run).exists(), "state directory of run {run} left behind");
+    assert_eq!(
+        etcd_data_of(&run),
+        Vec::<String>::new(),
+        "etcd data of run {run} left behind"
+    );
 }
 
 #[test]
@@ -155,6 +172,15 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "a SIGKILLed run should have left its control-plane processes"
     );
 
+    assert!(
+        !etcd_data_of(&run).is_empty(),
+        "a SIGKILLed run should have left its etcd data"
+    );
+    assert!(
+        procs.iter().any(|p| p.contains("etcd")),
+        "etcd should be among the leftovers: {procs:?}"
+    );
+
     let out = nodejoin().arg("reap").output().expect("nodejoin reap");
     assert!(
         out.status.success(),
@@ -176,4 +202,9 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "reap left processes of run {run}"
     );
     assert!(!state_dir(&run).exists(), "reap left the state directory of run {run}");
+    assert_eq!(
+        etcd_data_of(&run),
+        Vec::<String>::new(),
+        "reap left the etcd data of run {run}"
+    );
 }

@@ -451,9 +451,10 @@ impl ControlPlane for LocalControlPlane {
         &self.timings
     }
     fn failed_component(&mut self) -> Option<String> {
-        self.processes
-            .iter_mut()
-            .find_map(|p| p.exited().map(|s| format!("{} exited ({s})", p.name)))
+        self.processes.iter_mut().find_map(|p| {
+            p.exited()
+                .map(|s| format!("{} exited ({s}) during the scenario", p.name))
+        })
     }
     fn memory(&self) -> Vec<(String, u64)> {
         self.processes

@@ -156,6 +156,12 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
+    let _lock = crate::paths::CacheLock::acquire("image")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if exists(docker, &image.tag).await {
+        return Ok(image);
+    }
     let work = tempfile::Builder::new()
         .prefix("nodejoin-image-")
         .tempdir_in(scratch_dir()?)

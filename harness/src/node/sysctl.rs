@@ -1,6 +1,8 @@
 //! Host sysctls the kubelet changes. A kubelet in a container with a writable /proc/sys sets a few kernel
-//! parameters for the whole host (kind nodes do the same); this guard records them before the first node starts
-//! and puts back the ones that changed when the run ends, so tests do not alter the machine they run on.
+//! parameters for the whole host (kind nodes do the same). The values from before any nodejoin run are kept in
+//! `<cache>/sysctl-baseline`; the last run to finish (or the reaper, after a killed run) puts them back, so
+//! tests leave the machine as they found it even when several runs overlap.
+use crate::paths::CacheLock;
 use std::collections::BTreeMap;
 
 const KEYS: &[&str] = &[
@@ -12,44 +14,97 @@ const KEYS: &[&str] = &[
     "kernel/keys/root_maxbytes",
 ];
 
-pub struct SysctlGuard {
-    saved: BTreeMap<&'static str, String>,
+fn baseline_file() -> std::path::PathBuf {
+    crate::paths::cache_dir().join("sysctl-baseline")
 }
+
+fn read_current() -> BTreeMap<String, String> {
+    KEYS.iter()
+        .filter_map(|k| {
+            std::fs::read_to_string(format!("/proc/sys/{k}"))
+                .ok()
+                .map(|v| (k.to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+fn parse(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Writes back every baseline value that differs now; returns what was restored.
+fn restore(baseline: &BTreeMap<String, String>) -> Vec<String> {
+    let mut restored = Vec::new();
+    for (k, v) in baseline {
+        let path = format!("/proc/sys/{k}");
+        let now = std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        if &now != v && std::fs::write(&path, v).is_ok() {
+            restored.push(format!("{} {now} -> {v}", k.replace('/', ".")));
+        }
+    }
+    restored
+}
+
+/// Restores and forgets the baseline when no other run is alive (called by runs at shutdown and by the
+/// reaper).
+pub fn restore_if_last() {
+    let Ok(_lock) = CacheLock::acquire_blocking("sysctl") else {
+        return;
+    };
+    let Ok(text) = std::fs::read_to_string(baseline_file()) else {
+        return;
+    };
+    if crate::reaper::other_live_runs() > 0 {
+        return;
+    }
+    let restored = restore(&parse(&text));
+    let _ = std::fs::remove_file(baseline_file());
+    if !restored.is_empty() {
+        tracing::info!(?restored, "restored host sysctls the kubelet changed");
+    }
+}
+
+/// Held by a run: records the baseline if no run holds one yet, and restores it on drop if this was the last
+/// live run.
+pub struct SysctlGuard;
 
 impl SysctlGuard {
     pub fn record() -> Self {
-        let saved = KEYS
-            .iter()
-            .filter_map(|k| {
-                std::fs::read_to_string(format!("/proc/sys/{k}"))
-                    .ok()
-                    .map(|v| (*k, v.trim().to_string()))
-            })
-            .collect();
-        Self { saved }
-    }
-
-    /// Puts back every recorded value that differs now; returns what was restored.
-    pub fn restore(&self) -> Vec<String> {
-        let mut restored = Vec::new();
-        for (k, v) in &self.saved {
-            let path = format!("/proc/sys/{k}");
-            let now = std::fs::read_to_string(&path)
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default();
-            if &now != v && std::fs::write(&path, v).is_ok() {
-                restored.push(format!("{} {now} -> {v}", k.replace('/', ".")));
+        if let Ok(_lock) = CacheLock::acquire_blocking("sysctl") {
+            // A baseline left by runs that are all gone is stale only if something else changed the host since;
+            // with no live run, the current values are the truth.
+            let keep = baseline_file().exists() && crate::reaper::other_live_runs() > 0;
+            if !keep {
+                let text: String = read_current().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+                let _ = std::fs::write(baseline_file(), text);
             }
         }
-        restored
+        SysctlGuard
     }
 }
 
 impl Drop for SysctlGuard {
     fn drop(&mut self) {
-        let restored = self.restore();
-        if !restored.is_empty() {
-            tracing::info!(?restored, "restored host sysctls the kubelet changed");
-        }
+        restore_if_last();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baseline_format_round_trips() {
+        let m = BTreeMap::from([
+            ("kernel/panic".to_string(), "1".to_string()),
+            ("vm/overcommit_memory".to_string(), "0".to_string()),
+        ]);
+        let text: String = m.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        assert_eq!(parse(&text), m);
     }
 }

@@ -138,8 +138,19 @@ impl Environment {
     /// The control plane for `spec`, created on first use; `true` when this call created it.
     pub async fn cluster(&self, spec: &ClusterSpec, assets: Option<&K8sAssets>) -> Result<(Arc<SharedCluster>, bool)> {
         let mut clusters = self.clusters.lock().await;
-        if let Some(c) = clusters.get(spec) {
-            return Ok((c.clone(), false));
+        if let Some(c) = clusters.get(spec).cloned() {
+            let dead = c.control_plane.lock().await.failed_component();
+            match dead {
+                None => return Ok((c, false)),
+                Some(why) => {
+                    // A control plane that died is replaced, not handed to the next scenario.
+                    tracing::warn!(provider = %spec.provider, "replacing a dead control plane: {why}");
+                    for t in &c.tasks {
+                        t.abort();
+                    }
+                    clusters.remove(spec);
+                }
+            }
         }
         let provider = cluster::provider(&spec.provider).ok_or_else(|| Error::ProviderUnavailable {
             provider: spec.provider.clone(),

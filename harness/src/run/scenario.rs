@@ -214,10 +214,7 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         }
         return Err(Error::ControlPlane {
             component: "control plane".into(),
-            message: format!(
-                "{component} during the scenario; logs in {}",
-                cluster.logs_dir.display()
-            ),
+            message: format!("{component}; logs in {}", cluster.logs_dir.display()),
         });
     }
     let memory = cluster.control_plane.lock().await.memory();
@@ -539,17 +536,27 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
     let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
     let node_api: Api<Node> = Api::all(cluster.client.clone());
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
+    let mut api_down_since: Option<Instant> = None;
     loop {
-        let csrs = csr_api
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
-        let all_nodes = node_api
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default();
+        // A failed list must not read as "no CSR / no Node": skip the round, and give up if the API stays away.
+        let lists = (
+            csr_api.list(&ListParams::default()).await,
+            node_api.list(&ListParams::default()).await,
+        );
+        let (csrs, all_nodes) = match lists {
+            (Ok(c), Ok(n)) => {
+                api_down_since = None;
+                (c.items, n.items)
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                let since = *api_down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(10) {
+                    return Some(format!("the Kubernetes API did not answer for 10s ({e})"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
         let check_evidence = last_evidence_check.elapsed() > Duration::from_millis(900);
         if check_evidence {
             last_evidence_check = Instant::now();
