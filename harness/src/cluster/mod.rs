@@ -67,6 +67,3 @@ pub fn provider(name: &str) -> Option<Box<dyn ClusterProvider>> {
         _ => None,
     }
 }
-
-/// Names accepted in scenarios (`cluster.provider`).
-pub const PROVIDERS: &[&str] = &["local", "kind", "k3s"];

@@ -1,4 +1,4 @@
-//! Cluster DNS IP derivation, as EKS bootstrap does it (see bootstrap-contracts.md §1).
+//! Cluster DNS IP derivation, as EKS bootstrap does it (the documented EKS bootstrap contract).
 use ipnet::IpNet;
 use std::net::IpAddr;
 

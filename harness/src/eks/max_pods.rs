@@ -1,7 +1,8 @@
 //! max-pods and kube-reserved memory, as the EKS AMI derives them from the instance type.
 //!
-//! The ENI table is shared with the reference bootstrap script (`fixtures/bootstrap/eni-limits.txt`), so the
-//! script and the harness cannot drift apart silently; the script computes in bash, the harness in Rust.
+//! The ENI table is shared with the reference bootstrap script (`fixtures/bootstrap/eni-limits.txt`, installed
+//! in nodes as `/etc/eks/eni-limits.txt`); the script computes max-pods in awk. The unit tests here pin the table
+//! to the contract's known values (m5.large 29, t3.medium 17, ...), which the scenarios then assert end to end.
 use std::collections::BTreeMap;
 
 const TABLE: &str = include_str!("../../../fixtures/bootstrap/eni-limits.txt");

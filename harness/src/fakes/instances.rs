@@ -169,15 +169,6 @@ impl Instances {
             .cloned()
     }
 
-    pub fn by_access_key(&self, key: &str) -> Option<Arc<Instance>> {
-        self.by_ip
-            .read()
-            .ok()?
-            .values()
-            .find(|i| i.credentials.access_key_id == key)
-            .cloned()
-    }
-
     pub fn record(&self, request: ImdsRequest) {
         if let Ok(mut log) = self.log.lock() {
             log.push(request);

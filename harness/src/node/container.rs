@@ -1,5 +1,5 @@
 //! A node container: systemd as PID 1 in the node image, started through testcontainers with the flags that
-//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (see node-container-recipe.md), labelled with the
+//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (the recipe is written up in fixtures/node-image/ and README.md), labelled with the
 //! run id, removed when dropped.
 use super::image::NodeImage;
 use crate::docker::{self, ExecOutput, RunNetwork};
