@@ -5,7 +5,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
-use testcontainers::bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+use testcontainers::bollard::models::{ContainerSummary, Ipam, IpamConfig, Network, NetworkCreateRequest};
 use testcontainers::bollard::query_parameters::{
     ListContainersOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
 };
@@ -176,6 +176,22 @@ pub async fn exec(
     Ok(out)
 }
 
+/// Containers (in any state) and networks matching a label selector (`key` or `key=value`).
+async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSummary>, Vec<Network>)> {
+    let filters = HashMap::from([("label", vec![selector])]);
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
+        ))
+        .await
+        .map_err(docker_err("list containers"))?;
+    let networks = docker
+        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
+        .await
+        .map_err(docker_err("list networks"))?;
+    Ok((containers, networks))
+}
+
 /// Removes every container and network carrying `label=value` (force, with anonymous volumes).
 /// Returns how many objects were removed.
 pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) -> Result<usize> {
@@ -183,13 +199,7 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
         Some(v) => format!("{label}={v}"),
         None => label.to_string(),
     };
-    let filters = HashMap::from([("label", vec![selector.as_str()])]);
-    let containers = docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
-        ))
-        .await
-        .map_err(docker_err("list containers"))?;
+    let (containers, networks) = labelled(docker, &selector).await?;
     let mut removed = 0;
     for c in containers {
         if let Some(id) = c.id {
@@ -218,10 +228,6 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
             }
         }
     }
-    let networks = docker
-        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
-        .await
-        .map_err(docker_err("list networks"))?;
     for n in networks {
         if let Some(id) = n.id {
             if docker.remove_network(&id).await.is_ok() {
@@ -234,46 +240,27 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
 
 /// Containers and networks labelled with `run_id`, by name (for leak checks).
 pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
-    let selector = format!("{RUN_LABEL}={run_id}");
-    let filters = HashMap::from([("label", vec![selector.as_str()])]);
-    let mut names = Vec::new();
-    for c in docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
-        ))
-        .await
-        .map_err(docker_err("list containers"))?
-    {
-        names.push(format!("container {}", c.names.unwrap_or_default().join(",")));
-    }
-    for n in docker
-        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
-        .await
-        .map_err(docker_err("list networks"))?
-    {
-        names.push(format!("network {}", n.name.unwrap_or_default()));
-    }
-    Ok(names)
+    let (containers, networks) = labelled(docker, &format!("{RUN_LABEL}={run_id}")).await?;
+    let containers = containers
+        .into_iter()
+        .map(|c| format!("container {}", c.names.unwrap_or_default().join(",")));
+    let networks = networks
+        .into_iter()
+        .map(|n| format!("network {}", n.name.unwrap_or_default()));
+    Ok(containers.chain(networks).collect())
 }
 
 /// Owner PIDs of every labelled object of this host and PID namespace, so start-up can reap those whose
 /// owner died.
 pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
     let here = owner_namespace();
-    let filters = HashMap::from([("label", vec![OWNER_LABEL])]);
+    let (containers, networks) = labelled(docker, OWNER_LABEL).await?;
+    let labels = containers
+        .into_iter()
+        .filter_map(|c| c.labels)
+        .chain(networks.into_iter().filter_map(|n| n.labels));
     let mut out = Vec::new();
-    let containers = docker
-        .list_containers(Some(
-            ListContainersOptionsBuilder::new().all(true).filters(&filters).build(),
-        ))
-        .await
-        .map_err(docker_err("list containers"))?;
-    let labels = containers.into_iter().filter_map(|c| c.labels);
-    let networks = docker
-        .list_networks(Some(ListNetworksOptionsBuilder::new().filters(&filters).build()))
-        .await
-        .map_err(docker_err("list networks"))?;
-    for l in labels.chain(networks.into_iter().filter_map(|n| n.labels)) {
+    for l in labels {
         let ours = l.get(OWNER_NS_LABEL).is_none_or(|ns| *ns == here);
         if let (true, Some(run), Some(pid)) = (ours, l.get(RUN_LABEL), l.get(OWNER_LABEL).and_then(|p| p.parse().ok()))
         {

@@ -80,6 +80,14 @@ impl Error {
         }
     }
 
+    /// An error about one node (named by its container or Node name).
+    pub(crate) fn node(node: &str, message: impl Into<String>) -> Self {
+        Error::Node {
+            node: node.to_string(),
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

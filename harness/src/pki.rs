@@ -183,6 +183,41 @@ pub struct PkiPaths {
     pub sa_pub: PathBuf,
 }
 
+/// CN and organisations of a certificate's or request's subject.
+pub fn subject_names(subject: &x509_parser::x509::X509Name) -> (String, Vec<String>) {
+    let cn = subject
+        .iter_common_name()
+        .filter_map(|c| c.as_str().ok())
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let orgs = subject
+        .iter_organization()
+        .filter_map(|o| o.as_str().ok().map(str::to_string))
+        .collect();
+    (cn, orgs)
+}
+
+/// DNS names and IP addresses among subject alternative names, plus a description of any other kind.
+pub fn split_sans(names: &[x509_parser::extensions::GeneralName]) -> (Vec<String>, Vec<IpAddr>, Vec<String>) {
+    use x509_parser::extensions::GeneralName;
+    let (mut dns, mut ips, mut other) = (Vec::new(), Vec::new(), Vec::new());
+    for name in names {
+        match name {
+            GeneralName::DNSName(d) => dns.push(d.to_string()),
+            GeneralName::IPAddress(b) => match <[u8; 4]>::try_from(*b) {
+                Ok(v4) => ips.push(IpAddr::from(v4)),
+                Err(_) => match <[u8; 16]>::try_from(*b) {
+                    Ok(v6) => ips.push(IpAddr::from(v6)),
+                    Err(_) => other.push(format!("{name:?}")),
+                },
+            },
+            _ => other.push(format!("{name:?}")),
+        }
+    }
+    (dns, ips, other)
+}
+
 /// Parses the first certificate of a PEM bundle to DER.
 pub fn pem_to_der(pem: &str) -> Result<Vec<u8>> {
     let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(pki_err)?;

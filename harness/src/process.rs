@@ -103,9 +103,13 @@ impl Drop for Supervised {
 
 /// The last `lines` lines of a text file ("" when unreadable).
 pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    last_lines(&std::fs::read_to_string(path).unwrap_or_default(), lines, "\n")
+}
+
+/// The last `n` lines of `text`, joined with `sep`.
+pub fn last_lines(text: &str, n: usize, sep: &str) -> String {
     let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    all[all.len().saturating_sub(n)..].join(sep)
 }
 
 /// Is a process with this PID alive? A zombie (exited, not yet reaped by its parent) is not.

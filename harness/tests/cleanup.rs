@@ -66,6 +66,17 @@ fn etcd_data_of(run: &str) -> Vec<String> {
         .collect()
 }
 
+/// Everything of `run` that should be gone: Docker objects, processes, its state directory, etcd data.
+fn leftovers(run: &str) -> Vec<String> {
+    let mut all = docker_objects(run);
+    all.extend(processes_of(run).into_iter().map(|p| format!("process {p}")));
+    if state_dir(run).exists() {
+        all.push(format!("state dir {}", state_dir(run).display()));
+    }
+    all.extend(etcd_data_of(run).into_iter().map(|d| format!("etcd data {d}")));
+    all
+}
+
 fn state_dir(run: &str) -> PathBuf {
     nodejoin::paths::cache_dir().join("runs").join(run)
 }
@@ -118,22 +129,7 @@ fn a_finished_run_leaves_nothing_behind() {
     let status = child.wait().expect("wait");
     let log = reader.join().unwrap_or_default();
     assert!(status.success(), "nodejoin run failed:\n{log}");
-    assert_eq!(
-        docker_objects(&run),
-        Vec::<String>::new(),
-        "Docker objects of run {run} left behind"
-    );
-    assert_eq!(
-        processes_of(&run),
-        Vec::<String>::new(),
-        "processes of run {run} left behind"
-    );
-    assert!(!state_dir(&run).exists(), "state directory of run {run} left behind");
-    assert_eq!(
-        etcd_data_of(&run),
-        Vec::<String>::new(),
-        "etcd data of run {run} left behind"
-    );
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
 }
 
 #[test]
@@ -192,19 +188,8 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(
-        docker_objects(&run),
+        leftovers(&run),
         Vec::<String>::new(),
-        "reap left Docker objects of run {run}"
-    );
-    assert_eq!(
-        processes_of(&run),
-        Vec::<String>::new(),
-        "reap left processes of run {run}"
-    );
-    assert!(!state_dir(&run).exists(), "reap left the state directory of run {run}");
-    assert_eq!(
-        etcd_data_of(&run),
-        Vec::<String>::new(),
-        "reap left the etcd data of run {run}"
+        "reap left these of run {run} behind"
     );
 }

@@ -47,6 +47,12 @@ pub fn serving_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrS
     )
 }
 
+/// Whether `csr` is one of `node`'s (client or serving).
+pub fn belongs_to(csr: &CertificateSigningRequest, node: &str) -> bool {
+    let one = std::slice::from_ref(csr);
+    client_csr(one, node).is_some() || serving_csr(one, node).is_some()
+}
+
 fn best<'a>(csrs: impl Iterator<Item = &'a CertificateSigningRequest>) -> Option<CsrState> {
     csrs.map(state).max_by_key(|s| (s.issued, s.approved))
 }

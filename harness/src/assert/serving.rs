@@ -50,30 +50,17 @@ pub async fn probe(ip: IpAddr, port: u16, ca_pem: &str) -> Result<ServingCert, S
 
 pub fn describe(der: &[u8]) -> Result<ServingCert, String> {
     let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
-    let subject = cert.subject();
-    let mut out = ServingCert {
-        subject_cn: subject
-            .iter_common_name()
-            .filter_map(|c| c.as_str().ok())
-            .next()
-            .unwrap_or_default()
-            .to_string(),
-        subject_o: subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(str::to_string))
-            .collect(),
-        dns_names: vec![],
-        ips: vec![],
+    let (subject_cn, subject_o) = crate::pki::subject_names(cert.subject());
+    let (dns_names, ips, _) = match cert.subject_alternative_name() {
+        Ok(Some(san)) => crate::pki::split_sans(&san.value.general_names),
+        _ => Default::default(),
     };
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for n in &san.value.general_names {
-            match n {
-                GeneralName::DNSName(d) => out.dns_names.push(d.to_string()),
-                GeneralName::IPAddress(b) if b.len() == 4 => out.ips.push(IpAddr::from([b[0], b[1], b[2], b[3]])),
-                _ => {}
-            }
-        }
-    }
+    let mut out = ServingCert {
+        subject_cn,
+        subject_o,
+        dns_names,
+        ips,
+    };
     out.dns_names.sort();
     out.ips.sort();
     Ok(out)
@@ -117,48 +104,31 @@ mod tests {
         addr
     }
 
+    /// Serves a node certificate issued by `issuer` for `san`, and probes it trusting only `trusted`.
+    async fn probe_served(issuer: &Ca, san: IpAddr, trusted: &Ca) -> Result<ServingCert, String> {
+        let cert = issuer
+            .issue(
+                "system:node:n1",
+                &["system:nodes"],
+                &[SanType::IpAddress(san)],
+                Usage::Server,
+            )
+            .unwrap();
+        let addr = serve(cert).await;
+        probe(addr.ip(), addr.port(), &trusted.0.cert_pem).await
+    }
+
     #[tokio::test]
     async fn accepts_only_certificates_from_the_cluster_ca() {
         let ca = Ca::generate("kubernetes").unwrap();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let good = ca
-            .issue(
-                "system:node:n1",
-                &["system:nodes"],
-                &[SanType::IpAddress(ip)],
-                Usage::Server,
-            )
-            .unwrap();
-        let addr = serve(good).await;
-        let cert = probe(ip, addr.port(), &ca.0.cert_pem).await.unwrap();
+        let cert = probe_served(&ca, ip, &ca).await.unwrap();
         assert_eq!(cert.subject_cn, "system:node:n1");
         assert_eq!(cert.subject_o, ["system:nodes"]);
         assert_eq!(cert.ips, [ip]);
 
         let other = Ca::generate("other").unwrap();
-        let foreign = other
-            .issue(
-                "system:node:n1",
-                &["system:nodes"],
-                &[SanType::IpAddress(ip)],
-                Usage::Server,
-            )
-            .unwrap();
-        let addr = serve(foreign).await;
-        assert!(probe(ip, addr.port(), &ca.0.cert_pem)
-            .await
-            .unwrap_err()
-            .contains("handshake"));
-
-        let wrong_ip = ca
-            .issue(
-                "system:node:n1",
-                &["system:nodes"],
-                &[SanType::IpAddress("10.9.9.9".parse().unwrap())],
-                Usage::Server,
-            )
-            .unwrap();
-        let addr = serve(wrong_ip).await;
-        assert!(probe(ip, addr.port(), &ca.0.cert_pem).await.is_err());
+        assert!(probe_served(&other, ip, &ca).await.unwrap_err().contains("handshake"));
+        assert!(probe_served(&ca, "10.9.9.9".parse().unwrap(), &ca).await.is_err());
     }
 }

@@ -41,38 +41,20 @@ pub fn parse_csr(pem: &[u8]) -> Result<CsrContent, String> {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem).map_err(|e| format!("CSR is not PEM: {e}"))?;
     let (_, req) =
         X509CertificationRequest::from_der(&pem.contents).map_err(|e| format!("CSR is not DER PKCS#10: {e}"))?;
-    let subject = &req.certification_request_info.subject;
+    let (common_name, organizations) = crate::pki::subject_names(&req.certification_request_info.subject);
     let mut out = CsrContent {
-        common_name: subject
-            .iter_common_name()
-            .filter_map(|c| c.as_str().ok())
-            .next()
-            .unwrap_or_default()
-            .to_string(),
-        organizations: subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok().map(str::to_string))
-            .collect(),
+        common_name,
+        organizations,
         ..Default::default()
     };
-    if let Some(exts) = req.requested_extensions() {
-        for ext in exts {
-            if let ParsedExtension::SubjectAlternativeName(san) = ext {
-                for name in &san.general_names {
-                    match name {
-                        GeneralName::DNSName(d) => out.dns_names.push(d.to_string()),
-                        GeneralName::IPAddress(b) if b.len() == 4 => {
-                            out.ips.push(IpAddr::from([b[0], b[1], b[2], b[3]]))
-                        }
-                        GeneralName::IPAddress(b) if b.len() == 16 => {
-                            let mut a = [0u8; 16];
-                            a.copy_from_slice(b);
-                            out.ips.push(IpAddr::from(a));
-                        }
-                        other => return Err(format!("unsupported SAN {other:?}")),
-                    }
-                }
+    for ext in req.requested_extensions().into_iter().flatten() {
+        if let ParsedExtension::SubjectAlternativeName(san) = ext {
+            let (dns, ips, other) = crate::pki::split_sans(&san.general_names);
+            if let Some(o) = other.first() {
+                return Err(format!("unsupported SAN {o}"));
             }
+            out.dns_names.extend(dns);
+            out.ips.extend(ips);
         }
     }
     Ok(out)

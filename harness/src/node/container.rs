@@ -38,13 +38,6 @@ pub struct NodeContainer {
     container: Option<ContainerAsync<GenericImage>>,
 }
 
-fn node_err(node: &str, message: impl Into<String>) -> Error {
-    Error::Node {
-        node: node.to_string(),
-        message: message.into(),
-    }
-}
-
 impl NodeContainer {
     pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<Self> {
         let name = spec.container_name.clone();
@@ -82,7 +75,7 @@ impl NodeContainer {
         let container = request
             .start()
             .await
-            .map_err(|e| node_err(&name, format!("container start: {e}")))?;
+            .map_err(|e| Error::node(&name, format!("container start: {e}")))?;
         let id = container.id().to_string();
         let ip = docker::container_ip(docker, &id, &spec.network.name).await?;
         Ok(Self {
@@ -107,7 +100,7 @@ impl NodeContainer {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Err(node_err(
+        Err(Error::node(
             &self.name,
             format!("systemd did not finish booting within {timeout:?} (state: {last})"),
         ))

@@ -141,11 +141,11 @@ async fn run(cmd: &mut Command, what: &str) -> Result<()> {
     } else {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let tail: Vec<&str> = stderr.lines().chain(stdout.lines()).collect();
+        let output = stderr.lines().chain(stdout.lines()).collect::<Vec<_>>().join("\n");
         Err(image_err(format!(
             "{what} failed ({}): {}",
             out.status,
-            tail[tail.len().saturating_sub(8)..].join(" | ")
+            crate::process::last_lines(&output, 8, " | ")
         )))
     }
 }

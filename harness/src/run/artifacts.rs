@@ -68,10 +68,7 @@ pub async fn collect_node(
         let mine: Vec<_> = list
             .items
             .into_iter()
-            .filter(|c| {
-                crate::assert::csr::client_csr(std::slice::from_ref(c), node_name).is_some()
-                    || crate::assert::csr::serving_csr(std::slice::from_ref(c), node_name).is_some()
-            })
+            .filter(|c| crate::assert::csr::belongs_to(c, node_name))
             .collect();
         write(dir, "csrs.yaml", &serde_yaml_ng::to_string(&mine).unwrap_or_default());
     }

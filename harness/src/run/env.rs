@@ -231,6 +231,14 @@ impl Environment {
         leftovers
     }
 
+    /// `AWS_ENDPOINT_URL_<SERVICE>=<fake>` entries: how the AWS CLI and SDKs in a node reach the fakes.
+    pub fn aws_endpoint_env(&self) -> Vec<String> {
+        vec![
+            format!("AWS_ENDPOINT_URL_EKS={}", self.eks_url),
+            format!("AWS_ENDPOINT_URL_EC2={}", self.ec2_url),
+        ]
+    }
+
     pub fn fake_urls(&self) -> Vec<(&'static str, String)> {
         self.fakes.iter().map(|f| (f.name, f.url())).collect()
     }

@@ -293,13 +293,6 @@ fn announce_cluster(env: &Environment, sc: &Scenario, cluster: &SharedCluster, n
     Ok(())
 }
 
-fn node_err(node: &str, message: impl Into<String>) -> Error {
-    Error::Node {
-        node: node.to_string(),
-        message: message.into(),
-    }
-}
-
 /// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
 async fn boot_node(
     env: &Environment,
@@ -320,10 +313,16 @@ async fn boot_node(
     let script = std::fs::read(&script_path).map_err(|e| Error::io(&script_path, e))?;
     let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
     let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
-    let aws_env = format!(
-        "AWS_ENDPOINT_URL_EKS={}\nAWS_ENDPOINT_URL_EC2={}\n",
-        env.eks_url, env.ec2_url
-    );
+    let endpoints = env.aws_endpoint_env();
+    let aws_env: String = endpoints
+        .iter()
+        .map(|e| {
+            format!(
+                "{e}
+"
+            )
+        })
+        .collect();
     let files = vec![
         NodeFile {
             path: "/etc/eks/bootstrap.sh".into(),
@@ -344,8 +343,14 @@ async fn boot_node(
         NodeFile {
             path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
             content: format!(
-                "[Manager]\nDefaultEnvironment=\"AWS_ENDPOINT_URL_EKS={}\" \"AWS_ENDPOINT_URL_EC2={}\"\n",
-                env.eks_url, env.ec2_url
+                "[Manager]
+DefaultEnvironment={}
+",
+                endpoints
+                    .iter()
+                    .map(|e| format!("\"{e}\""))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             )
             .into_bytes(),
             mode: 0o644,
@@ -444,7 +449,7 @@ async fn run_bootstrap(
     let group = node.group.clone();
     node.vars.extend(cluster_vars.clone());
     if let Some(n) = &group.expect.node_name {
-        let name = render(n, &node.vars).map_err(|e| node_err(&label, e))?;
+        let name = render(n, &node.vars).map_err(|e| Error::node(&label, e))?;
         node.timeline.node_name = name.clone();
         node.node_name = name;
     }
@@ -454,18 +459,15 @@ async fn run_bootstrap(
         .iter()
         .map(|a| render(a, &node.vars))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| node_err(&label, e))?;
-    let mut exec_env = vec![
-        format!("AWS_ENDPOINT_URL_EKS={}", env.eks_url),
-        format!("AWS_ENDPOINT_URL_EC2={}", env.ec2_url),
-    ];
+        .map_err(|e| Error::node(&label, e))?;
+    let mut exec_env = env.aws_endpoint_env();
     if sc.cluster.auth == AuthMode::BootstrapToken {
         exec_env.push(format!("BOOTSTRAP_TOKEN={}", token.token()));
     }
     for (k, v) in &group.bootstrap.env {
         exec_env.push(format!(
             "{k}={}",
-            render(v, &node.vars).map_err(|e| node_err(&label, e))?
+            render(v, &node.vars).map_err(|e| Error::node(&label, e))?
         ));
     }
     let mut cmd = vec!["/etc/eks/bootstrap.sh"];
@@ -701,7 +703,7 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
             let tail = n
                 .bootstrap
                 .as_ref()
-                .map(|b| last_lines(&b.stderr, 3))
+                .map(|b| crate::process::last_lines(&b.stderr, 3, " / "))
                 .unwrap_or_default();
             report.checks.push(Check::new(
                 c("bootstrap exit"),
@@ -875,11 +877,6 @@ fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expect, found: &
     }
 }
 
-fn last_lines(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join(" / ")
-}
-
 async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
     let api: Api<Node> = Api::all(cluster.client.clone());
     api.list(&ListParams::default())
@@ -920,8 +917,7 @@ async fn teardown(env: &Environment, cluster: &SharedCluster, nodes: Vec<Running
         env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
         let _ = node_api.delete(&n.node_name, &Default::default()).await;
         for csr in &csrs {
-            let mine = assert::csr::client_csr(std::slice::from_ref(csr), &n.node_name).is_some()
-                || assert::csr::serving_csr(std::slice::from_ref(csr), &n.node_name).is_some();
+            let mine = assert::csr::belongs_to(csr, &n.node_name);
             if let (true, Some(name)) = (mine, &csr.metadata.name) {
                 let _ = csr_api.delete(name, &Default::default()).await;
             }
