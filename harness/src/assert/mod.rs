@@ -1,4 +1,5 @@
 //! Assertions on what the cluster sees, each producing a `Check` with expected and actual values.
+pub mod audit;
 pub mod csr;
 pub mod node;
 pub mod serving;

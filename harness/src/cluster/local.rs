@@ -34,6 +34,7 @@ impl ClusterProvider for LocalProvider {
 pub struct LocalControlPlane {
     endpoint: String,
     ca_pem: String,
+    ca: crate::pki::Ca,
     client: kube::Client,
     kubeconfig: PathBuf,
     dir: PathBuf,
@@ -99,6 +100,14 @@ rules:
       - group: ""
         resources: ["configmaps"]
         resourceNames: ["aws-auth"]
+  # A create carries no name when the policy is evaluated: log kube-system ConfigMap creations in full (a handful
+  # at start-up), so the creation of aws-auth and its author are on record.
+  - level: RequestResponse
+    verbs: ["create"]
+    namespaces: ["kube-system"]
+    resources:
+      - group: ""
+        resources: ["configmaps"]
   - level: Metadata
     resources:
       - group: ""
@@ -129,6 +138,10 @@ impl LocalControlPlane {
         let paths = pki.write(&dir.join("pki"))?;
         let audit_policy = dir.join("audit-policy.yaml");
         std::fs::write(&audit_policy, AUDIT_POLICY).map_err(|e| Error::io(&audit_policy, e))?;
+        let webhook_config = match &ctx.token_webhook {
+            Some(w) => Some(write_webhook_config(&dir, w)?),
+            None => None,
+        };
         mark("pki", &mut timings);
 
         let etcd_data = tempfile::Builder::new()
@@ -169,7 +182,15 @@ impl LocalControlPlane {
 
         let api_port = free_port(bind)?;
         let endpoint = format!("https://{bind}:{api_port}");
-        let apiserver_args = apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
+        let mut apiserver_args = apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
+        if let Some(config) = &webhook_config {
+            apiserver_args.extend([
+                format!("--authentication-token-webhook-config-file={}", config.display()),
+                "--authentication-token-webhook-version=v1".to_string(),
+                // Short, so a scenario that changes aws-auth is not answered from a stale cache for long.
+                "--authentication-token-webhook-cache-ttl=10s".to_string(),
+            ]);
+        }
         processes.insert(
             0,
             Supervised::spawn(
@@ -255,6 +276,7 @@ impl LocalControlPlane {
         Ok(Self {
             endpoint,
             ca_pem: pki.ca.0.cert_pem.clone(),
+            ca: pki.ca.clone(),
             client,
             kubeconfig,
             dir,
@@ -263,6 +285,26 @@ impl LocalControlPlane {
             _etcd_data: etcd_data,
         })
     }
+}
+
+/// The kubeconfig-format file that points the API server at the token webhook.
+fn write_webhook_config(dir: &Path, w: &super::TokenWebhook) -> Result<PathBuf> {
+    use base64::Engine;
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "eks-iam-authenticator", "cluster": {
+            "server": w.url,
+            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(&w.ca_pem),
+        }}],
+        "users": [{ "name": "apiserver", "user": {} }],
+        "contexts": [{ "name": "webhook", "context": { "cluster": "eks-iam-authenticator", "user": "apiserver" } }],
+        "current-context": "webhook",
+    });
+    let path = dir.join("token-webhook.kubeconfig");
+    let text = serde_yaml_ng::to_string(&doc).map_err(|e| cp_err("token webhook", e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
 }
 
 /// etcd data directories are `<shm_or_tmp>/nodejoin-etcd-<run id>-XXXX`, so the reaper can remove those of a
@@ -440,6 +482,15 @@ impl ControlPlane for LocalControlPlane {
     }
     fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
+        Box::pin(async move {
+            let cert = self.ca.issue(user, groups, &[], crate::pki::Usage::Client)?;
+            let file = user.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+            let path = self.dir.join(format!("{file}.kubeconfig"));
+            write_kubeconfig(&path, &self.endpoint, &self.ca_pem, &cert.cert_pem, &cert.key_pem, user)?;
+            client_from_kubeconfig(&path).await
+        })
     }
     fn kubeconfig(&self) -> &Path {
         &self.kubeconfig

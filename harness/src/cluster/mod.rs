@@ -16,6 +16,17 @@ pub struct ClusterSpec {
     pub provider: String,
     pub version: String,
     pub service_cidr: ipnet::Ipv4Net,
+    /// A scenario that needs the control plane to itself (IAM scenarios: aws-auth and the authentication
+    /// mode are cluster-wide); it is stopped when that scenario ends.
+    pub owner: Option<String>,
+}
+
+/// Where the API server sends TokenReviews for bearer tokens it does not know (EKS's IAM authenticator).
+#[derive(Debug, Clone)]
+pub struct TokenWebhook {
+    /// `https://<gateway>:<port>/authenticate/<control plane>`.
+    pub url: String,
+    pub ca_pem: String,
 }
 
 /// What a provider gets to work with.
@@ -28,6 +39,7 @@ pub struct ProviderContext<'a> {
     pub pids_dir: PathBuf,
     /// The run id: scratch files outside the run directory carry it so the reaper can find them.
     pub run_id: String,
+    pub token_webhook: Option<TokenWebhook>,
 }
 
 /// A provider of control planes (local processes, kind, k3s).
@@ -48,6 +60,9 @@ pub trait ControlPlane: Send + Sync {
     fn endpoint(&self) -> &str;
     fn ca_pem(&self) -> &str;
     fn client(&self) -> kube::Client;
+    /// A client authenticated as `user` in `groups` by a client certificate (how EKS's own components, like
+    /// `eks:node-manager`, appear in the audit log).
+    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>>;
     /// An admin kubeconfig on disk (handy for `kubectl` while debugging a run).
     fn kubeconfig(&self) -> &Path;
     fn logs_dir(&self) -> &Path;

@@ -194,31 +194,15 @@ impl Approver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::instances::{Credentials, Instance};
     use k8s_openapi::api::certificates::v1::CertificateSigningRequestSpec;
     use k8s_openapi::ByteString;
     use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
-    use std::time::{Duration, SystemTime};
 
     fn instances() -> Arc<Instances> {
         let i = Instances::new();
-        i.register(Instance {
-            instance_id: "i-0abc".into(),
-            instance_type: "m5.large".into(),
-            lifecycle: "on-demand".into(),
-            availability_zone: "us-west-2a".into(),
-            region: "us-west-2".into(),
-            account_id: "111122223333".into(),
-            ami_id: "ami-1".into(),
-            private_ip: "172.18.0.5".parse().unwrap(),
-            mac: "02:00:00:00:00:01".into(),
-            vpc_cidr: "172.18.0.0/16".parse().unwrap(),
-            role_name: None,
-            user_data: None,
-            imds_v2_required: true,
-            credentials: Credentials::generate(Duration::from_secs(60)),
-            launch_time: SystemTime::now(),
-        });
+        let mut one = crate::fakes::instances::tests::instance();
+        one.role_name = None;
+        i.register(one);
         i
     }
 

@@ -1,3 +1,6 @@
 //! Facts about EKS worker nodes that the harness derives expectations from.
+pub mod aws_auth;
 pub mod dns;
+pub mod identity;
 pub mod max_pods;
+pub mod token;

@@ -1,20 +1,41 @@
 //! Fake EC2 Query API: DescribeInstances, which bootstraps call to learn the instance's PrivateDnsName (the
-//! name EKS requires for the Node).
+//! name EKS requires for the Node), and DescribeInstanceTypes, for the ENI limits of types a bootstrap's own
+//! max-pods table lacks. Signatures are verified against the credentials the fake IMDS issued.
 use super::instances::{Instance, Instances};
 use super::sigv4;
+use crate::eks::max_pods::EniLimits;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
-/// State of the EC2 fake: the instance registry. Requests must be signed for the region of the instances
-/// they ask about.
+/// State of the EC2 fake: the instance registry and the instance-type catalogue. Requests must be signed for
+/// the region of the instances they ask about.
 pub struct Ec2 {
     pub instances: Arc<Instances>,
+    /// ENI limits by instance type: the bundled table plus types scenarios declare.
+    pub instance_types: RwLock<BTreeMap<String, EniLimits>>,
 }
 
 impl Ec2 {
+    pub fn new(instances: Arc<Instances>) -> Arc<Self> {
+        let table = crate::eks::max_pods::parse_table(crate::eks::max_pods::TABLE).unwrap_or_default();
+        Arc::new(Self {
+            instances,
+            instance_types: RwLock::new(table),
+        })
+    }
+
+    /// Adds (or replaces) an instance type in the catalogue.
+    pub fn add_instance_type(&self, name: &str, limits: EniLimits) {
+        if let Ok(mut t) = self.instance_types.write() {
+            t.insert(name.to_string(), limits);
+        }
+    }
+
     pub fn router(self: &Arc<Self>) -> axum::Router {
         axum::Router::new().fallback(handle).with_state(self.clone())
     }
@@ -53,38 +74,39 @@ fn instance_xml(i: &Instance) -> String {
     )
 }
 
-async fn handle(State(ec2): State<Arc<Ec2>>, headers: HeaderMap, body: String) -> Response {
-    let params: HashMap<String, String> = match serde_urlencoded_pairs(&body) {
-        Ok(p) => p,
+async fn handle(State(ec2): State<Arc<Ec2>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let text = String::from_utf8_lossy(&body);
+    let params: HashMap<String, String> = match sigv4::form_pairs(&text) {
+        Ok(p) => p.into_iter().collect(),
         Err(e) => return ec2_error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
     };
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
     // The region a request must be signed for: the region of the instance it names (any region otherwise).
     let region = params
         .iter()
         .find(|(k, _)| k.starts_with("InstanceId."))
         .and_then(|(_, id)| ec2.instances.by_id(id))
         .map(|i| i.region.clone());
-    let scope = match (&region, auth.map(sigv4::parse_authorization)) {
-        (_, None) => Err("Missing Authentication Token".to_string()),
-        (_, Some(Err(e))) => Err(e),
-        (Some(r), Some(Ok(a))) => sigv4::check_scope(auth, r, "ec2").map(|_| a),
-        (None, Some(Ok(a))) if a.service != "ec2" => {
-            Err("Credential should be scoped to correct service: 'ec2'".into())
-        }
-        (None, Some(Ok(a))) => Ok(a),
+    let received = sigv4::Received {
+        method: method.as_str(),
+        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        headers: &headers,
+        body: &body,
     };
-    if let Err(message) = scope {
+    let verified = sigv4::verify_request(
+        &received,
+        &ec2.instances.iam,
+        "ec2",
+        region.as_deref(),
+        SystemTime::now(),
+    );
+    if let Err(f) = verified {
+        let message = f.message();
         tracing::info!("ec2: request refused: {message}");
-        let code = if auth.is_none() {
-            "MissingAuthenticationToken"
-        } else {
-            "AuthFailure"
-        };
-        return ec2_error(StatusCode::UNAUTHORIZED, code, &message);
+        return ec2_error(StatusCode::UNAUTHORIZED, f.ec2_code(), &message);
     }
     match params.get("Action").map(String::as_str) {
         Some("DescribeInstances") => describe_instances(&ec2, &params),
+        Some("DescribeInstanceTypes") => describe_instance_types(&ec2, &params),
         Some(other) => ec2_error(
             StatusCode::BAD_REQUEST,
             "InvalidAction",
@@ -98,46 +120,53 @@ async fn handle(State(ec2): State<Arc<Ec2>>, headers: HeaderMap, body: String) -
     }
 }
 
-fn serde_urlencoded_pairs(body: &str) -> Result<HashMap<String, String>, String> {
-    let mut out = HashMap::new();
-    for pair in body.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let decode =
-            |s: &str| percent_decode(&s.replace('+', " ")).ok_or_else(|| format!("bad percent-encoding in '{pair}'"));
-        out.insert(decode(k)?, decode(v)?);
-    }
-    Ok(out)
+/// The `InstanceType.N` / `InstanceId.N` values of a request, in order.
+fn numbered<'a>(params: &'a HashMap<String, String>, prefix: &str) -> Vec<&'a String> {
+    let mut v: Vec<(usize, &String)> = params
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(prefix).and_then(|n| n.parse().ok()).map(|n| (n, v)))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, v)| v).collect()
 }
 
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+fn describe_instance_types(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
+    let wanted = numbered(params, "InstanceType.");
+    if wanted.is_empty() {
+        return ec2_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterCombination",
+            "nodejoin's fake EC2 answers DescribeInstanceTypes for explicit InstanceTypes only",
+        );
     }
-    String::from_utf8(out).ok()
+    let catalogue = ec2.instance_types.read().map(|t| t.clone()).unwrap_or_default();
+    let mut items = String::new();
+    for ty in wanted {
+        let Some(l) = catalogue.get(ty.as_str()) else {
+            return ec2_error(
+                StatusCode::BAD_REQUEST,
+                "InvalidInstanceType",
+                &format!("The following supplied instance types do not exist: [{ty}]"),
+            );
+        };
+        items.push_str(&format!(
+            "<item><instanceType>{}</instanceType><currentGeneration>true</currentGeneration><networkInfo><maximumNetworkInterfaces>{}</maximumNetworkInterfaces><ipv4AddressesPerInterface>{}</ipv4AddressesPerInterface><ipv6Supported>true</ipv6Supported></networkInfo></item>",
+            xml_escape(ty),
+            l.enis,
+            l.ipv4_per_eni
+        ));
+    }
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<DescribeInstanceTypesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>{}</requestId><instanceTypeSet>{items}</instanceTypeSet></DescribeInstanceTypesResponse>",
+        super::random_hex(32)
+    );
+    (StatusCode::OK, [("content-type", "text/xml;charset=UTF-8")], body).into_response()
 }
 
 fn describe_instances(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
-    let mut ids: Vec<(usize, &String)> = params
-        .iter()
-        .filter_map(|(k, v)| {
-            k.strip_prefix("InstanceId.")
-                .and_then(|n| n.parse().ok())
-                .map(|n| (n, v))
-        })
-        .collect();
-    ids.sort();
+    let ids = numbered(params, "InstanceId.");
     let mut found = Vec::new();
-    for (_, id) in &ids {
+    for id in &ids {
         match ec2.instances.by_id(id) {
             Some(i) => found.push(i),
             None => {
@@ -177,14 +206,78 @@ fn describe_instances(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fakes::sigv4::tests::sign_headers;
+    use crate::fakes::FakeServer;
 
-    #[test]
-    fn form_decoding() {
-        let p =
-            serde_urlencoded_pairs("Action=DescribeInstances&InstanceId.1=i-abc&Version=2016-11-15&X=a%2Fb+c").unwrap();
-        assert_eq!(p["Action"], "DescribeInstances");
-        assert_eq!(p["InstanceId.1"], "i-abc");
-        assert_eq!(p["X"], "a/b c");
-        assert!(serde_urlencoded_pairs("A=%zz").is_err());
+    #[tokio::test]
+    async fn signed_calls_and_instance_types() {
+        let instances = Instances::new();
+        let i = instances.register(crate::fakes::instances::tests::instance());
+        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let ec2 = Ec2::new(instances);
+        ec2.add_instance_type(
+            "x9z.large",
+            EniLimits {
+                enis: 4,
+                ipv4_per_eni: 8,
+            },
+        );
+        let s = FakeServer::start("ec2", "127.0.0.1".parse().unwrap(), ec2.router())
+            .await
+            .unwrap();
+        let client = reqwest::Client::new();
+        let call = |body: String, region: &'static str| {
+            let url = format!("{}/", s.url());
+            let ct = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
+            let headers = sign_headers("POST", &url, &[ct], body.as_bytes(), &creds, region, "ec2");
+            let mut req = client.post(&url).body(body);
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            req.send()
+        };
+        let types = "Action=DescribeInstanceTypes&Version=2016-11-15&InstanceType.1=";
+        let text = call(format!("{types}x9z.large"), "us-west-2")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("<maximumNetworkInterfaces>4</maximumNetworkInterfaces><ipv4AddressesPerInterface>8</ipv4AddressesPerInterface>"), "{text}");
+        let text = call(format!("{types}m5.large"), "us-west-2")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("<maximumNetworkInterfaces>3<"), "{text}");
+        let text = call(format!("{types}nope.large"), "us-west-2")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(text.contains("InvalidInstanceType"), "{text}");
+        let describe = format!(
+            "Action=DescribeInstances&Version=2016-11-15&InstanceId.1={}",
+            i.instance_id
+        );
+        let text = call(describe.clone(), "us-west-2").await.unwrap().text().await.unwrap();
+        assert!(
+            text.contains(&format!("<privateDnsName>{}</privateDnsName>", i.private_dns_name())),
+            "{text}"
+        );
+        // Signed for another region than the instance's.
+        let r = call(describe, "eu-west-1").await.unwrap();
+        assert_eq!(r.status(), 401);
+        assert!(r.text().await.unwrap().contains("AuthFailure"));
+        // Unsigned.
+        let r = client
+            .post(format!("{}/", s.url()))
+            .body("Action=DescribeInstances")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.text().await.unwrap().contains("MissingAuthenticationToken"));
     }
 }

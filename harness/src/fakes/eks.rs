@@ -1,8 +1,14 @@
 //! Fake EKS control-plane API: DescribeCluster (`GET /clusters/{name}`), as the AWS CLI calls it for
-//! `aws eks describe-cluster` and `aws eks wait cluster-active`.
+//! `aws eks describe-cluster` and `aws eks wait cluster-active`, and the access-entry calls
+//! (CreateAccessEntry, ListAccessEntries, DescribeAccessEntry). Every request's SigV4 signature is verified
+//! against the credentials the fake IMDS issued.
+use super::instances::Instances;
 use super::sigv4;
+use crate::eks::identity::{AccessEntry, AccessEntryType};
+use crate::scenario::model::AuthenticationMode;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::collections::HashMap;
@@ -24,6 +30,8 @@ pub struct ClusterRecord {
     pub created: SystemTime,
     /// DescribeCluster calls that still answer `CREATING` before the cluster turns `ACTIVE`.
     pub creating_for_calls: AtomicU32,
+    pub authentication_mode: AuthenticationMode,
+    pub access_entries: RwLock<Vec<AccessEntry>>,
 }
 
 impl ClusterRecord {
@@ -53,7 +61,7 @@ impl ClusterRecord {
             "status": status,
             "platformVersion": "eks.1",
             "id": self.id,
-            "accessConfig": { "authenticationMode": "API_AND_CONFIG_MAP" },
+            "accessConfig": { "authenticationMode": self.authentication_mode.as_str() },
             "tags": {},
         });
         // While CREATING, EKS has no endpoint or CA yet.
@@ -63,17 +71,63 @@ impl ClusterRecord {
         }
         serde_json::json!({ "cluster": cluster })
     }
+
+    /// CreateAccessEntry: validates and stores an entry; a second entry for the same principal is an error.
+    pub fn create_access_entry(
+        &self,
+        entry: AccessEntry,
+    ) -> Result<serde_json::Value, (StatusCode, &'static str, String)> {
+        let mut entries = self.access_entries.write().map_err(|_| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "ServerException",
+                "lock poisoned".to_string(),
+            )
+        })?;
+        if entries.iter().any(|e| e.principal_arn == entry.principal_arn) {
+            return Err((
+                StatusCode::CONFLICT,
+                "ResourceInUseException",
+                format!(
+                    "The specified access entry resource is already in use on this cluster ({}).",
+                    entry.principal_arn
+                ),
+            ));
+        }
+        let json = self.entry_json(&entry);
+        entries.push(entry);
+        Ok(json)
+    }
+
+    pub fn access_entries(&self) -> Vec<AccessEntry> {
+        self.access_entries.read().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn entry_json(&self, e: &AccessEntry) -> serde_json::Value {
+        serde_json::json!({
+            "clusterName": self.name,
+            "principalArn": e.principal_arn,
+            "kubernetesGroups": e.kubernetes_groups,
+            "accessEntryArn": format!("arn:aws:eks:{}:{}:access-entry/{}/{}", self.region, self.account_id, self.name, crate::eks::identity::AccessEntryType::as_str(&e.entry_type).to_lowercase()),
+            "username": e.username,
+            "type": e.entry_type.as_str(),
+            "tags": {},
+        })
+    }
 }
 
 /// The fake EKS service: every cluster the harness has announced.
-#[derive(Default)]
 pub struct Eks {
     clusters: RwLock<HashMap<String, Arc<ClusterRecord>>>,
+    instances: Arc<Instances>,
 }
 
 impl Eks {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    pub fn new(instances: Arc<Instances>) -> Arc<Self> {
+        Arc::new(Self {
+            clusters: RwLock::new(HashMap::new()),
+            instances,
+        })
     }
 
     pub fn put(&self, record: ClusterRecord) -> Arc<ClusterRecord> {
@@ -91,6 +145,11 @@ impl Eks {
     pub fn router(self: &Arc<Self>) -> axum::Router {
         axum::Router::new()
             .route("/clusters/{name}", get(describe_cluster))
+            .route(
+                "/clusters/{name}/access-entries",
+                get(list_access_entries).post(create_access_entry),
+            )
+            .route("/clusters/{name}/access-entries/{arn}", get(describe_access_entry))
             .with_state(self.clone())
     }
 }
@@ -109,41 +168,184 @@ pub fn aws_json_error(status: StatusCode, code: &str, message: &str) -> Response
         .into_response()
 }
 
-async fn describe_cluster(State(eks): State<Arc<Eks>>, Path(name): Path<String>, headers: HeaderMap) -> Response {
-    let Some(cluster) = eks.get(&name) else {
-        tracing::info!(cluster = %name, "eks: DescribeCluster for an unknown cluster");
-        return aws_json_error(
+/// The parts of a request the signature covers.
+struct Call {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// Finds the cluster and verifies the caller's signature; the error is the AWS-shaped response.
+fn authorize(eks: &Eks, name: &str, call: &Call, action: &str) -> Result<Arc<ClusterRecord>, Box<Response>> {
+    let Some(cluster) = eks.get(name) else {
+        tracing::info!(cluster = %name, "eks: {action} for an unknown cluster");
+        return Err(Box::new(aws_json_error(
             StatusCode::NOT_FOUND,
             "ResourceNotFoundException",
             &format!("No cluster found for name: {name}."),
-        );
+        )));
     };
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
-    if let Err(message) = sigv4::check_scope(auth, &cluster.region, "eks") {
-        tracing::info!(cluster = %name, "eks: DescribeCluster refused: {message}");
-        let code = if auth.is_none() {
-            "MissingAuthenticationTokenException"
-        } else {
-            "InvalidSignatureException"
-        };
-        return aws_json_error(StatusCode::FORBIDDEN, code, &message);
+    let received = sigv4::Received {
+        method: call.method.as_str(),
+        path_and_query: call.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        headers: &call.headers,
+        body: &call.body,
+    };
+    if let Err(f) = sigv4::verify_request(
+        &received,
+        &eks.instances.iam,
+        "eks",
+        Some(&cluster.region),
+        SystemTime::now(),
+    ) {
+        let message = f.message();
+        tracing::info!(cluster = %name, "eks: {action} refused: {message}");
+        return Err(Box::new(aws_json_error(StatusCode::FORBIDDEN, f.json_code(), &message)));
     }
-    (
-        StatusCode::OK,
-        [("content-type", "application/json")],
-        cluster.describe().to_string(),
-    )
-        .into_response()
+    Ok(cluster)
+}
+
+fn json_ok(v: serde_json::Value) -> Response {
+    (StatusCode::OK, [("content-type", "application/json")], v.to_string()).into_response()
+}
+
+async fn describe_cluster(
+    State(eks): State<Arc<Eks>>,
+    Path(name): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        method,
+        uri,
+        headers,
+        body,
+    };
+    match authorize(&eks, &name, &call, "DescribeCluster") {
+        Ok(cluster) => json_ok(cluster.describe()),
+        Err(r) => *r,
+    }
+}
+
+async fn list_access_entries(
+    State(eks): State<Arc<Eks>>,
+    Path(name): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        method,
+        uri,
+        headers,
+        body,
+    };
+    match authorize(&eks, &name, &call, "ListAccessEntries") {
+        Ok(cluster) => {
+            let arns: Vec<String> = cluster.access_entries().into_iter().map(|e| e.principal_arn).collect();
+            json_ok(serde_json::json!({ "accessEntries": arns }))
+        }
+        Err(r) => *r,
+    }
+}
+
+async fn describe_access_entry(
+    State(eks): State<Arc<Eks>>,
+    Path((name, arn)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        method,
+        uri,
+        headers,
+        body,
+    };
+    let cluster = match authorize(&eks, &name, &call, "DescribeAccessEntry") {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    match cluster.access_entries().iter().find(|e| e.principal_arn == arn) {
+        Some(e) => json_ok(serde_json::json!({ "accessEntry": cluster.entry_json(e) })),
+        None => aws_json_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            &format!("The specified principalArn could not be found. You can view your available access entries with 'list-access-entries'. ({arn})"),
+        ),
+    }
+}
+
+async fn create_access_entry(
+    State(eks): State<Arc<Eks>>,
+    Path(name): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        method,
+        uri,
+        headers,
+        body,
+    };
+    let cluster = match authorize(&eks, &name, &call, "CreateAccessEntry") {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    let invalid = |m: String| aws_json_error(StatusCode::BAD_REQUEST, "InvalidParameterException", &m);
+    let v: serde_json::Value = match serde_json::from_slice(&call.body) {
+        Ok(v) => v,
+        Err(e) => return invalid(format!("request body is not JSON: {e}")),
+    };
+    let Some(principal) = v["principalArn"].as_str() else {
+        return invalid("principalArn is required".into());
+    };
+    let entry_type = match v["type"].as_str() {
+        None => AccessEntryType::Standard,
+        Some(t) => match AccessEntryType::parse(t) {
+            Some(t) => t,
+            None => {
+                return invalid(format!(
+                    "The type {t} is not supported (STANDARD, EC2_LINUX, EC2_WINDOWS)"
+                ))
+            }
+        },
+    };
+    let groups: Vec<String> = v["kubernetesGroups"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let entry = match AccessEntry::new(principal, entry_type, v["username"].as_str(), &groups) {
+        Ok(e) => e,
+        Err(m) => return invalid(m),
+    };
+    if cluster.authentication_mode == AuthenticationMode::ConfigMap {
+        return invalid(format!(
+            "The cluster's authentication mode is CONFIG_MAP; access entries need API or API_AND_CONFIG_MAP ({})",
+            cluster.name
+        ));
+    }
+    match cluster.create_access_entry(entry) {
+        Ok(json) => json_ok(serde_json::json!({ "accessEntry": json })),
+        Err((status, code, message)) => aws_json_error(status, code, &message),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fakes::iam::IssuedCredentials;
+    use crate::fakes::sigv4::tests::sign_headers;
     use crate::fakes::FakeServer;
 
-    const AUTH: &str = "AWS4-HMAC-SHA256 Credential=ASIAX/20261122/eu-west-1/eks/aws4_request, SignedHeaders=host;x-amz-date, Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-    fn record(creating: u32) -> ClusterRecord {
+    fn record(creating: u32, mode: AuthenticationMode) -> ClusterRecord {
         ClusterRecord {
             name: "demo".into(),
             region: "eu-west-1".into(),
@@ -155,26 +357,57 @@ mod tests {
             id: "c0ffee".into(),
             created: SystemTime::now(),
             creating_for_calls: AtomicU32::new(creating),
+            authentication_mode: mode,
+            access_entries: RwLock::new(Vec::new()),
         }
     }
 
-    async fn start(creating: u32) -> FakeServer {
-        let eks = Eks::new();
-        eks.put(record(creating));
-        FakeServer::start("eks", "127.0.0.1".parse().unwrap(), eks.router())
-            .await
-            .unwrap()
+    struct Fixture {
+        server: FakeServer,
+        creds: Arc<IssuedCredentials>,
+        client: reqwest::Client,
+    }
+
+    impl Fixture {
+        async fn start(creating: u32, mode: AuthenticationMode) -> Self {
+            let instances = Instances::new();
+            let i = instances.register(crate::fakes::instances::tests::instance());
+            let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+            let eks = Eks::new(instances);
+            eks.put(record(creating, mode));
+            let server = FakeServer::start("eks", "127.0.0.1".parse().unwrap(), eks.router())
+                .await
+                .unwrap();
+            Self {
+                server,
+                creds,
+                client: reqwest::Client::new(),
+            }
+        }
+
+        async fn call(&self, method: &str, path: &str, body: &str, region: &str) -> reqwest::Response {
+            let url = format!("{}{path}", self.server.url());
+            let extra: &[(&str, &str)] = if body.is_empty() {
+                &[]
+            } else {
+                &[("content-type", "application/json")]
+            };
+            let headers = sign_headers(method, &url, extra, body.as_bytes(), &self.creds, region, "eks");
+            let mut req = self
+                .client
+                .request(method.parse().unwrap(), &url)
+                .body(body.to_string());
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            req.send().await.unwrap()
+        }
     }
 
     #[tokio::test]
     async fn describe_shape() {
-        let s = start(0).await;
-        let r = reqwest::Client::new()
-            .get(format!("{}/clusters/demo", s.url()))
-            .header("authorization", AUTH)
-            .send()
-            .await
-            .unwrap();
+        let f = Fixture::start(0, AuthenticationMode::ConfigMap).await;
+        let r = f.call("GET", "/clusters/demo", "", "eu-west-1").await;
         assert_eq!(r.status(), 200);
         let v: serde_json::Value = r.json().await.unwrap();
         let c = &v["cluster"];
@@ -184,22 +417,19 @@ mod tests {
         assert_eq!(c["kubernetesNetworkConfig"]["serviceIpv4Cidr"], "10.100.0.0/16");
         assert_eq!(c["kubernetesNetworkConfig"]["ipFamily"], "ipv4");
         assert_eq!(c["arn"], "arn:aws:eks:eu-west-1:111122223333:cluster/demo");
+        assert_eq!(c["accessConfig"]["authenticationMode"], "CONFIG_MAP");
         assert_eq!(c["id"], "c0ffee");
         assert_eq!(c["version"], "1.36");
     }
 
     #[tokio::test]
     async fn creating_then_active() {
-        let s = start(2).await;
-        let c = reqwest::Client::new();
+        let f = Fixture::start(2, AuthenticationMode::ApiAndConfigMap).await;
         let mut seen = vec![];
         for _ in 0..3 {
-            let v: serde_json::Value = c
-                .get(format!("{}/clusters/demo", s.url()))
-                .header("authorization", AUTH)
-                .send()
+            let v: serde_json::Value = f
+                .call("GET", "/clusters/demo", "", "eu-west-1")
                 .await
-                .unwrap()
                 .json()
                 .await
                 .unwrap();
@@ -213,29 +443,80 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_cluster_and_bad_auth() {
-        let s = start(0).await;
-        let c = reqwest::Client::new();
-        let r = c
-            .get(format!("{}/clusters/nope", s.url()))
-            .header("authorization", AUTH)
-            .send()
-            .await
-            .unwrap();
+        let f = Fixture::start(0, AuthenticationMode::ApiAndConfigMap).await;
+        let r = f.call("GET", "/clusters/nope", "", "eu-west-1").await;
         assert_eq!(r.status(), 404);
         assert_eq!(r.headers()["x-amzn-errortype"], "ResourceNotFoundException");
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["message"], "No cluster found for name: nope.");
-        let r = c.get(format!("{}/clusters/demo", s.url())).send().await.unwrap();
-        assert_eq!(r.status(), 403);
-        assert_eq!(r.headers()["x-amzn-errortype"], "MissingAuthenticationTokenException");
-        let wrong_region = AUTH.replace("eu-west-1", "us-east-2");
-        let r = c
-            .get(format!("{}/clusters/demo", s.url()))
-            .header("authorization", wrong_region)
+        let r = f
+            .client
+            .get(format!("{}/clusters/demo", f.server.url()))
             .send()
             .await
             .unwrap();
         assert_eq!(r.status(), 403);
+        assert_eq!(r.headers()["x-amzn-errortype"], "MissingAuthenticationTokenException");
+        let r = f.call("GET", "/clusters/demo", "", "us-east-2").await;
+        assert_eq!(r.status(), 403);
         assert_eq!(r.headers()["x-amzn-errortype"], "InvalidSignatureException");
+        // Signed with a key IMDS never issued.
+        let mut stranger = (*f.creds).clone();
+        stranger.access_key_id = "ASIASTRANGER00000000".into();
+        let url = format!("{}/clusters/demo", f.server.url());
+        let mut req = f.client.get(&url);
+        for (k, v) in sign_headers("GET", &url, &[], b"", &stranger, "eu-west-1", "eks") {
+            req = req.header(k, v);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.headers()["x-amzn-errortype"], "UnrecognizedClientException");
+    }
+
+    #[tokio::test]
+    async fn access_entries() {
+        let f = Fixture::start(0, AuthenticationMode::Api).await;
+        let arn = "arn:aws:iam::111122223333:role/NodeRole";
+        let body = serde_json::json!({ "principalArn": arn, "type": "EC2_LINUX" }).to_string();
+        let r = f
+            .call("POST", "/clusters/demo/access-entries", &body, "eu-west-1")
+            .await;
+        assert_eq!(r.status(), 200);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["accessEntry"]["username"], "system:node:{{EC2PrivateDNSName}}");
+        let r = f
+            .call("POST", "/clusters/demo/access-entries", &body, "eu-west-1")
+            .await;
+        assert_eq!(r.status(), 409);
+        let bad = serde_json::json!({ "principalArn": arn, "type": "EC2_LINUX", "username": "x" }).to_string();
+        let r = f.call("POST", "/clusters/demo/access-entries", &bad, "eu-west-1").await;
+        assert_eq!(r.headers()["x-amzn-errortype"], "InvalidParameterException");
+        let v: serde_json::Value = f
+            .call("GET", "/clusters/demo/access-entries", "", "eu-west-1")
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v["accessEntries"], serde_json::json!([arn]));
+        let encoded = crate::fakes::sigv4::encode(arn);
+        let r = f
+            .call(
+                "GET",
+                &format!("/clusters/demo/access-entries/{encoded}"),
+                "",
+                "eu-west-1",
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["accessEntry"]["type"], "EC2_LINUX");
+        let r = f
+            .call(
+                "GET",
+                "/clusters/demo/access-entries/arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2FX",
+                "",
+                "eu-west-1",
+            )
+            .await;
+        assert_eq!(r.status(), 404);
     }
 }

@@ -5,6 +5,7 @@
 //! token get 401 when the instance requires IMDSv2; directories list their children (sub-directories with a
 //! trailing `/`); `user-data` is served decoded and is 404 when there is none; unknown paths are 404. Any dated
 //! API version (`/2021-03-23/...`, as cloud-init asks) maps to the same tree as `latest`.
+use super::iam::Served;
 use super::instances::{ImdsRequest, Instance, Instances};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -184,13 +185,15 @@ async fn answer(
         }
         None => None,
     };
-    let mut reply = lookup(&instance, path);
+    // Credentials are issued on first use and rotated before they expire, like the real service does.
+    let served = imds.instances.iam.serve(&instance, SystemTime::now());
+    let mut reply = lookup(&instance, served.as_ref(), path);
     reply.ttl = remaining;
     reply
 }
 
 /// Answers a GET for `path` (`/<version>/<rest>`).
-fn lookup(instance: &Instance, path: &str) -> Reply {
+fn lookup(instance: &Instance, served: Option<&Served>, path: &str) -> Reply {
     let trimmed = path.trim_start_matches('/');
     if trimmed.is_empty() {
         return Reply::text("latest");
@@ -209,7 +212,7 @@ fn lookup(instance: &Instance, path: &str) -> Reply {
             None => Reply::error(StatusCode::NOT_FOUND, String::new()),
         };
     }
-    let tree = tree(instance);
+    let tree = tree(instance, served);
     let key = rest.trim_end_matches('/');
     if let Some(value) = tree.get(key) {
         let mut reply = Reply::text(value.clone());
@@ -251,7 +254,8 @@ fn is_api_version(v: &str) -> bool {
 }
 
 /// Every leaf of the metadata tree of one instance, keyed by path below the API version.
-pub fn tree(i: &Instance) -> BTreeMap<String, String> {
+/// `served`: the instance profile's current credentials (the `iam/` branch exists only with them).
+pub fn tree(i: &Instance, served: Option<&Served>) -> BTreeMap<String, String> {
     let mut t = BTreeMap::new();
     let mut put = |k: &str, v: String| {
         t.insert(k.to_string(), v);
@@ -293,8 +297,8 @@ pub fn tree(i: &Instance) -> BTreeMap<String, String> {
     put(&format!("{m}/vpc-id"), vpc_id);
     put(&format!("{m}/vpc-ipv4-cidr-block"), i.vpc_cidr.to_string());
     put(&format!("{m}/vpc-ipv4-cidr-blocks"), i.vpc_cidr.to_string());
-    if let (Some(role), Some(role_arn)) = (&i.role_name, i.role_arn()) {
-        let c = &i.credentials;
+    if let (Some(role), Some(role_arn), Some(served)) = (&i.role_name, i.role_arn(), served) {
+        let c = &served.credentials;
         let updated = super::rfc3339(c.issued);
         let profile_arn = role_arn.replace(":role/", ":instance-profile/");
         put(
@@ -314,8 +318,8 @@ pub fn tree(i: &Instance) -> BTreeMap<String, String> {
                 "LastUpdated": updated,
                 "Type": "AWS-HMAC",
                 "AccessKeyId": c.access_key_id,
-                "SecretAccessKey": c.secret_access_key,
-                "Token": c.token,
+                "SecretAccessKey": served.secret_served,
+                "Token": c.session_token,
                 "Expiration": super::rfc3339(c.expiration),
             })
             .to_string(),
@@ -343,26 +347,20 @@ pub fn tree(i: &Instance) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::instances::Credentials;
     use crate::fakes::FakeServer;
 
     fn instance(ip: &str, v2_required: bool, user_data: Option<&str>) -> Instance {
         Instance {
             instance_id: "i-0123456789abcdef0".into(),
-            instance_type: "m5.large".into(),
-            lifecycle: "on-demand".into(),
             availability_zone: "eu-west-1a".into(),
             region: "eu-west-1".into(),
-            account_id: "111122223333".into(),
             ami_id: "ami-0nodejoin".into(),
             private_ip: ip.parse().unwrap(),
             mac: "02:aa:bb:cc:dd:ee".into(),
             vpc_cidr: "127.0.0.0/8".parse().unwrap(),
-            role_name: Some("NodeRole".into()),
             user_data: user_data.map(|u| u.as_bytes().to_vec()),
             imds_v2_required: v2_required,
-            credentials: Credentials::generate(Duration::from_secs(3600)),
-            launch_time: SystemTime::now(),
+            ..crate::fakes::instances::tests::instance()
         }
     }
 

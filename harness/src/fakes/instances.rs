@@ -7,29 +7,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
-/// Temporary credentials of an instance profile, as IMDS hands them out.
-#[derive(Debug, Clone)]
-pub struct Credentials {
-    pub access_key_id: String,
-    pub secret_access_key: String,
-    pub token: String,
-    pub expiration: SystemTime,
-    pub issued: SystemTime,
-}
-
-impl Credentials {
-    pub fn generate(lifetime: Duration) -> Self {
-        let now = SystemTime::now();
-        Self {
-            access_key_id: format!("ASIA{}", super::random_alnum(16).to_uppercase()),
-            secret_access_key: super::random_alnum(40),
-            token: super::random_alnum(356),
-            expiration: now + lifetime,
-            issued: now,
-        }
-    }
-}
-
 /// One fake EC2 instance (a node container).
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -50,7 +27,8 @@ pub struct Instance {
     pub user_data: Option<Vec<u8>>,
     /// IMDSv2 required (`http-tokens=required`): requests without a token get 401.
     pub imds_v2_required: bool,
-    pub credentials: Credentials,
+    /// How IMDS hands out the role's credentials (see [`super::iam`]).
+    pub credentials: super::iam::CredentialPolicy,
     pub launch_time: SystemTime,
 }
 
@@ -112,6 +90,8 @@ pub struct ImdsRequest {
 /// All instances, keyed by private IP (which is how IMDS tells callers apart).
 #[derive(Default)]
 pub struct Instances {
+    /// The instance profiles' credentials.
+    pub iam: super::iam::CredentialStore,
     by_ip: RwLock<HashMap<IpAddr, Arc<Instance>>>,
     registered: Notify,
     log: Mutex<Vec<ImdsRequest>>,
@@ -133,7 +113,9 @@ impl Instances {
 
     pub fn remove(&self, ip: IpAddr) {
         if let Ok(mut map) = self.by_ip.write() {
-            map.remove(&ip);
+            if let Some(gone) = map.remove(&ip) {
+                self.iam.forget_instance(&gone.instance_id);
+            }
         }
     }
 
@@ -181,5 +163,31 @@ impl Instances {
             .lock()
             .map(|l| l.iter().filter(|r| r.source == ip).cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A plain m5.large in us-west-2 at 172.18.0.5 with role `NodeRole`.
+    pub(crate) fn instance() -> Instance {
+        Instance {
+            instance_id: "i-0abc".into(),
+            instance_type: "m5.large".into(),
+            lifecycle: "on-demand".into(),
+            availability_zone: "us-west-2a".into(),
+            region: "us-west-2".into(),
+            account_id: "111122223333".into(),
+            ami_id: "ami-1".into(),
+            private_ip: Ipv4Addr::new(172, 18, 0, 5),
+            mac: "02:00:00:00:00:01".into(),
+            vpc_cidr: "172.18.0.0/16".parse().unwrap_or_default(),
+            role_name: Some("NodeRole".into()),
+            user_data: None,
+            imds_v2_required: true,
+            credentials: Default::default(),
+            launch_time: SystemTime::now(),
+        }
     }
 }

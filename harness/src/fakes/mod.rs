@@ -1,10 +1,13 @@
 //! In-process fakes of the AWS surfaces a node bootstrap talks to. Each is an axum server the harness starts on
 //! an ephemeral port of an address the node containers reach (the Docker network's gateway).
+pub mod authenticator;
 pub mod ec2;
 pub mod eks;
+pub mod iam;
 pub mod imds;
 pub mod instances;
 pub mod sigv4;
+pub mod sts;
 
 use crate::error::{Error, Result};
 use rand::distr::{Alphanumeric, SampleString};
@@ -14,6 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 pub struct FakeServer {
     pub name: &'static str,
     pub addr: SocketAddr,
+    tls: bool,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -35,12 +39,71 @@ impl FakeServer {
             }
         });
         tracing::debug!(fake = name, %addr, "listening");
-        Ok(Self { name, addr, task })
+        Ok(Self {
+            name,
+            addr,
+            tls: false,
+            task,
+        })
     }
 
-    /// `http://ip:port`.
+    /// Serves `router` over HTTPS with `cert` on `ip:0` (for callers that insist on TLS, like the API
+    /// server's token webhook).
+    pub async fn start_tls(
+        name: &'static str,
+        ip: IpAddr,
+        router: axum::Router,
+        cert: &crate::pki::CertKey,
+    ) -> Result<Self> {
+        let fail = |message: String| Error::Fake { service: name, message };
+        let certs = vec![rustls::pki_types::CertificateDer::from(crate::pki::pem_to_der(
+            &cert.cert_pem,
+        )?)];
+        let key = rustls::pki_types::PrivateKeyDer::try_from(crate::pki::pem_to_der(&cert.key_pem)?)
+            .map_err(|e| fail(format!("key: {e}")))?;
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+            .map_err(|e| fail(format!("TLS config: {e}")))?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind((ip, 0))
+            .await
+            .map_err(|e| fail(format!("bind {ip}:0: {e}")))?;
+        let addr = listener.local_addr().map_err(|e| fail(e.to_string()))?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _peer)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    if let Err(e) = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await
+                    {
+                        tracing::debug!(fake = name, "connection: {e}");
+                    }
+                });
+            }
+        });
+        tracing::debug!(fake = name, %addr, "listening (TLS)");
+        Ok(Self {
+            name,
+            addr,
+            tls: true,
+            task,
+        })
+    }
+
+    /// `http://ip:port` (`https://` for TLS fakes).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 }
 

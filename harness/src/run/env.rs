@@ -5,10 +5,12 @@ use crate::cluster::{self, ClusterSpec, ControlPlane, ProviderContext};
 use crate::controllers::approver::Approver;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
+use crate::fakes::authenticator::Authenticator;
 use crate::fakes::ec2::Ec2;
 use crate::fakes::eks::Eks;
 use crate::fakes::imds::Imds;
 use crate::fakes::instances::Instances;
+use crate::fakes::sts::Sts;
 use crate::fakes::FakeServer;
 use crate::node::image::{self, NodeImage};
 use crate::node::sysctl::SysctlGuard;
@@ -23,6 +25,8 @@ use tokio::sync::Mutex;
 
 /// A control plane with the controllers the harness runs next to it.
 pub struct SharedCluster {
+    /// `control-plane-<n>`: its directory under the run, and its token-webhook path.
+    pub id: String,
     pub control_plane: Mutex<Box<dyn ControlPlane>>,
     pub client: kube::Client,
     pub endpoint: String,
@@ -42,9 +46,14 @@ pub struct Environment {
     pub network: RunNetwork,
     pub instances: Arc<Instances>,
     pub eks: Arc<Eks>,
+    pub ec2: Arc<Ec2>,
+    pub authenticator: Arc<Authenticator>,
     pub imds_addr: std::net::SocketAddr,
     pub eks_url: String,
     pub ec2_url: String,
+    pub sts_url: String,
+    webhook_base: String,
+    webhook_ca: String,
     state: RunState,
     fakes: Vec<FakeServer>,
     assets: Mutex<HashMap<String, K8sAssets>>,
@@ -66,20 +75,32 @@ impl Environment {
         let network = docker::create_network(&docker, &run_id).await?;
         let gateway = IpAddr::V4(network.gateway);
         let instances = Instances::new();
-        let eks = Eks::new();
+        let eks = Eks::new(instances.clone());
+        let ec2 = Ec2::new(instances.clone());
+        let authenticator = Authenticator::new(instances.clone(), eks.clone());
+        // The webhook's serving certificate, for the gateway address the API servers reach it on.
+        let webhook_ca = crate::pki::Ca::generate("nodejoin token webhook CA")?;
+        let webhook_cert = webhook_ca.issue(
+            "nodejoin-token-webhook",
+            &[],
+            &[rcgen::SanType::IpAddress(gateway)],
+            crate::pki::Usage::Server,
+        )?;
         let started: Result<Vec<FakeServer>> = async {
             Ok(vec![
                 FakeServer::start("imds", gateway, Imds::new(instances.clone()).router()).await?,
                 FakeServer::start("eks", gateway, eks.router()).await?,
+                FakeServer::start("ec2", gateway, ec2.router()).await?,
                 FakeServer::start(
-                    "ec2",
+                    "sts",
                     gateway,
-                    Arc::new(Ec2 {
+                    Arc::new(Sts {
                         instances: instances.clone(),
                     })
                     .router(),
                 )
                 .await?,
+                FakeServer::start_tls("token-webhook", gateway, authenticator.router(), &webhook_cert).await?,
             ])
         }
         .await;
@@ -94,12 +115,17 @@ impl Environment {
             imds_addr: fakes[0].addr,
             eks_url: fakes[1].url(),
             ec2_url: fakes[2].url(),
+            sts_url: fakes[3].url(),
+            webhook_base: format!("https://{}", fakes[4].addr),
+            webhook_ca: webhook_ca.0.cert_pem.clone(),
             run_id,
             run_dir,
             docker,
             network,
             instances,
             eks,
+            ec2,
+            authenticator,
             state,
             fakes,
             assets: Mutex::new(HashMap::new()),
@@ -163,7 +189,8 @@ impl Environment {
             });
         }
         let n = self.cluster_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir = self.run_dir.join(format!("control-plane-{n}"));
+        let id = format!("control-plane-{n}");
+        let dir = self.run_dir.join(&id);
         let start = Instant::now();
         let cp = provider
             .create(
@@ -174,11 +201,16 @@ impl Environment {
                     dir: dir.clone(),
                     pids_dir: self.state.pids_dir(),
                     run_id: self.run_id.clone(),
+                    token_webhook: Some(cluster::TokenWebhook {
+                        url: format!("{}{}", self.webhook_base, Authenticator::path(&id)),
+                        ca_pem: self.webhook_ca.clone(),
+                    }),
                 },
             )
             .await?;
         let created_in = start.elapsed();
         let client = cp.client();
+        self.authenticator.bind(&id, client.clone());
         let approver = Arc::new(Approver::default());
         let tasks = vec![
             tokio::spawn(approver.clone().run(client.clone(), self.instances.clone())),
@@ -188,6 +220,7 @@ impl Environment {
             )),
         ];
         let shared = Arc::new(SharedCluster {
+            id,
             endpoint: cp.endpoint().to_string(),
             ca_pem: cp.ca_pem().to_string(),
             logs_dir: cp.logs_dir().to_path_buf(),
@@ -200,6 +233,23 @@ impl Environment {
         });
         clusters.insert(spec.clone(), shared.clone());
         Ok((shared, true))
+    }
+
+    /// Stops a control plane owned by one scenario (`spec.owner`), once that scenario is done with it.
+    pub async fn release(&self, spec: &ClusterSpec) {
+        if spec.owner.is_none() {
+            return;
+        }
+        let Some(c) = self.clusters.lock().await.remove(spec) else {
+            return;
+        };
+        for t in &c.tasks {
+            t.abort();
+        }
+        match Arc::try_unwrap(c) {
+            Ok(c) => c.control_plane.into_inner().stop().await,
+            Err(_) => tracing::warn!("a released control plane is still referenced; it stops when dropped"),
+        }
     }
 
     /// Stops everything and reports what (if anything) was left behind.

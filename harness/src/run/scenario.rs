@@ -9,10 +9,12 @@ use crate::cluster::ClusterSpec;
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
 use crate::fakes::eks::ClusterRecord;
-use crate::fakes::instances::{Credentials, Instance};
+use crate::fakes::iam::{CredentialMode, CredentialPolicy};
+use crate::fakes::instances::Instance;
 use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
 use crate::scenario::model::{
-    AuthMode, CsrExpectation, EvidenceSource, ExitExpectation, Expect, ImdsTokens, Lifecycle, NodeGroup, Scenario,
+    AuthMode, CredentialsMode, CsrExpectation, EvidenceSource, ExitExpectation, Expect, ImdsTokens, Lifecycle,
+    NodeGroup, Scenario,
 };
 use crate::scenario::template::render;
 use base64::Engine;
@@ -60,7 +62,12 @@ impl RunningNode {
 pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> ScenarioReport {
     let start = Instant::now();
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
-    if let Err(e) = run_inner(env, scenario, &mut report).await {
+    let mut owned = None;
+    let result = run_inner(env, scenario, &mut report, &mut owned).await;
+    if let Some(spec) = owned {
+        env.release(&spec).await;
+    }
+    if let Err(e) = result {
         // Whatever failed while a Ctrl-C clean-up was killing the run failed because of it.
         let e = if crate::reaper::interrupted() {
             Error::Interrupted
@@ -91,21 +98,18 @@ fn phase(report: &mut ScenarioReport, name: &str, since: Instant) -> Instant {
     Instant::now()
 }
 
-async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport) -> Result<()> {
+async fn run_inner(
+    env: &Environment,
+    sc: &Scenario,
+    report: &mut ScenarioReport,
+    owned: &mut Option<ClusterSpec>,
+) -> Result<()> {
     let provider = sc.cluster.provider.as_str();
     if crate::cluster::provider(provider).is_none() {
         // Checked before provisioning anything: the trial is reported ignored, with this reason.
         return Err(Error::ProviderUnavailable {
             provider: provider.into(),
             reason: "not implemented yet (issue 5); on a machine without a container registry it needs a locally built node image".into(),
-        });
-    }
-    if sc.cluster.auth == AuthMode::Iam {
-        return Err(Error::ScenarioInvalid {
-            file: report.file.clone(),
-            message:
-                "auth: iam (IAM token → webhook → aws-auth) is not implemented yet (issue 3); use auth: bootstrap-token"
-                    .into(),
         });
     }
     let mut t = Instant::now();
@@ -117,7 +121,12 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
         provider: provider.into(),
         version: assets.version.clone(),
         service_cidr: sc.cluster.service_ipv4_cidr,
+        // aws-auth and the authentication mode are cluster-wide: an IAM scenario gets a control plane of its own.
+        owner: (sc.cluster.auth == AuthMode::Iam).then(|| sc.name.clone()),
     };
+    if spec.owner.is_some() {
+        *owned = Some(spec.clone());
+    }
     // The control plane and the node containers start in parallel: a container needs no cluster until its
     // bootstrap runs.
     let boots = futures::future::join_all(
@@ -160,7 +169,12 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
 
     let cluster_name = sc.cluster_name();
     let prepared: Result<(BootstrapToken, BTreeMap<String, String>)> = async {
-        announce_cluster(env, sc, &cluster, &cluster_name)?;
+        let record = announce_cluster(env, sc, &cluster, &cluster_name)?;
+        if sc.cluster.auth == AuthMode::Iam {
+            report
+                .notes
+                .extend(super::iam::map_node_roles(sc, &cluster, &record).await?);
+        }
         let token = objects::create_bootstrap_token(
             &cluster.client,
             &format!("nodejoin scenario {}", sc.name),
@@ -228,6 +242,27 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
 
     for n in nodes.iter_mut() {
         check_node(&cluster, n, report).await;
+        if sc.cluster.auth == AuthMode::Iam {
+            if n.expect().joins {
+                let vars = n.vars.clone();
+                let render_var = |v: &str| render(v, &vars).unwrap_or_else(|e| e);
+                let (checks, notes) = super::iam::checks(
+                    env,
+                    &cluster,
+                    sc,
+                    &n.group,
+                    &n.instance.instance_id,
+                    &n.node_name,
+                    &render_var,
+                );
+                report.checks.extend(checks);
+                report.notes.extend(notes);
+            } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {
+                report
+                    .notes
+                    .push(format!("{}: last token webhook decision: {}", n.node_name, d.line()));
+            }
+        }
         report.nodes.push(n.timeline.clone());
     }
     t = phase(report, "assertions", t);
@@ -261,8 +296,14 @@ async fn run_inner(env: &Environment, sc: &Scenario, report: &mut ScenarioReport
     Ok(())
 }
 
-/// Tells the fake EKS about the cluster, as DescribeCluster will report it.
-fn announce_cluster(env: &Environment, sc: &Scenario, cluster: &SharedCluster, name: &str) -> Result<()> {
+/// Tells the fake EKS about the cluster, as DescribeCluster will report it, and the token webhook which cluster
+/// id tokens for this control plane carry.
+fn announce_cluster(
+    env: &Environment,
+    sc: &Scenario,
+    cluster: &SharedCluster,
+    name: &str,
+) -> Result<Arc<ClusterRecord>> {
     if let Some(existing) = env.eks.get(name) {
         if existing.endpoint != cluster.endpoint {
             return Err(Error::ScenarioInvalid {
@@ -278,7 +319,8 @@ fn announce_cluster(env: &Environment, sc: &Scenario, cluster: &SharedCluster, n
         .rsplit_once('.')
         .map(|(mm, _)| mm.to_string())
         .unwrap_or_default();
-    env.eks.put(ClusterRecord {
+    env.authenticator.add_cluster(&cluster.id, name);
+    Ok(env.eks.put(ClusterRecord {
         name: name.to_string(),
         region: sc.cluster.region.clone(),
         account_id: sc.cluster.account_id.clone(),
@@ -289,8 +331,9 @@ fn announce_cluster(env: &Environment, sc: &Scenario, cluster: &SharedCluster, n
         id: crate::fakes::random_hex(32).to_uppercase(),
         created: SystemTime::now(),
         creating_for_calls: std::sync::atomic::AtomicU32::new(sc.cluster.creating_for_calls),
-    });
-    Ok(())
+        authentication_mode: sc.cluster.authentication_mode,
+        access_entries: std::sync::RwLock::new(Vec::new()),
+    }))
 }
 
 /// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
@@ -369,6 +412,15 @@ DefaultEnvironment={}
         },
     )
     .await?;
+    if let Some(info) = group.instance_type_info {
+        env.ec2.add_instance_type(
+            &group.instance_type,
+            crate::eks::max_pods::EniLimits {
+                enis: info.maximum_network_interfaces,
+                ipv4_per_eni: info.ipv4_addresses_per_interface,
+            },
+        );
+    }
     let (instance_id, mac) = Instance::new_ids();
     let instance = env.instances.register(Instance {
         instance_id,
@@ -390,7 +442,17 @@ DefaultEnvironment={}
         role_name: Some(group.role.clone()),
         user_data: None,
         imds_v2_required: group.imds.tokens == ImdsTokens::Required,
-        credentials: Credentials::generate(Duration::from_secs(6 * 3600)),
+        credentials: CredentialPolicy {
+            lifetime: group
+                .imds
+                .credential_lifetime
+                .unwrap_or(CredentialPolicy::default().lifetime),
+            mode: match group.imds.credentials {
+                CredentialsMode::Valid => CredentialMode::Valid,
+                CredentialsMode::Expired => CredentialMode::Expired,
+                CredentialsMode::WrongSecret => CredentialMode::WrongSecret,
+            },
+        },
         launch_time: SystemTime::now(),
     });
     vars.insert("instance.id".into(), instance.instance_id.clone());
@@ -667,6 +729,7 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
             }
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
+            EvidenceSource::Authenticator => super::iam::decision_lines(env, &n.instance.instance_id),
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();

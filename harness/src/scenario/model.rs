@@ -69,6 +69,60 @@ pub struct Cluster {
     /// DescribeCluster answers CREATING this many times before ACTIVE.
     #[serde(default)]
     pub creating_for_calls: u32,
+    /// EKS access configuration: which of aws-auth and access entries the token webhook consults.
+    #[serde(default)]
+    pub authentication_mode: AuthenticationMode,
+    /// aws-auth content besides the node roles (which each node group's `roleMapping` adds).
+    #[serde(default)]
+    pub aws_auth: Option<AwsAuthSpec>,
+    /// Access entries besides the node roles'.
+    #[serde(default)]
+    pub access_entries: Vec<AccessEntrySpec>,
+}
+
+/// EKS `accessConfig.authenticationMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum AuthenticationMode {
+    #[serde(rename = "CONFIG_MAP")]
+    ConfigMap,
+    #[serde(rename = "API")]
+    Api,
+    #[default]
+    #[serde(rename = "API_AND_CONFIG_MAP")]
+    ApiAndConfigMap,
+}
+
+impl AuthenticationMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::ConfigMap => "CONFIG_MAP",
+            Self::Api => "API",
+            Self::ApiAndConfigMap => "API_AND_CONFIG_MAP",
+        }
+    }
+}
+
+/// Entries written into `kube-system/aws-auth` as they are (templates included).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AwsAuthSpec {
+    #[serde(default)]
+    pub map_roles: Vec<crate::eks::aws_auth::RoleMapping>,
+    #[serde(default)]
+    pub map_users: Vec<crate::eks::aws_auth::UserMapping>,
+}
+
+/// An EKS access entry (CreateAccessEntry's fields).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AccessEntrySpec {
+    pub principal_arn: String,
+    #[serde(default, rename = "type")]
+    pub entry_type: crate::eks::identity::AccessEntryType,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub kubernetes_groups: Vec<String>,
 }
 
 impl Default for Cluster {
@@ -82,6 +136,9 @@ impl Default for Cluster {
             service_ipv4_cidr: default_service_cidr(),
             auth: AuthMode::default(),
             creating_for_calls: 0,
+            authentication_mode: AuthenticationMode::default(),
+            aws_auth: None,
+            access_entries: Vec::new(),
         }
     }
 }
@@ -144,6 +201,9 @@ pub struct NodeGroup {
     pub count: u32,
     #[serde(default = "default_instance_type")]
     pub instance_type: String,
+    /// ENI limits EC2 DescribeInstanceTypes reports for `instanceType`, for types outside the bundled table.
+    #[serde(default)]
+    pub instance_type_info: Option<InstanceTypeInfo>,
     #[serde(default)]
     pub lifecycle: Lifecycle,
     /// Defaults to `<region>a`.
@@ -152,11 +212,25 @@ pub struct NodeGroup {
     /// IAM role of the instance profile.
     #[serde(default = "default_role")]
     pub role: String,
+    /// Who maps the node role before the nodes boot: EKS (`managed`, the harness acting as `eks:node-manager`)
+    /// or the cluster's user (`self-managed`).
+    #[serde(default)]
+    pub nodegroup: NodegroupKind,
+    /// How the node role is mapped to a Kubernetes identity (used with `auth: iam`).
+    #[serde(default)]
+    pub role_mapping: RoleMappingSpec,
     #[serde(default)]
     pub imds: Imds,
     pub bootstrap: Bootstrap,
     #[serde(default)]
     pub expect: Expect,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct InstanceTypeInfo {
+    pub maximum_network_interfaces: u32,
+    pub ipv4_addresses_per_interface: u32,
 }
 
 fn one() -> u32 {
@@ -169,11 +243,81 @@ fn default_role() -> String {
     "NodeInstanceRole".to_string()
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodegroupKind {
+    #[default]
+    Managed,
+    SelfManaged,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MappingVia {
+    /// A `mapRoles` entry in `kube-system/aws-auth`.
+    AwsAuth,
+    /// An EKS access entry of type EC2_LINUX.
+    AccessEntry,
+    /// Not mapped at all (the role is unknown to the cluster).
+    None,
+}
+
+/// The node role's mapping; defaults are what EKS writes for a Linux node group.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RoleMappingSpec {
+    /// Defaults to `access-entry` in `API` mode, `aws-auth` otherwise.
+    #[serde(default)]
+    pub via: Option<MappingVia>,
+    #[serde(default = "default_node_username")]
+    pub username: String,
+    #[serde(default = "default_node_groups")]
+    pub groups: Vec<String>,
+}
+
+impl Default for RoleMappingSpec {
+    fn default() -> Self {
+        Self {
+            via: None,
+            username: default_node_username(),
+            groups: default_node_groups(),
+        }
+    }
+}
+
+fn default_node_username() -> String {
+    "system:node:{{EC2PrivateDNSName}}".to_string()
+}
+fn default_node_groups() -> Vec<String> {
+    vec!["system:bootstrappers".to_string(), "system:nodes".to_string()]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CredentialsMode {
+    #[default]
+    Valid,
+    /// IMDS serves credentials that have already expired.
+    Expired,
+    /// IMDS serves a secret key AWS does not know for the key id (every signature fails).
+    WrongSecret,
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Imds {
     #[serde(default)]
     pub tokens: ImdsTokens,
+    /// The instance profile's credentials as IMDS serves them.
+    #[serde(default)]
+    pub credentials: CredentialsMode,
+    /// Lifetime of each set of credentials (they rotate before expiry); default 6h.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub credential_lifetime: Option<Duration>,
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
 }
 
 /// How the node bootstraps: a script run as `/etc/eks/bootstrap.sh ARGS...` (as user data would call it).
@@ -221,6 +365,19 @@ pub enum EvidenceSource {
     Bootstrap,
     Imds,
     Approver,
+    /// The token webhook's decisions about this node's tokens (accepted, or rejected with the reason).
+    Authenticator,
+}
+
+/// The identity the API server saw the kubelet as (from its audit log).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IdentityExpectation {
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Groups that must all be present (the API server adds `system:authenticated`).
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 /// A text that must show up in a log: how a negative scenario proves *why* the node failed.
@@ -278,6 +435,12 @@ pub struct Expect {
     pub bootstrap_exit: ExitExpectation,
     #[serde(default)]
     pub evidence: Vec<Evidence>,
+    /// Who the kubelet was to the API server.
+    #[serde(default)]
+    pub identity: Option<IdentityExpectation>,
+    /// The user that must have written the node role into aws-auth (audit log), before the Node registered.
+    #[serde(default)]
+    pub aws_auth_changed_by: Option<String>,
 }
 
 fn yes() -> bool {
@@ -303,6 +466,8 @@ impl Default for Expect {
             serving_cert: false,
             bootstrap_exit: ExitExpectation::Any,
             evidence: Vec::new(),
+            identity: None,
+            aws_auth_changed_by: None,
         }
     }
 }

@@ -1,0 +1,127 @@
+//! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws sts get-caller-identity` in a node,
+//! through `AWS_ENDPOINT_URL_STS`). The token webhook asks the same question in-process for presigned tokens.
+use super::iam::IssuedCredentials;
+use super::instances::Instances;
+use super::sigv4;
+use crate::eks::identity::Caller;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What GetCallerIdentity answers for `creds`.
+pub fn caller(creds: &IssuedCredentials) -> Caller {
+    Caller {
+        arn: creds.caller_arn(),
+        account: creds.account_id.clone(),
+        user_id: creds.user_id(),
+        access_key_id: creds.access_key_id.clone(),
+    }
+}
+
+pub struct Sts {
+    pub instances: Arc<Instances>,
+}
+
+impl Sts {
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new().fallback(handle).with_state(self.clone())
+    }
+}
+
+const NS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
+
+fn sts_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let body = format!(
+        "<ErrorResponse xmlns=\"{NS}\"><Error><Type>Sender</Type><Code>{}</Code><Message>{}</Message></Error><RequestId>{}</RequestId></ErrorResponse>",
+        esc(code),
+        esc(message),
+        super::random_hex(32)
+    );
+    (status, [("content-type", "text/xml")], body).into_response()
+}
+
+async fn handle(State(sts): State<Arc<Sts>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let form = String::from_utf8_lossy(&body);
+    let query = uri.query().unwrap_or_default();
+    let params = match sigv4::form_pairs(if method == Method::GET { query } else { &form }) {
+        Ok(p) => p,
+        Err(e) => return sts_error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
+    };
+    let received = sigv4::Received {
+        method: method.as_str(),
+        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        headers: &headers,
+        body: &body,
+    };
+    let creds = match sigv4::verify_request(&received, &sts.instances.iam, "sts", None, SystemTime::now()) {
+        Ok(v) => v.credentials,
+        Err(f) => {
+            tracing::info!("sts: request refused: {}", f.message());
+            return sts_error(StatusCode::FORBIDDEN, f.sts_code(), &f.message());
+        }
+    };
+    let action = params.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.as_str());
+    if action != Some("GetCallerIdentity") {
+        return sts_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidAction",
+            &format!("nodejoin's fake STS answers GetCallerIdentity only, not {action:?}"),
+        );
+    }
+    let c = caller(&creds);
+    let body = format!(
+        "<GetCallerIdentityResponse xmlns=\"{NS}\"><GetCallerIdentityResult><Arn>{}</Arn><UserId>{}</UserId><Account>{}</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata></GetCallerIdentityResponse>",
+        c.arn,
+        c.user_id,
+        c.account,
+        super::random_hex(32)
+    );
+    (StatusCode::OK, [("content-type", "text/xml")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::sigv4::tests::sign_headers;
+    use crate::fakes::FakeServer;
+
+    #[tokio::test]
+    async fn get_caller_identity() {
+        let instances = Instances::new();
+        let i = instances.register(crate::fakes::instances::tests::instance());
+        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let sts = Arc::new(Sts { instances });
+        let s = FakeServer::start("sts", "127.0.0.1".parse().unwrap(), sts.router())
+            .await
+            .unwrap();
+        let url = format!("{}/", s.url());
+        let body = "Action=GetCallerIdentity&Version=2011-06-15";
+        let ct = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
+        let client = reqwest::Client::new();
+        let send = |creds: &IssuedCredentials| {
+            let mut req = client.post(&url).body(body);
+            for (k, v) in sign_headers("POST", &url, &[ct], body.as_bytes(), creds, "us-west-2", "sts") {
+                req = req.header(k, v);
+            }
+            req.send()
+        };
+        let text = send(&creds).await.unwrap().text().await.unwrap();
+        assert!(
+            text.contains(&format!(
+                "<Arn>arn:aws:sts::111122223333:assumed-role/NodeRole/{}</Arn>",
+                i.instance_id
+            )),
+            "{text}"
+        );
+        assert!(text.contains("<Account>111122223333</Account>"));
+        let mut forged = (*creds).clone();
+        forged.secret_access_key = "not-the-secret".into();
+        let r = send(&forged).await.unwrap();
+        assert_eq!(r.status(), 403);
+        assert!(r.text().await.unwrap().contains("<Code>SignatureDoesNotMatch</Code>"));
+    }
+}
