@@ -1,5 +1,5 @@
-//! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws sts get-caller-identity` in a node,
-//! through `AWS_ENDPOINT_URL_STS`). The token webhook asks the same question in-process for presigned tokens.
+//! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws --endpoint-url "$NODEJOIN_STS_ENDPOINT"
+//! sts get-caller-identity` in a node). The token webhook asks the same question in-process for presigned tokens.
 use super::iam::IssuedCredentials;
 use super::instances::Instances;
 use super::sigv4;

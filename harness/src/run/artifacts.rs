@@ -1,5 +1,6 @@
 //! What a failed (or negative) scenario leaves for a person to read: journals, the files the bootstrap wrote,
-//! CSR and Node objects, the IMDS requests, the approver's decisions, and a pointer to the control-plane logs.
+//! CSR and Node objects, the IMDS requests, the token webhook's and the approver's decisions, and a pointer to the
+//! control-plane logs.
 use super::env::SharedCluster;
 use crate::fakes::instances::Instance;
 use crate::node::container::NodeContainer;
@@ -23,19 +24,29 @@ fn write(dir: &Path, name: &str, content: &str) {
     let _ = std::fs::write(dir.join(name), content);
 }
 
+/// What the harness itself recorded about one node (the node's own logs are read from the container).
+pub struct HarnessLogs {
+    pub bootstrap: String,
+    pub imds: String,
+    /// The token webhook's decisions on this node's tokens (`auth: iam`; empty otherwise).
+    pub authenticator: String,
+}
+
 /// Collects one node's artifacts into `dir`.
 pub async fn collect_node(
     dir: &Path,
     node: &NodeContainer,
     instance: &Instance,
     node_name: &str,
-    bootstrap_output: &str,
-    imds_log: &str,
+    logs: &HarnessLogs,
     cluster: &SharedCluster,
 ) {
     let _ = std::fs::create_dir_all(dir);
-    write(dir, "bootstrap.log", bootstrap_output);
-    write(dir, "imds-requests.log", imds_log);
+    write(dir, "bootstrap.log", &logs.bootstrap);
+    write(dir, "imds-requests.log", &logs.imds);
+    if !logs.authenticator.is_empty() {
+        write(dir, "authenticator.log", &logs.authenticator);
+    }
     write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);
     write(dir, "containerd.log", &node.journal(Some("containerd")).await);
     write(dir, "journal.log", &node.journal(None).await);

@@ -289,6 +289,13 @@ impl Environment {
         ]
     }
 
+    /// `NODEJOIN_STS_ENDPOINT=<fake STS>`: given to the bootstrap and in `/etc/nodejoin/node.env`, never as
+    /// `AWS_ENDPOINT_URL_STS`, because `aws eks get-token` would then presign for the fake's host and the token
+    /// webhook (like EKS) accepts only real STS hosts.
+    pub fn sts_endpoint_env(&self) -> String {
+        format!("NODEJOIN_STS_ENDPOINT={}", self.sts_url)
+    }
+
     pub fn fake_urls(&self) -> Vec<(&'static str, String)> {
         self.fakes.iter().map(|f| (f.name, f.url())).collect()
     }

@@ -275,15 +275,17 @@ async fn run_inner(
         let dir = env.run_dir.join(&sc.name);
         artifacts::collect_cluster(&dir, &cluster);
         for n in &nodes {
-            let bootstrap_log = bootstrap_text(n);
-            let imds = imds_text(env, n);
+            let logs = artifacts::HarnessLogs {
+                bootstrap: bootstrap_text(n),
+                imds: imds_text(env, n),
+                authenticator: super::iam::decision_lines(env, &n.instance.instance_id),
+            };
             artifacts::collect_node(
                 &dir.join(&n.node_name),
                 &n.container,
                 &n.instance,
                 &n.node_name,
-                &bootstrap_log,
-                &imds,
+                &logs,
                 &cluster,
             )
             .await;
@@ -357,15 +359,7 @@ async fn boot_node(
     let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
     let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
     let endpoints = env.aws_endpoint_env();
-    let aws_env: String = endpoints
-        .iter()
-        .map(|e| {
-            format!(
-                "{e}
-"
-            )
-        })
-        .collect();
+    let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
     let files = vec![
         NodeFile {
             path: "/etc/eks/bootstrap.sh".into(),
@@ -379,16 +373,14 @@ async fn boot_node(
         },
         NodeFile {
             path: "/etc/nodejoin/node.env".into(),
-            content: format!("NODEJOIN_IMDS={}\n{aws_env}", env.imds_addr).into_bytes(),
+            content: format!("NODEJOIN_IMDS={}\n{aws_env}{}\n", env.imds_addr, env.sts_endpoint_env()).into_bytes(),
             mode: 0o644,
         },
         // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
         NodeFile {
             path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
             content: format!(
-                "[Manager]
-DefaultEnvironment={}
-",
+                "[Manager]\nDefaultEnvironment={}\n",
                 endpoints
                     .iter()
                     .map(|e| format!("\"{e}\""))
@@ -523,6 +515,7 @@ async fn run_bootstrap(
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| Error::node(&label, e))?;
     let mut exec_env = env.aws_endpoint_env();
+    exec_env.push(env.sts_endpoint_env());
     if sc.cluster.auth == AuthMode::BootstrapToken {
         exec_env.push(format!("BOOTSTRAP_TOKEN={}", token.token()));
     }
@@ -739,9 +732,11 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
                     .join("\n")
             }
         };
+        // Placeholders were checked when the scenario was loaded.
+        let wanted = render(&e.contains, &n.vars).unwrap_or_else(|_| e.contains.clone());
         n.evidence[i] = text
             .lines()
-            .find(|l| l.contains(&e.contains))
+            .find(|l| l.contains(&wanted))
             .map(|l| l.trim().chars().take(400).collect());
     }
 }

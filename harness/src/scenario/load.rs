@@ -67,7 +67,10 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             .chain(e.labels.values())
             .chain(e.node_name.iter())
             .chain(e.provider_id.iter())
-            .chain(e.cluster_dns.iter().flatten());
+            .chain(e.cluster_dns.iter().flatten())
+            .chain(e.evidence.iter().map(|ev| &ev.contains))
+            .chain(e.identity.iter().flat_map(|i| i.username.iter().chain(&i.groups)))
+            .chain(e.aws_auth_changed_by.iter());
         for t in texts {
             super::template::check(t).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
         }
@@ -208,6 +211,14 @@ mod tests {
         let typo = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"{{cluster.nmae}}\"]\n";
         let err = p(typo).unwrap_err().to_string();
         assert!(err.contains("cluster.nmae") && err.contains("cluster.name"), "{err}");
+        let typo =
+            format!("{MINIMAL}    expect:\n      identity: {{ username: \"system:node:{{{{instance.dns}}}}\" }}\n");
+        let err = p(&typo).unwrap_err().to_string();
+        assert!(err.contains("instance.dns"), "{err}");
+        let typo = format!(
+            "{MINIMAL}    expect:\n      evidence: [{{ source: kubelet, contains: \"{{{{instance.idd}}}}\" }}]\n"
+        );
+        assert!(p(&typo).unwrap_err().to_string().contains("instance.idd"));
         let dup = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: a\n    bootstrap: {}\n";
         assert!(p(dup).unwrap_err().to_string().contains("twice"));
     }
