@@ -207,7 +207,11 @@ impl Authenticator {
             .get(&cluster)
             .ok_or_else(|| format!("EKS cluster '{cluster}' is not known"))?;
         let caller = super::sts::caller(&creds);
-        let aws_auth = read_aws_auth(&client).await?;
+        // In API mode EKS never reads aws-auth, so a malformed one cannot break logins there.
+        let aws_auth = match record.authentication_mode {
+            crate::scenario::model::AuthenticationMode::Api => None,
+            _ => read_aws_auth(&client).await?,
+        };
         let instances = self.instances.clone();
         let resolve = move |id: &str| instances.by_id(id).map(|i| i.private_dns_name());
         let mapped = identity::map(
