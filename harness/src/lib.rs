@@ -20,6 +20,7 @@ pub mod progress;
 pub mod reaper;
 pub mod run;
 pub mod scenario;
+pub mod userdata;
 
 pub use error::{Error, Result};
 
