@@ -1,5 +1,6 @@
 //! Assertions on what the cluster sees, each producing a `Check` with expected and actual values.
 pub mod audit;
+pub mod cloud_init;
 pub mod csr;
 pub mod node;
 pub mod serving;

@@ -1,6 +1,7 @@
 //! In-process fakes of the AWS surfaces a node bootstrap talks to. Each is an axum server the harness starts on
 //! an ephemeral port of an address the node containers reach (the Docker network's gateway).
 pub mod authenticator;
+pub mod cloudformation;
 pub mod ec2;
 pub mod eks;
 pub mod iam;
@@ -130,4 +131,22 @@ pub(crate) fn random_hex(len: usize) -> String {
 /// RFC 3339 UTC timestamp with seconds precision, as AWS APIs print them.
 pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// An error in the XML shape of AWS Query APIs (STS, CloudFormation).
+pub fn query_error(
+    namespace: &str,
+    status: axum::http::StatusCode,
+    code: &str,
+    message: &str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let body = format!(
+        "<ErrorResponse xmlns=\"{namespace}\"><Error><Type>Sender</Type><Code>{}</Code><Message>{}</Message></Error><RequestId>{}</RequestId></ErrorResponse>",
+        esc(code),
+        esc(message),
+        random_hex(32)
+    );
+    (status, [("content-type", "text/xml")], body).into_response()
 }

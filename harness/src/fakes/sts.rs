@@ -34,14 +34,7 @@ impl Sts {
 const NS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
 
 fn sts_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    let body = format!(
-        "<ErrorResponse xmlns=\"{NS}\"><Error><Type>Sender</Type><Code>{}</Code><Message>{}</Message></Error><RequestId>{}</RequestId></ErrorResponse>",
-        esc(code),
-        esc(message),
-        super::random_hex(32)
-    );
-    (status, [("content-type", "text/xml")], body).into_response()
+    super::query_error(NS, status, code, message)
 }
 
 async fn handle(State(sts): State<Arc<Sts>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {

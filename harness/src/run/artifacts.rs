@@ -18,6 +18,11 @@ pub const BOOTSTRAP_FILES: &[&str] = &[
     "/etc/systemd/system/kubelet.service.d/10-kubelet-args.conf",
     "/etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf",
     "/var/log/cloud-init-output.log",
+    "/var/log/cloud-init.log",
+    "/run/cloud-init/status.json",
+    "/run/cloud-init/result.json",
+    "/etc/eksctl/kubelet.env",
+    "/etc/kubernetes/kubelet/config.d/40-eksctl.conf",
 ];
 
 fn write(dir: &Path, name: &str, content: &str) {

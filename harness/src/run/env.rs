@@ -6,6 +6,7 @@ use crate::controllers::approver::Approver;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
+use crate::fakes::cloudformation::CloudFormation;
 use crate::fakes::ec2::Ec2;
 use crate::fakes::eks::Eks;
 use crate::fakes::imds::Imds;
@@ -48,10 +49,12 @@ pub struct Environment {
     pub eks: Arc<Eks>,
     pub ec2: Arc<Ec2>,
     pub authenticator: Arc<Authenticator>,
+    pub cloudformation: Arc<CloudFormation>,
     pub imds_addr: std::net::SocketAddr,
     pub eks_url: String,
     pub ec2_url: String,
     pub sts_url: String,
+    pub cloudformation_url: String,
     webhook_base: String,
     webhook_ca: String,
     state: RunState,
@@ -78,6 +81,7 @@ impl Environment {
         let eks = Eks::new(instances.clone());
         let ec2 = Ec2::new(instances.clone());
         let authenticator = Authenticator::new(instances.clone(), eks.clone());
+        let cloudformation = CloudFormation::new(instances.clone());
         // The webhook's serving certificate, for the gateway address the API servers reach it on.
         let webhook_ca = crate::pki::Ca::generate("nodejoin token webhook CA")?;
         let webhook_cert = webhook_ca.issue(
@@ -101,6 +105,7 @@ impl Environment {
                 )
                 .await?,
                 FakeServer::start_tls("token-webhook", gateway, authenticator.router(), &webhook_cert).await?,
+                FakeServer::start("cloudformation", gateway, cloudformation.router()).await?,
             ])
         }
         .await;
@@ -116,6 +121,7 @@ impl Environment {
             eks_url: fakes[1].url(),
             ec2_url: fakes[2].url(),
             sts_url: fakes[3].url(),
+            cloudformation_url: fakes[5].url(),
             webhook_base: format!("https://{}", fakes[4].addr),
             webhook_ca: webhook_ca.0.cert_pem.clone(),
             run_id,
@@ -126,6 +132,7 @@ impl Environment {
             eks,
             ec2,
             authenticator,
+            cloudformation,
             state,
             fakes,
             assets: Mutex::new(HashMap::new()),
@@ -286,6 +293,7 @@ impl Environment {
         vec![
             format!("AWS_ENDPOINT_URL_EKS={}", self.eks_url),
             format!("AWS_ENDPOINT_URL_EC2={}", self.ec2_url),
+            format!("AWS_ENDPOINT_URL_CLOUDFORMATION={}", self.cloudformation_url),
         ]
     }
 

@@ -5,6 +5,7 @@ pub mod env;
 pub mod iam;
 pub mod report;
 pub mod scenario;
+pub mod userdata;
 
 pub use env::Environment;
 pub use report::{Outcome, ScenarioReport};

@@ -50,6 +50,9 @@ struct RunningNode {
     /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
     registered_as: Option<String>,
     done: bool,
+    /// `userData` nodes: what the user data was, and what cloud-init reported.
+    user_data_note: Option<String>,
+    cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
 }
 
 impl RunningNode {
@@ -242,6 +245,21 @@ async fn run_inner(
 
     for n in nodes.iter_mut() {
         check_node(&cluster, n, report).await;
+        if n.group.user_data.is_some() {
+            if let Some(note) = &n.user_data_note {
+                report.notes.push(format!("{}: user data {note}", n.node_name));
+            }
+            if let Some(ci) = &n.cloud_init {
+                report.notes.push(format!("{}: {}", n.node_name, ci.summary()));
+            }
+            report.checks.extend(super::userdata::checks(
+                env,
+                &n.group,
+                &n.node_name,
+                &n.instance.instance_id,
+                n.cloud_init.as_ref(),
+            ));
+        }
         if sc.cluster.auth == AuthMode::Iam {
             if n.expect().joins {
                 let vars = n.vars.clone();
@@ -476,6 +494,8 @@ async fn boot_node(
         evidence: vec![None; group.expect.evidence.len()],
         registered_as: None,
         done: false,
+        user_data_note: None,
+        cloud_init: None,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -524,6 +544,25 @@ async fn run_bootstrap(
             "{k}={}",
             render(v, &node.vars).map_err(|e| Error::node(&label, e))?
         ));
+    }
+    if let Some(spec) = &group.user_data {
+        let (served, description) =
+            super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
+        let mut with_data = (*node.instance).clone();
+        with_data.user_data = Some(served);
+        node.instance = env.instances.register(with_data);
+        node.user_data_note = Some(description);
+        let t1 = Instant::now();
+        match super::userdata::run_cloud_init(&node.container, group.expect.within).await {
+            Ok(run) => {
+                node.bootstrap = Some(run.output);
+                node.cloud_init = Some(run.report);
+            }
+            Err(e) => node.bootstrap_error = Some(e.to_string()),
+        }
+        node.timeline.bootstrap = Some(t1.elapsed());
+        node.kubelet_start = Instant::now();
+        return Ok(());
     }
     let mut cmd = vec!["/etc/eks/bootstrap.sh"];
     cmd.extend(args.iter().map(String::as_str));
@@ -723,6 +762,19 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
             EvidenceSource::Authenticator => super::iam::decision_lines(env, &n.instance.instance_id),
+            EvidenceSource::CloudInit => {
+                let log = n
+                    .container
+                    .read_file("/var/log/cloud-init.log")
+                    .await
+                    .unwrap_or_default();
+                let output = n
+                    .container
+                    .read_file("/var/log/cloud-init-output.log")
+                    .await
+                    .unwrap_or_default();
+                format!("{log}\n{output}")
+            }
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();

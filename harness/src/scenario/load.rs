@@ -99,6 +99,59 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
                 ));
             }
         }
+        if let Some(ud) = &n.user_data {
+            check_user_data(s, n, ud).map_err(|m| invalid(file, format!("node group '{}': userData: {m}", n.name)))?;
+        }
+    }
+    Ok(())
+}
+
+/// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
+fn check_user_data(
+    s: &Scenario,
+    n: &super::model::NodeGroup,
+    ud: &super::model::UserDataSpec,
+) -> std::result::Result<(), String> {
+    let sources = ud.sources();
+    if sources.len() != 1 {
+        return Err(format!(
+            "give exactly one of file, eksManaged, cloudFormation, eksctl (found {})",
+            if sources.is_empty() {
+                "none".to_string()
+            } else {
+                sources.join(", ")
+            }
+        ));
+    }
+    if n.imds.tokens == super::model::ImdsTokens::Required {
+        return Err("set imds.tokens: optional: cloud-init inside a container cannot identify the platform as AWS (it ignores DMI in containers and there is no /sys/hypervisor/uuid), so it reads IMDS without a token, which an IMDSv2-only instance refuses".into());
+    }
+    if !n.bootstrap.args.is_empty() || !n.bootstrap.env.is_empty() {
+        return Err("bootstrap.args and bootstrap.env are for the harness-run bootstrap; with userData the user data calls /etc/eks/bootstrap.sh".into());
+    }
+    let mut texts: Vec<&String> = Vec::new();
+    let file_text;
+    if let Some(f) = &ud.file {
+        let path = crate::paths::resolve(Path::new(f));
+        file_text = std::fs::read_to_string(&path).map_err(|e| format!("file {}: {e}", path.display()))?;
+        texts.push(&file_text);
+    } else if s.cluster.auth != super::model::AuthMode::Iam {
+        return Err(format!(
+            "{} user data logs the kubelet in the way EKS does (an IAM token): set cluster.auth: iam",
+            sources[0]
+        ));
+    }
+    if let Some(m) = &ud.eks_managed {
+        texts.extend(m.labels.values().chain(&m.taints));
+    }
+    if let Some(c) = &ud.cloud_formation {
+        texts.push(&c.bootstrap_arguments);
+    }
+    if let Some(e) = &ud.eksctl {
+        texts.extend(e.labels.values().chain(&e.taints));
+    }
+    for t in texts {
+        super::template::check(t)?;
     }
     Ok(())
 }

@@ -221,7 +221,12 @@ pub struct NodeGroup {
     pub role_mapping: RoleMappingSpec,
     #[serde(default)]
     pub imds: Imds,
+    /// The bootstrap script installed as `/etc/eks/bootstrap.sh`; without `userData` the harness runs it.
+    #[serde(default)]
     pub bootstrap: Bootstrap,
+    /// EC2 user data, served by the fake IMDS and run by the node's own cloud-init.
+    #[serde(default)]
+    pub user_data: Option<UserDataSpec>,
     #[serde(default)]
     pub expect: Expect,
 }
@@ -321,7 +326,7 @@ fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::
 }
 
 /// How the node bootstraps: a script run as `/etc/eks/bootstrap.sh ARGS...` (as user data would call it).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bootstrap {
     /// The script, relative to the workspace; defaults to our reference `fixtures/bootstrap/bootstrap.sh`.
@@ -333,6 +338,156 @@ pub struct Bootstrap {
     /// Extra environment for the script.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+}
+
+/// User data for a node group: exactly one of a file or a generator.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UserDataSpec {
+    /// A file (relative to the workspace), placeholders filled in; served as it is unless `encoding: base64`.
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub encoding: FileEncoding,
+    /// What EKS injects for a managed node group.
+    #[serde(default)]
+    pub eks_managed: Option<EksManagedSpec>,
+    /// A CloudFormation template's self-managed nodes (bootstrap.sh, then cfn-signal).
+    #[serde(default)]
+    pub cloud_formation: Option<CloudFormationSpec>,
+    /// eksctl's self-managed node group (base64(gzip(#cloud-config))).
+    #[serde(default)]
+    pub eksctl: Option<EksctlSpec>,
+}
+
+impl UserDataSpec {
+    /// The sources given, by name (exactly one is valid).
+    pub fn sources(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.file.is_some() {
+            v.push("file");
+        }
+        if self.eks_managed.is_some() {
+            v.push("eksManaged");
+        }
+        if self.cloud_formation.is_some() {
+            v.push("cloudFormation");
+        }
+        if self.eksctl.is_some() {
+            v.push("eksctl");
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileEncoding {
+    /// The file is what IMDS serves.
+    #[default]
+    Raw,
+    /// The file is what RunInstances takes: EC2 base64-decodes it before IMDS serves it.
+    Base64,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EksManagedSpec {
+    /// Defaults to the node group's name.
+    #[serde(default)]
+    pub nodegroup: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default = "default_launch_template")]
+    pub launch_template_id: String,
+    #[serde(default = "default_launch_template_version")]
+    pub launch_template_version: String,
+    /// Defaults to the ENI formula for the instance type, as EKS computes it.
+    #[serde(default)]
+    pub max_pods: Option<u32>,
+}
+
+fn default_launch_template() -> String {
+    "lt-0nodejoin0000000001".into()
+}
+fn default_launch_template_version() -> String {
+    "1".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CloudFormationSpec {
+    #[serde(default = "default_stack")]
+    pub stack: String,
+    #[serde(default = "default_resource")]
+    pub resource: String,
+    /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
+    #[serde(default)]
+    pub bootstrap_arguments: String,
+}
+
+fn default_stack() -> String {
+    "nodejoin-nodes".into()
+}
+fn default_resource() -> String {
+    "NodeGroup".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EksctlSpec {
+    /// Defaults to the node group's name.
+    #[serde(default)]
+    pub nodegroup: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default)]
+    pub max_pods: Option<u32>,
+    /// A partial KubeletConfiguration (`kubelet-extra.json`) merged over the node's.
+    #[serde(default)]
+    pub kubelet_extra_config: Option<serde_json::Value>,
+}
+
+/// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CloudInitExpectation {
+    #[serde(default)]
+    pub status: CloudInitStatus,
+    /// Substrings each of which some cloud-init error must contain.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Substrings each of which some WARNING line of cloud-init's log must contain.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Modules that must have run (e.g. `write-files`, `runcmd`, `scripts-user`).
+    #[serde(default)]
+    pub modules: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloudInitStatus {
+    #[default]
+    Done,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignalExpectation {
+    /// `SUCCESS` was signalled for the instance.
+    Success,
+    /// `FAILURE` was signalled for the instance.
+    Failure,
+    /// No signal at all.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -367,6 +522,8 @@ pub enum EvidenceSource {
     Approver,
     /// The token webhook's decisions about this node's tokens (accepted, or rejected with the reason).
     Authenticator,
+    /// cloud-init's log and its output log (`userData` nodes).
+    CloudInit,
 }
 
 /// The identity the API server saw the kubelet as (from its audit log).
@@ -441,6 +598,12 @@ pub struct Expect {
     /// The user that must have written the node role into aws-auth (audit log), before the Node registered.
     #[serde(default)]
     pub aws_auth_changed_by: Option<String>,
+    /// `userData` nodes: what cloud-init reported (default: status done, for nodes that join).
+    #[serde(default)]
+    pub cloud_init: Option<CloudInitExpectation>,
+    /// The CloudFormation signal the instance sent.
+    #[serde(default)]
+    pub cfn_signal: Option<SignalExpectation>,
 }
 
 fn yes() -> bool {
@@ -468,6 +631,8 @@ impl Default for Expect {
             evidence: Vec::new(),
             identity: None,
             aws_auth_changed_by: None,
+            cloud_init: None,
+            cfn_signal: None,
         }
     }
 }

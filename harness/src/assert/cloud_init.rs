@@ -1,0 +1,190 @@
+//! What the node's cloud-init reported: per-stage errors from `/run/cloud-init/status.json`, WARNING lines and
+//! the modules that ran from `/var/log/cloud-init.log`, and checks against a scenario's expectations.
+use super::Check;
+use crate::scenario::model::{CloudInitExpectation, CloudInitStatus};
+
+/// cloud-init's own account of one boot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudInitReport {
+    /// The datasource it settled on (e.g. `DataSourceEc2 [...]`); empty if none.
+    pub datasource: String,
+    /// `stage: message` for every error any stage recorded.
+    pub errors: Vec<String>,
+    /// WARNING lines of its log, without the timestamp prefix.
+    pub warnings: Vec<String>,
+    /// Modules it ran, in order.
+    pub modules: Vec<String>,
+    /// Stages that finished.
+    pub finished_stages: Vec<String>,
+}
+
+impl CloudInitReport {
+    /// Builds the report from `status.json` (may be missing when cloud-init never started) and the log.
+    pub fn parse(status_json: Option<&str>, log: &str) -> Self {
+        let mut r = CloudInitReport::default();
+        let parsed = status_json.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok());
+        if parsed.is_none() {
+            r.errors.push(
+                "cloud-init recorded no status (/run/cloud-init/status.json missing or unreadable): it did not run"
+                    .into(),
+            );
+        }
+        if let Some(v) = parsed {
+            let v1 = &v["v1"];
+            r.datasource = v1["datasource"].as_str().unwrap_or_default().to_string();
+            if let Some(stages) = v1.as_object() {
+                for (stage, info) in stages {
+                    if !info.is_object() {
+                        continue;
+                    }
+                    for e in info["errors"].as_array().into_iter().flatten() {
+                        let text = e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string());
+                        r.errors.push(format!("{stage}: {text}"));
+                    }
+                    if !info["finished"].is_null() {
+                        r.finished_stages.push(stage.clone());
+                    }
+                }
+            }
+        }
+        for line in log.lines() {
+            if let Some(i) = line.find("[WARNING]: ") {
+                r.warnings.push(line[i + "[WARNING]: ".len()..].trim().to_string());
+            }
+            if let Some(rest) = line.split("Running module ").nth(1) {
+                if let Some(name) = rest.split_whitespace().next() {
+                    r.modules.push(name.to_string());
+                }
+            }
+        }
+        r
+    }
+
+    /// Whether cloud-init finished without errors (what `cloud-init status` calls `done`).
+    pub fn status(&self) -> CloudInitStatus {
+        if self.errors.is_empty() {
+            CloudInitStatus::Done
+        } else {
+            CloudInitStatus::Error
+        }
+    }
+
+    /// One line for the report.
+    pub fn summary(&self) -> String {
+        format!(
+            "cloud-init {}: datasource {}, {} module(s) ran, {} error(s), {} warning(s)",
+            if self.errors.is_empty() { "done" } else { "error" },
+            if self.datasource.is_empty() {
+                "none"
+            } else {
+                &self.datasource
+            },
+            self.modules.len(),
+            self.errors.len(),
+            self.warnings.len()
+        )
+    }
+}
+
+/// Checks `report` against `e`, one check per expectation.
+pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) -> Vec<Check> {
+    let mut out = vec![Check::new(
+        format!("{node}/cloud-init status"),
+        report.status() == e.status,
+        format!("{:?}", e.status).to_lowercase(),
+        if report.errors.is_empty() {
+            "done".to_string()
+        } else {
+            format!("error: {}", report.errors.join(" | "))
+        },
+    )];
+    let contains = |what: &str, lines: &[String], wanted: &str| {
+        let found = lines.iter().find(|l| l.contains(wanted));
+        Check::new(
+            format!("{node}/cloud-init {what}"),
+            found.is_some(),
+            format!("a {what} line containing {wanted:?}"),
+            found.cloned().unwrap_or_else(|| {
+                if lines.is_empty() {
+                    format!("no {what}s")
+                } else {
+                    format!("{} {what}(s), none matching: {}", lines.len(), lines.join(" | "))
+                }
+            }),
+        )
+    };
+    for w in &e.errors {
+        out.push(contains("error", &report.errors, w));
+    }
+    for w in &e.warnings {
+        out.push(contains("warning", &report.warnings, w));
+    }
+    for m in &e.modules {
+        out.push(Check::new(
+            format!("{node}/cloud-init module {m}"),
+            report.modules.iter().any(|x| x == m),
+            "ran",
+            if report.modules.is_empty() {
+                "no modules ran".to_string()
+            } else {
+                format!("ran: {}", report.modules.join(", "))
+            },
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = r#"{"v1": {"datasource": "DataSourceEc2 [...]",
+      "init": {"errors": [], "finished": 1700000001.5, "start": 1700000000.1},
+      "init-local": {"errors": [], "finished": 1700000000.0, "start": 1699999999.0},
+      "modules-config": {"errors": [], "finished": 1700000002.0, "start": 1700000001.6},
+      "modules-final": {"errors": ["('scripts_user', RuntimeError('Runparts: 1 failures (part-001) in 1 attempted commands'))"], "finished": 1700000003.0, "start": 1700000002.1},
+      "stage": null}}"#;
+
+    const LOG: &str = "2026-11-22 10:00:00,001 - stages.py[DEBUG]: Running module write-files (<module 'cloudinit.config.cc_write_files' from '/usr/lib/python3/dist-packages/cloudinit/config/cc_write_files.py'>) with frequency once-per-instance\n\
+2026-11-22 10:00:00,002 - __init__.py[WARNING]: Unhandled non-multipart (text/x-not-multipart) userdata: 'b'hello''...'\n\
+2026-11-22 10:00:01,000 - stages.py[DEBUG]: Running module scripts-user (<module 'cloudinit.config.cc_scripts_user'>) with frequency once-per-instance\n";
+
+    #[test]
+    fn parses_status_and_log() {
+        let r = CloudInitReport::parse(Some(STATUS), LOG);
+        assert_eq!(r.datasource, "DataSourceEc2 [...]");
+        assert_eq!(r.errors.len(), 1);
+        assert!(r.errors[0].starts_with("modules-final: ('scripts_user'"));
+        assert_eq!(r.modules, vec!["write-files", "scripts-user"]);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(r.warnings[0].starts_with("Unhandled non-multipart"));
+        assert_eq!(r.status(), CloudInitStatus::Error);
+        assert_eq!(r.finished_stages.len(), 4);
+    }
+
+    #[test]
+    fn missing_or_garbled_status_is_empty_not_a_panic() {
+        let r = CloudInitReport::parse(None, "");
+        assert_eq!(r.status(), CloudInitStatus::Error);
+        assert!(r.errors[0].contains("did not run"), "{r:?}");
+        let r = CloudInitReport::parse(Some("{not json"), "garbage\n[WARNING]: x");
+        assert_eq!(r.errors.len(), 1);
+        assert_eq!(r.warnings, vec!["x".to_string()]);
+    }
+
+    #[test]
+    fn checks_report_what_was_seen() {
+        let r = CloudInitReport::parse(Some(STATUS), LOG);
+        let e = CloudInitExpectation {
+            status: CloudInitStatus::Error,
+            errors: vec!["Runparts: 1 failures".into()],
+            warnings: vec!["Unhandled non-multipart".into(), "never logged".into()],
+            modules: vec!["scripts-user".into(), "runcmd".into()],
+        };
+        let c = checks("n", &r, &e);
+        let passed: Vec<bool> = c.iter().map(|c| c.passed).collect();
+        assert_eq!(passed, vec![true, true, true, false, true, false]);
+        assert!(c[3].actual.contains("none matching"));
+        assert!(c[5].actual.contains("write-files"));
+    }
+}

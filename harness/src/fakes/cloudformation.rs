@@ -1,0 +1,207 @@
+//! Fake CloudFormation: `SignalResource`, which `cfn-signal` calls at the end of a self-managed node's user data
+//! to tell the AutoScalingGroup's creation policy whether the node bootstrapped. Signed with the instance's
+//! credentials (SigV4 verified); every signal is kept for the scenario's assertions.
+use super::instances::Instances;
+use super::sigv4;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+const NS: &str = "http://cloudformation.amazonaws.com/doc/2010-05-15/";
+
+/// One `SignalResource` call that was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    pub at: SystemTime,
+    pub stack: String,
+    pub resource: String,
+    pub unique_id: String,
+    /// `SUCCESS` or `FAILURE`.
+    pub status: String,
+    /// The instance whose credentials signed the call.
+    pub signed_by: String,
+}
+
+pub struct CloudFormation {
+    instances: Arc<Instances>,
+    signals: Mutex<Vec<Signal>>,
+}
+
+impl CloudFormation {
+    pub fn new(instances: Arc<Instances>) -> Arc<Self> {
+        Arc::new(Self {
+            instances,
+            signals: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new().fallback(handle).with_state(self.clone())
+    }
+
+    /// Signals sent with `instance_id`'s credentials, oldest first.
+    pub fn signals_from(&self, instance_id: &str) -> Vec<Signal> {
+        self.signals
+            .lock()
+            .map(|s| s.iter().filter(|x| x.signed_by == instance_id).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    super::query_error(NS, status, code, message)
+}
+
+async fn handle(
+    State(cf): State<Arc<CloudFormation>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let form = String::from_utf8_lossy(&body);
+    let query = uri.query().unwrap_or_default();
+    let params = match sigv4::form_pairs(if method == Method::GET { query } else { &form }) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
+    };
+    let received = sigv4::Received {
+        method: method.as_str(),
+        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        headers: &headers,
+        body: &body,
+    };
+    let creds = match sigv4::verify_request(&received, &cf.instances.iam, "cloudformation", None, SystemTime::now()) {
+        Ok(v) => v.credentials,
+        Err(f) => {
+            tracing::info!("cloudformation: request refused: {}", f.message());
+            return error(StatusCode::FORBIDDEN, f.sts_code(), &f.message());
+        }
+    };
+    let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    if get("Action").as_deref() != Some("SignalResource") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "InvalidAction",
+            &format!(
+                "nodejoin's fake CloudFormation answers SignalResource only, not {:?}",
+                get("Action")
+            ),
+        );
+    }
+    let mut missing = Vec::new();
+    let mut field = |name: &'static str| {
+        get(name).unwrap_or_else(|| {
+            missing.push(name);
+            String::new()
+        })
+    };
+    let signal = Signal {
+        at: SystemTime::now(),
+        stack: field("StackName"),
+        resource: field("LogicalResourceId"),
+        unique_id: field("UniqueId"),
+        status: field("Status"),
+        signed_by: creds.instance_id.clone(),
+    };
+    if !missing.is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "ValidationError",
+            &format!("missing required parameters: {}", missing.join(", ")),
+        );
+    }
+    if !matches!(signal.status.as_str(), "SUCCESS" | "FAILURE") {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "ValidationError",
+            &format!(
+                "1 validation error detected: Value '{}' at 'status' failed to satisfy constraint: Member must satisfy enum value set: [SUCCESS, FAILURE]",
+                signal.status
+            ),
+        );
+    }
+    tracing::info!(
+        stack = %signal.stack,
+        resource = %signal.resource,
+        "cloudformation: {} from {}",
+        signal.status,
+        signal.unique_id
+    );
+    if let Ok(mut s) = cf.signals.lock() {
+        s.push(signal);
+    }
+    let body = format!(
+        "<SignalResourceResponse xmlns=\"{NS}\"><ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata></SignalResourceResponse>",
+        super::random_hex(32)
+    );
+    (StatusCode::OK, [("content-type", "text/xml")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::iam::IssuedCredentials;
+    use crate::fakes::sigv4::tests::sign_headers;
+    use crate::fakes::FakeServer;
+
+    #[tokio::test]
+    async fn signals_are_verified_validated_and_recorded() {
+        let instances = Instances::new();
+        let i = instances.register(crate::fakes::instances::tests::instance());
+        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let cf = CloudFormation::new(instances);
+        let s = FakeServer::start("cloudformation", "127.0.0.1".parse().unwrap(), cf.router())
+            .await
+            .unwrap();
+        let url = format!("{}/", s.url());
+        let client = reqwest::Client::new();
+        let ct = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
+        let send = |body: String, creds: &IssuedCredentials| {
+            let mut req = client.post(&url).body(body.clone());
+            for (k, v) in sign_headers(
+                "POST",
+                &url,
+                &[ct],
+                body.as_bytes(),
+                creds,
+                "us-west-2",
+                "cloudformation",
+            ) {
+                req = req.header(k, v);
+            }
+            req.send()
+        };
+        let ok = format!(
+            "Action=SignalResource&Version=2010-05-15&StackName=nodes&LogicalResourceId=NodeGroup&UniqueId={}&Status=FAILURE",
+            i.instance_id
+        );
+        let r = send(ok.clone(), &creds).await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        let got = cf.signals_from(&i.instance_id);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].stack.as_str(), got[0].resource.as_str(), got[0].status.as_str()),
+            ("nodes", "NodeGroup", "FAILURE")
+        );
+        assert_eq!(got[0].unique_id, i.instance_id);
+
+        let bad_status = ok.replace("FAILURE", "MAYBE");
+        let r = send(bad_status, &creds).await.unwrap();
+        assert_eq!(r.status(), 400);
+        assert!(r.text().await.unwrap().contains("ValidationError"));
+        let missing = "Action=SignalResource&Version=2010-05-15&StackName=nodes&Status=SUCCESS".to_string();
+        let text = send(missing, &creds).await.unwrap().text().await.unwrap();
+        assert!(
+            text.contains("LogicalResourceId") && text.contains("UniqueId"),
+            "{text}"
+        );
+        let mut forged = (*creds).clone();
+        forged.secret_access_key.push('x');
+        assert_eq!(send(ok, &forged).await.unwrap().status(), 403);
+        assert_eq!(cf.signals_from(&i.instance_id).len(), 1);
+    }
+}

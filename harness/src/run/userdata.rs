@@ -1,0 +1,213 @@
+//! The user-data side of a scenario: building the node's user data (a file or a generator), serving it from the
+//! fake IMDS, starting the node's own cloud-init and reading back what it reported, and the checks on
+//! cloud-init and CloudFormation signals.
+use super::env::Environment;
+use crate::assert::cloud_init::{self, CloudInitReport};
+use crate::assert::Check;
+use crate::docker::ExecOutput;
+use crate::error::{Error, Result};
+use crate::fakes::instances::Instance;
+use crate::node::container::NodeContainer;
+use crate::scenario::model::{
+    CloudInitExpectation, CloudInitStatus, FileEncoding, Lifecycle, NodeGroup, Scenario, SignalExpectation,
+    UserDataSpec,
+};
+use crate::scenario::template::render;
+use crate::userdata::generate::{self, ClusterFacts};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The eksctl-style helper our eksctl generator embeds (fixtures/user-data/eksctl/).
+const EKSCTL_HELPER: &str = "user-data/eksctl/bootstrap.helper.sh";
+
+/// The bytes IMDS serves for `spec`, and a one-line description of their format.
+pub fn build(
+    sc: &Scenario,
+    group: &NodeGroup,
+    spec: &UserDataSpec,
+    instance: &Instance,
+    vars: &BTreeMap<String, String>,
+) -> std::result::Result<(Vec<u8>, String), String> {
+    let r = |t: &str| render(t, vars);
+    let var = |k: &str| vars.get(k).cloned().unwrap_or_default();
+    let facts = ClusterFacts {
+        name: var("cluster.name"),
+        endpoint: var("cluster.endpoint"),
+        ca_base64: var("cluster.caBase64"),
+        dns_ip: var("cluster.dnsIp"),
+        region: sc.cluster.region.clone(),
+        service_cidr: var("cluster.serviceIpv4Cidr"),
+    };
+    let render_all = |m: &BTreeMap<String, String>| -> std::result::Result<BTreeMap<String, String>, String> {
+        m.iter().map(|(k, v)| Ok((k.clone(), r(v)?))).collect()
+    };
+    let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
+        let path = crate::paths::resolve(Path::new(file));
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("user data {}: {e}", path.display()))?;
+        let rendered = r(&text)?;
+        match spec.encoding {
+            FileEncoding::Raw => (rendered.into_bytes(), None),
+            FileEncoding::Base64 => (crate::userdata::from_api(&rendered)?, Some(rendered.into_bytes())),
+        }
+    } else if let Some(m) = &spec.eks_managed {
+        let max_pods = match m.max_pods {
+            Some(n) => n,
+            None => crate::eks::max_pods::max_pods(&group.instance_type)
+                .or_else(|| {
+                    group.instance_type_info.map(|i| {
+                        crate::eks::max_pods::EniLimits {
+                            enis: i.maximum_network_interfaces,
+                            ipv4_per_eni: i.ipv4_addresses_per_interface,
+                        }
+                        .max_pods()
+                    })
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "eksManaged: instance type {} is not in the ENI table; set maxPods or instanceTypeInfo",
+                        group.instance_type
+                    )
+                })?,
+        };
+        let managed = generate::EksManaged {
+            nodegroup: m.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
+            ami_id: instance.ami_id.clone(),
+            capacity_type: match group.lifecycle {
+                Lifecycle::OnDemand => "ON_DEMAND".into(),
+                Lifecycle::Spot => "SPOT".into(),
+            },
+            launch_template_id: m.launch_template_id.clone(),
+            launch_template_version: m.launch_template_version.clone(),
+            max_pods,
+            labels: render_all(&m.labels)?,
+            taints: m.taints.iter().map(|t| r(t)).collect::<std::result::Result<_, _>>()?,
+        };
+        (generate::eks_managed(&facts, &managed), None)
+    } else if let Some(cf) = &spec.cloud_formation {
+        let template = generate::CloudFormation {
+            stack: cf.stack.clone(),
+            resource: cf.resource.clone(),
+            bootstrap_arguments: r(&cf.bootstrap_arguments)?,
+        };
+        (generate::cloudformation(&facts, &template), None)
+    } else if let Some(e) = &spec.eksctl {
+        let helper_path = crate::paths::fixtures_dir().join(EKSCTL_HELPER);
+        let helper =
+            std::fs::read_to_string(&helper_path).map_err(|err| format!("{}: {err}", helper_path.display()))?;
+        let ng = generate::Eksctl {
+            nodegroup: e.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
+            labels: render_all(&e.labels)?,
+            taints: e.taints.iter().map(|t| r(t)).collect::<std::result::Result<_, _>>()?,
+            max_pods: e.max_pods,
+            kubelet_extra: e.kubelet_extra_config.clone().unwrap_or_else(|| serde_json::json!({})),
+        };
+        let api = generate::eksctl(&facts, &ng, &helper);
+        (crate::userdata::from_api(&api)?, Some(api.into_bytes()))
+    } else {
+        return Err("userData needs one of file, eksManaged, cloudFormation, eksctl".into());
+    };
+    let describe = |bytes: &[u8]| match crate::userdata::format::detect(bytes) {
+        Ok(p) => p.to_string(),
+        Err(e) => format!("unreadable ({e})"),
+    };
+    let description = match &api_form {
+        Some(api) => format!("{} bytes, given to EC2 as {}", served.len(), describe(api)),
+        None => format!("{} bytes, {}", served.len(), describe(&served)),
+    };
+    Ok((served, description))
+}
+
+/// cloud-init's results in a node after it has run.
+pub struct CloudInitRun {
+    /// Exit code of `cloud-init status --wait` (0: done, otherwise error), with its output log as stdout.
+    pub output: ExecOutput,
+    pub report: CloudInitReport,
+}
+
+/// Starts cloud-init's boot stages in a booted node (the image keeps it disabled until the harness has put the
+/// user data in IMDS) and waits for them to finish, at most `within`.
+pub async fn run_cloud_init(node: &NodeContainer, within: Duration) -> Result<CloudInitRun> {
+    let script = "rm -f /etc/cloud/cloud-init.disabled\n\
+systemctl start cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service || true\n\
+cloud-init status --wait >/dev/null\n";
+    let start = ["sh", "-c", script];
+    let waited = tokio::time::timeout(within, node.exec(&start, &[])).await;
+    let exit_code = match waited {
+        Ok(Ok(out)) => out.exit_code,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return Err(Error::node(
+                &node.name,
+                format!("cloud-init did not finish within {within:?}"),
+            ))
+        }
+    };
+    let output_log = node
+        .read_file("/var/log/cloud-init-output.log")
+        .await
+        .unwrap_or_default();
+    let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
+    let status = node.read_file("/run/cloud-init/status.json").await;
+    let report = CloudInitReport::parse(status.as_deref(), &log);
+    Ok(CloudInitRun {
+        output: ExecOutput {
+            exit_code,
+            stdout: output_log,
+            stderr: report.errors.join("\n"),
+        },
+        report,
+    })
+}
+
+/// Checks for one user-data node: cloud-init's status (done unless the scenario says otherwise) and the
+/// CloudFormation signal.
+pub fn checks(
+    env: &Environment,
+    group: &NodeGroup,
+    node: &str,
+    instance_id: &str,
+    report: Option<&CloudInitReport>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    let expect = group.expect.cloud_init.clone().unwrap_or(CloudInitExpectation {
+        status: CloudInitStatus::Done,
+        ..Default::default()
+    });
+    match report {
+        Some(r) => out.extend(cloud_init::checks(node, r, &expect)),
+        None => out.push(Check::new(
+            format!("{node}/cloud-init status"),
+            false,
+            format!("{:?}", expect.status).to_lowercase(),
+            "cloud-init did not run",
+        )),
+    }
+    if let Some(want) = group.expect.cfn_signal {
+        let signals = env.cloudformation.signals_from(instance_id);
+        let seen: Vec<String> = signals
+            .iter()
+            .map(|s| format!("{} {}/{} ({})", s.status, s.stack, s.resource, s.unique_id))
+            .collect();
+        let passed = match want {
+            SignalExpectation::Success => signals
+                .iter()
+                .any(|s| s.status == "SUCCESS" && s.unique_id == instance_id),
+            SignalExpectation::Failure => signals
+                .iter()
+                .any(|s| s.status == "FAILURE" && s.unique_id == instance_id),
+            SignalExpectation::None => signals.is_empty(),
+        };
+        out.push(Check::new(
+            format!("{node}/cfn-signal"),
+            passed,
+            format!("{want:?}").to_uppercase(),
+            if seen.is_empty() {
+                "no signal".to_string()
+            } else {
+                seen.join(", ")
+            },
+        ));
+    }
+    out
+}
