@@ -277,6 +277,27 @@ mod tests {
     }
 
     #[test]
+    fn user_data_rules() {
+        let base = "cluster: { auth: iam }\nnodes:\n  - name: a\n    imds: { tokens: optional }\n";
+        let two = format!("{base}    userData: {{ file: fixtures/user-data/wrong-content-type.mime, eksctl: {{}} }}\n");
+        assert!(p(&two).unwrap_err().to_string().contains("exactly one"));
+        let none = format!("{base}    userData: {{}}\n");
+        assert!(p(&none).unwrap_err().to_string().contains("found none"));
+        let missing = format!("{base}    userData: {{ file: fixtures/user-data/nope.mime }}\n");
+        assert!(p(&missing).unwrap_err().to_string().contains("nope.mime"));
+        let v2 = "cluster: { auth: iam }\nnodes:\n  - name: a\n    userData: { eksManaged: {} }\n";
+        assert!(p(v2).unwrap_err().to_string().contains("tokens: optional"));
+        let token = "nodes:\n  - name: a\n    imds: { tokens: optional }\n    userData: { eksctl: {} }\n";
+        assert!(p(token).unwrap_err().to_string().contains("auth: iam"));
+        let args = format!("{base}    bootstrap: {{ args: [x] }}\n    userData: {{ eksManaged: {{}} }}\n");
+        assert!(p(&args).unwrap_err().to_string().contains("bootstrap.args"));
+        let typo =
+            format!("{base}    userData: {{ cloudFormation: {{ bootstrapArguments: \"{{{{cluster.nam}}}}\" }} }}\n");
+        assert!(p(&typo).unwrap_err().to_string().contains("cluster.nam"));
+        assert!(p(&format!("{base}    userData: {{ eksManaged: {{}} }}\n")).is_ok());
+    }
+
+    #[test]
     fn bundled_scenarios_parse() {
         let files = discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
         assert!(files.len() >= 5, "{files:?}");
