@@ -2,10 +2,8 @@
 //! to tell the AutoScalingGroup's creation policy whether the node bootstrapped. Signed with the instance's
 //! credentials (SigV4 verified); every signal is kept for the scenario's assertions.
 use super::instances::Instances;
-use super::sigv4;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -55,31 +53,10 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
     super::query_error(NS, status, code, message)
 }
 
-async fn handle(
-    State(cf): State<Arc<CloudFormation>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = String::from_utf8_lossy(&body);
-    let query = uri.query().unwrap_or_default();
-    let params = match sigv4::form_pairs(if method == Method::GET { query } else { &form }) {
-        Ok(p) => p,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
-    };
-    let received = sigv4::Received {
-        method: method.as_str(),
-        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-        headers: &headers,
-        body: &body,
-    };
-    let creds = match sigv4::verify_request(&received, &cf.instances.iam, "cloudformation", None, SystemTime::now()) {
-        Ok(v) => v.credentials,
-        Err(f) => {
-            tracing::info!("cloudformation: request refused: {}", f.message());
-            return error(StatusCode::FORBIDDEN, f.sts_code(), &f.message());
-        }
+async fn handle(State(cf): State<Arc<CloudFormation>>, call: super::SignedCall) -> Response {
+    let (params, creds) = match call.verify_query(&cf.instances.iam, "cloudformation", NS) {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     if get("Action").as_deref() != Some("SignalResource") {

@@ -4,11 +4,11 @@
 //! against the credentials the fake IMDS issued.
 use super::instances::Instances;
 use super::sigv4;
+use super::SignedCall;
 use crate::eks::identity::{AccessEntry, AccessEntryType};
 use crate::scenario::model::AuthenticationMode;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::collections::HashMap;
@@ -168,16 +168,8 @@ pub fn aws_json_error(status: StatusCode, code: &str, message: &str) -> Response
         .into_response()
 }
 
-/// The parts of a request the signature covers.
-struct Call {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
 /// Finds the cluster and verifies the caller's signature; the error is the AWS-shaped response.
-fn authorize(eks: &Eks, name: &str, call: &Call, action: &str) -> Result<Arc<ClusterRecord>, Box<Response>> {
+fn authorize(eks: &Eks, name: &str, call: &SignedCall, action: &str) -> Result<Arc<ClusterRecord>, Box<Response>> {
     let Some(cluster) = eks.get(name) else {
         tracing::info!(cluster = %name, "eks: {action} for an unknown cluster");
         return Err(Box::new(aws_json_error(
@@ -186,12 +178,7 @@ fn authorize(eks: &Eks, name: &str, call: &Call, action: &str) -> Result<Arc<Clu
             &format!("No cluster found for name: {name}."),
         )));
     };
-    let received = sigv4::Received {
-        method: call.method.as_str(),
-        path_and_query: call.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-        headers: &call.headers,
-        body: &call.body,
-    };
+    let received = call.received();
     if let Err(f) = sigv4::verify_request(
         &received,
         &eks.instances.iam,
@@ -210,40 +197,14 @@ fn json_ok(v: serde_json::Value) -> Response {
     (StatusCode::OK, [("content-type", "application/json")], v.to_string()).into_response()
 }
 
-async fn describe_cluster(
-    State(eks): State<Arc<Eks>>,
-    Path(name): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let call = Call {
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn describe_cluster(State(eks): State<Arc<Eks>>, Path(name): Path<String>, call: SignedCall) -> Response {
     match authorize(&eks, &name, &call, "DescribeCluster") {
         Ok(cluster) => json_ok(cluster.describe()),
         Err(r) => *r,
     }
 }
 
-async fn list_access_entries(
-    State(eks): State<Arc<Eks>>,
-    Path(name): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let call = Call {
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn list_access_entries(State(eks): State<Arc<Eks>>, Path(name): Path<String>, call: SignedCall) -> Response {
     match authorize(&eks, &name, &call, "ListAccessEntries") {
         Ok(cluster) => {
             let arns: Vec<String> = cluster.access_entries().into_iter().map(|e| e.principal_arn).collect();
@@ -256,17 +217,8 @@ async fn list_access_entries(
 async fn describe_access_entry(
     State(eks): State<Arc<Eks>>,
     Path((name, arn)): Path<(String, String)>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    call: SignedCall,
 ) -> Response {
-    let call = Call {
-        method,
-        uri,
-        headers,
-        body,
-    };
     let cluster = match authorize(&eks, &name, &call, "DescribeAccessEntry") {
         Ok(c) => c,
         Err(r) => return *r,
@@ -281,20 +233,7 @@ async fn describe_access_entry(
     }
 }
 
-async fn create_access_entry(
-    State(eks): State<Arc<Eks>>,
-    Path(name): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let call = Call {
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn create_access_entry(State(eks): State<Arc<Eks>>, Path(name): Path<String>, call: SignedCall) -> Response {
     let cluster = match authorize(&eks, &name, &call, "CreateAccessEntry") {
         Ok(c) => c,
         Err(r) => return *r,

@@ -150,3 +150,86 @@ pub fn query_error(
     );
     (status, [("content-type", "text/xml")], body).into_response()
 }
+
+/// A Query API call's parameters and the credentials that signed it.
+pub type VerifiedQuery = (Vec<(String, String)>, std::sync::Arc<iam::IssuedCredentials>);
+
+/// A whole request as SigV4 covers it; an axum extractor, so each signed handler takes one argument.
+pub struct SignedCall {
+    pub method: axum::http::Method,
+    pub uri: axum::http::Uri,
+    pub headers: axum::http::HeaderMap,
+    pub body: axum::body::Bytes,
+}
+
+/// Request bodies the fakes accept (AWS calls a node makes are small).
+const MAX_BODY: usize = 1 << 20;
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for SignedCall {
+    type Rejection = axum::response::Response;
+
+    async fn from_request(req: axum::extract::Request, _state: &S) -> std::result::Result<Self, Self::Rejection> {
+        use axum::response::IntoResponse;
+        let (parts, body) = req.into_parts();
+        let body = axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .map_err(|e| (axum::http::StatusCode::PAYLOAD_TOO_LARGE, e.to_string()).into_response())?;
+        Ok(Self {
+            method: parts.method,
+            uri: parts.uri,
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+impl SignedCall {
+    pub fn received(&self) -> sigv4::Received<'_> {
+        sigv4::Received {
+            method: self.method.as_str(),
+            path_and_query: self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+            headers: &self.headers,
+            body: &self.body,
+        }
+    }
+
+    /// Query API parameters: the query string of a GET, the form body otherwise.
+    pub fn form(&self) -> std::result::Result<Vec<(String, String)>, String> {
+        if self.method == axum::http::Method::GET {
+            sigv4::form_pairs(self.uri.query().unwrap_or_default())
+        } else {
+            sigv4::form_pairs(&String::from_utf8_lossy(&self.body))
+        }
+    }
+
+    /// Verifies a Query API call (STS, CloudFormation): its parameters and the credentials that signed it, or
+    /// the AWS-shaped error in `namespace`.
+    pub fn verify_query(
+        &self,
+        store: &iam::CredentialStore,
+        service: &str,
+        namespace: &str,
+    ) -> std::result::Result<VerifiedQuery, Box<axum::response::Response>> {
+        use axum::http::StatusCode;
+        let params = self.form().map_err(|e| {
+            Box::new(query_error(
+                namespace,
+                StatusCode::BAD_REQUEST,
+                "MalformedQueryString",
+                &e,
+            ))
+        })?;
+        match sigv4::verify_request(&self.received(), store, service, None, std::time::SystemTime::now()) {
+            Ok(v) => Ok((params, v.credentials)),
+            Err(f) => {
+                tracing::info!("{service}: request refused: {}", f.message());
+                Err(Box::new(query_error(
+                    namespace,
+                    StatusCode::FORBIDDEN,
+                    f.sts_code(),
+                    &f.message(),
+                )))
+            }
+        }
+    }
+}

@@ -2,14 +2,11 @@
 //! sts get-caller-identity` in a node). The token webhook asks the same question in-process for presigned tokens.
 use super::iam::IssuedCredentials;
 use super::instances::Instances;
-use super::sigv4;
 use crate::eks::identity::Caller;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// What GetCallerIdentity answers for `creds`.
 pub fn caller(creds: &IssuedCredentials) -> Caller {
@@ -37,25 +34,10 @@ fn sts_error(status: StatusCode, code: &str, message: &str) -> Response {
     super::query_error(NS, status, code, message)
 }
 
-async fn handle(State(sts): State<Arc<Sts>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let form = String::from_utf8_lossy(&body);
-    let query = uri.query().unwrap_or_default();
-    let params = match sigv4::form_pairs(if method == Method::GET { query } else { &form }) {
-        Ok(p) => p,
-        Err(e) => return sts_error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
-    };
-    let received = sigv4::Received {
-        method: method.as_str(),
-        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-        headers: &headers,
-        body: &body,
-    };
-    let creds = match sigv4::verify_request(&received, &sts.instances.iam, "sts", None, SystemTime::now()) {
-        Ok(v) => v.credentials,
-        Err(f) => {
-            tracing::info!("sts: request refused: {}", f.message());
-            return sts_error(StatusCode::FORBIDDEN, f.sts_code(), &f.message());
-        }
+async fn handle(State(sts): State<Arc<Sts>>, call: super::SignedCall) -> Response {
+    let (params, creds) = match call.verify_query(&sts.instances.iam, "sts", NS) {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let action = params.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.as_str());
     if action != Some("GetCallerIdentity") {
@@ -81,6 +63,7 @@ mod tests {
     use super::*;
     use crate::fakes::sigv4::tests::sign_headers;
     use crate::fakes::FakeServer;
+    use std::time::SystemTime;
 
     #[tokio::test]
     async fn get_caller_identity() {
