@@ -54,21 +54,11 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 async fn handle(State(cf): State<Arc<CloudFormation>>, call: super::SignedCall) -> Response {
-    let (params, creds) = match call.verify_query(&cf.instances.iam, "cloudformation", NS) {
+    let (params, creds) = match call.verify_query(&cf.instances.iam, "cloudformation", NS, "SignalResource") {
         Ok(x) => x,
         Err(r) => return *r,
     };
     let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    if get("Action").as_deref() != Some("SignalResource") {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "InvalidAction",
-            &format!(
-                "nodejoin's fake CloudFormation answers SignalResource only, not {:?}",
-                get("Action")
-            ),
-        );
-    }
     let mut missing = Vec::new();
     let mut field = |name: &'static str| {
         get(name).unwrap_or_else(|| {
@@ -176,6 +166,9 @@ mod tests {
             text.contains("LogicalResourceId") && text.contains("UniqueId"),
             "{text}"
         );
+        let other = send(ok.replace("SignalResource", "DeleteStack"), &creds).await.unwrap();
+        assert_eq!(other.status(), 400);
+        assert!(other.text().await.unwrap().contains("InvalidAction"));
         let mut forged = (*creds).clone();
         forged.secret_access_key.push('x');
         assert_eq!(send(ok, &forged).await.unwrap().status(), 403);

@@ -4,9 +4,8 @@
 use super::instances::{Instance, Instances};
 use super::sigv4;
 use crate::eks::max_pods::EniLimits;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -74,9 +73,8 @@ fn instance_xml(i: &Instance) -> String {
     )
 }
 
-async fn handle(State(ec2): State<Arc<Ec2>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let text = String::from_utf8_lossy(&body);
-    let params: HashMap<String, String> = match sigv4::form_pairs(&text) {
+async fn handle(State(ec2): State<Arc<Ec2>>, call: super::SignedCall) -> Response {
+    let params: HashMap<String, String> = match call.form() {
         Ok(p) => p.into_iter().collect(),
         Err(e) => return ec2_error(StatusCode::BAD_REQUEST, "MalformedQueryString", &e),
     };
@@ -86,14 +84,8 @@ async fn handle(State(ec2): State<Arc<Ec2>>, method: Method, uri: Uri, headers: 
         .find(|(k, _)| k.starts_with("InstanceId."))
         .and_then(|(_, id)| ec2.instances.by_id(id))
         .map(|i| i.region.clone());
-    let received = sigv4::Received {
-        method: method.as_str(),
-        path_and_query: uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-        headers: &headers,
-        body: &body,
-    };
     let verified = sigv4::verify_request(
-        &received,
+        &call.received(),
         &ec2.instances.iam,
         "ec2",
         region.as_deref(),

@@ -202,13 +202,14 @@ impl SignedCall {
         }
     }
 
-    /// Verifies a Query API call (STS, CloudFormation): its parameters and the credentials that signed it, or
-    /// the AWS-shaped error in `namespace`.
+    /// Verifies a Query API call (STS, CloudFormation) for the one `action` the fake answers: its parameters
+    /// and the credentials that signed it, or the AWS-shaped error in `namespace`.
     pub fn verify_query(
         &self,
         store: &iam::CredentialStore,
         service: &str,
         namespace: &str,
+        action: &str,
     ) -> std::result::Result<VerifiedQuery, Box<axum::response::Response>> {
         use axum::http::StatusCode;
         let params = self.form().map_err(|e| {
@@ -219,17 +220,27 @@ impl SignedCall {
                 &e,
             ))
         })?;
-        match sigv4::verify_request(&self.received(), store, service, None, std::time::SystemTime::now()) {
-            Ok(v) => Ok((params, v.credentials)),
+        let creds = match sigv4::verify_request(&self.received(), store, service, None, std::time::SystemTime::now()) {
+            Ok(v) => v.credentials,
             Err(f) => {
                 tracing::info!("{service}: request refused: {}", f.message());
-                Err(Box::new(query_error(
+                return Err(Box::new(query_error(
                     namespace,
                     StatusCode::FORBIDDEN,
                     f.sts_code(),
                     &f.message(),
-                )))
+                )));
             }
+        };
+        let given = params.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.as_str());
+        if given != Some(action) {
+            return Err(Box::new(query_error(
+                namespace,
+                StatusCode::BAD_REQUEST,
+                "InvalidAction",
+                &format!("nodejoin's fake {service} answers {action} only, not {given:?}"),
+            )));
         }
+        Ok((params, creds))
     }
 }

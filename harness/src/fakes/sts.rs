@@ -30,23 +30,11 @@ impl Sts {
 
 const NS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
 
-fn sts_error(status: StatusCode, code: &str, message: &str) -> Response {
-    super::query_error(NS, status, code, message)
-}
-
 async fn handle(State(sts): State<Arc<Sts>>, call: super::SignedCall) -> Response {
-    let (params, creds) = match call.verify_query(&sts.instances.iam, "sts", NS) {
+    let (_, creds) = match call.verify_query(&sts.instances.iam, "sts", NS, "GetCallerIdentity") {
         Ok(x) => x,
         Err(r) => return *r,
     };
-    let action = params.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.as_str());
-    if action != Some("GetCallerIdentity") {
-        return sts_error(
-            StatusCode::BAD_REQUEST,
-            "InvalidAction",
-            &format!("nodejoin's fake STS answers GetCallerIdentity only, not {action:?}"),
-        );
-    }
     let c = caller(&creds);
     let body = format!(
         "<GetCallerIdentityResponse xmlns=\"{NS}\"><GetCallerIdentityResult><Arn>{}</Arn><UserId>{}</UserId><Account>{}</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata></GetCallerIdentityResponse>",

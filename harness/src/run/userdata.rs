@@ -37,11 +37,11 @@ pub fn build(
         ca_base64: var("cluster.caBase64"),
         dns_ip: var("cluster.dnsIp"),
         region: sc.cluster.region.clone(),
-        service_cidr: var("cluster.serviceIpv4Cidr"),
     };
     let render_all = |m: &BTreeMap<String, String>| -> std::result::Result<BTreeMap<String, String>, String> {
         m.iter().map(|(k, v)| Ok((k.clone(), r(v)?))).collect()
     };
+    let render_list = |l: &[String]| l.iter().map(|t| r(t)).collect::<std::result::Result<Vec<_>, _>>();
     let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
         let path = crate::paths::resolve(Path::new(file));
         let text = std::fs::read_to_string(&path).map_err(|e| format!("user data {}: {e}", path.display()))?;
@@ -81,7 +81,7 @@ pub fn build(
             launch_template_version: m.launch_template_version.clone(),
             max_pods,
             labels: render_all(&m.labels)?,
-            taints: m.taints.iter().map(|t| r(t)).collect::<std::result::Result<_, _>>()?,
+            taints: render_list(&m.taints)?,
         };
         (generate::eks_managed(&facts, &managed), None)
     } else if let Some(cf) = &spec.cloud_formation {
@@ -98,7 +98,7 @@ pub fn build(
         let ng = generate::Eksctl {
             nodegroup: e.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
             labels: render_all(&e.labels)?,
-            taints: e.taints.iter().map(|t| r(t)).collect::<std::result::Result<_, _>>()?,
+            taints: render_list(&e.taints)?,
             max_pods: e.max_pods,
             kubelet_extra: e.kubelet_extra_config.clone().unwrap_or_else(|| serde_json::json!({})),
         };

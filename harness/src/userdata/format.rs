@@ -232,6 +232,21 @@ fn leaf(ct: &str, contents: &[u8], encoding: mail_parser::Encoding, depth: usize
     })
 }
 
+impl Kind {
+    /// What a leaf is called in reports (a multipart container is listed by its parts instead).
+    fn name(&self) -> String {
+        match self {
+            Kind::ShellScript => "shell script".into(),
+            Kind::CloudConfig => "cloud-config".into(),
+            Kind::Boothook => "boothook".into(),
+            Kind::IncludeUrl => "include-url".into(),
+            Kind::NodeConfig => "NodeConfig".into(),
+            Kind::Unknown(w) => format!("unrecognised ({w})"),
+            Kind::Multipart(parts) => format!("multipart of {}", parts.len()),
+        }
+    }
+}
+
 impl Part {
     /// The leaves in document order (multipart containers flattened away).
     pub fn leaves(&self) -> Vec<&Part> {
@@ -259,16 +274,8 @@ impl fmt::Display for Part {
                 }
                 write!(f, "]")?;
             }
-            k => {
-                let what = match k {
-                    Kind::ShellScript => "shell script".to_string(),
-                    Kind::CloudConfig => "cloud-config".to_string(),
-                    Kind::Boothook => "boothook".to_string(),
-                    Kind::IncludeUrl => "include-url".to_string(),
-                    Kind::NodeConfig => "NodeConfig".to_string(),
-                    Kind::Unknown(w) => format!("unrecognised ({w})"),
-                    Kind::Multipart(_) => unreachable!(),
-                };
+            leaf => {
+                let what = leaf.name();
                 match &self.content_type {
                     Some(ct) => write!(f, "{ct}: {what}")?,
                     None => write!(f, "{what}")?,

@@ -16,7 +16,6 @@ pub struct ClusterFacts {
     pub ca_base64: String,
     pub dns_ip: String,
     pub region: String,
-    pub service_cidr: String,
 }
 
 /// Labels EKS adds to every node of a managed node group.
@@ -235,7 +234,6 @@ mod tests {
             ca_base64: "LS0tQ0EtLS0=".into(),
             dns_ip: "10.100.0.10".into(),
             region: "us-west-2".into(),
-            service_cidr: "10.100.0.0/16".into(),
         }
     }
 
