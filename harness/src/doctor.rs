@@ -43,8 +43,22 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "nodejoin assets --version <v>  (downloads, or builds from Go modules: needs `go`)",
     );
-    let image_present = match (&docker, &found) {
-        (Ok(d), Some(a)) => match crate::node::image::expected(a) {
+    let nodeadm = assets::nodeadm::find();
+    add(
+        &format!("nodeadm {}", assets::nodeadm::version()),
+        nodeadm.is_some(),
+        match &nodeadm {
+            Some(p) => p.display().to_string(),
+            None => format!(
+                "not in {} and {} unset",
+                assets::nodeadm::cache_dir(&assets::nodeadm::version()).display(),
+                assets::nodeadm::ENV_BIN
+            ),
+        },
+        "nodejoin assets  (builds nodeadm from its Go module: needs `go`)",
+    );
+    let image_present = match (&docker, &found, &nodeadm) {
+        (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
                 add("node image", present, img.tag.clone(), "nodejoin image build");
@@ -66,9 +80,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
         }
     };
     let (ok, detail) = need(
-        found.is_none(),
+        found.is_none() || nodeadm.is_none(),
         assets::which("go").is_some(),
-        "Kubernetes binaries are not cached",
+        "Kubernetes binaries or nodeadm are not cached",
     );
     add("go (Kubernetes build)", ok, detail, "install Go >= 1.26");
     for tool in ["debootstrap", "tar", "gcc"] {

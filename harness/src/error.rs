@@ -26,6 +26,9 @@ pub enum Error {
     #[error("Kubernetes {version} binaries unavailable; tried: {tried}")]
     AssetsUnavailable { version: String, tried: String },
 
+    #[error("nodeadm {version} is not available; tried: {tried}")]
+    NodeadmUnavailable { version: String, tried: String },
+
     #[error("node image: {0}")]
     Image(String),
 
@@ -67,6 +70,9 @@ impl Error {
             Error::Io { .. } => "check the path exists and is readable",
             Error::AssetsUnavailable { .. } => {
                 "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set NODEJOIN_K8S_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubelet"
+            }
+            Error::NodeadmUnavailable { .. } => {
+                "run `nodejoin assets` (builds nodeadm with Go from the Go module proxy), or set NODEJOIN_NODEADM to a nodeadm binary"
             }
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",

@@ -3,6 +3,7 @@ pub mod audit;
 pub mod cloud_init;
 pub mod csr;
 pub mod node;
+pub mod nodeadm;
 pub mod serving;
 
 /// One assertion's outcome.

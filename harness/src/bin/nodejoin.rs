@@ -63,25 +63,39 @@ async fn main() -> ExitCode {
     nodejoin::init_tracing();
     let cli = Cli::parse();
     match cli.command {
-        Command::Assets { version } => match nodejoin::assets::resolve(&version).await {
-            Ok(a) => {
-                println!(
-                    "Kubernetes {} binaries in {} (source: {})",
-                    a.version,
-                    a.dir.display(),
-                    a.source
-                );
-                ExitCode::SUCCESS
+        Command::Assets { version } => {
+            let result = async {
+                let a = nodejoin::assets::resolve(&version).await?;
+                let nodeadm = nodejoin::assets::nodeadm::resolve().await?;
+                Ok::<_, nodejoin::Error>((a, nodeadm))
             }
-            Err(e) => fail(&e),
-        },
+            .await;
+            match result {
+                Ok((a, nodeadm)) => {
+                    println!(
+                        "Kubernetes {} binaries in {} (source: {})",
+                        a.version,
+                        a.dir.display(),
+                        a.source
+                    );
+                    println!(
+                        "nodeadm {} at {}",
+                        nodejoin::assets::nodeadm::version(),
+                        nodeadm.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
         Command::Image {
             command: ImageCommand::Build { version },
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
+                let nodeadm = nodejoin::assets::nodeadm::resolve().await?;
                 let docker = nodejoin::docker::connect().await?;
-                nodejoin::node::image::ensure(&docker, &assets).await
+                nodejoin::node::image::ensure(&docker, &assets, &nodeadm).await
             }
             .await;
             match result {

@@ -3,10 +3,12 @@
 pub mod authenticator;
 pub mod cloudformation;
 pub mod ec2;
+pub mod ecr;
 pub mod eks;
 pub mod iam;
 pub mod imds;
 pub mod instances;
+pub mod registry;
 pub mod sigv4;
 pub mod sts;
 

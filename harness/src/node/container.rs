@@ -116,6 +116,30 @@ impl NodeContainer {
         (out.exit_code == 0).then_some(out.stdout)
     }
 
+    /// A file's bytes, through the Docker archive API (binary-safe, unlike `cat` through exec).
+    pub async fn read_bytes(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        use futures::TryStreamExt;
+        use std::io::Read;
+        use testcontainers::bollard::query_parameters::DownloadFromContainerOptionsBuilder;
+        let options = DownloadFromContainerOptionsBuilder::new().path(path).build();
+        let chunks: Vec<_> = self
+            .docker
+            .download_from_container(&self.id, Some(options))
+            .try_collect()
+            .await
+            .map_err(|e| format!("{path}: {e}"))?;
+        let archive = chunks.concat();
+        let mut tar = tar::Archive::new(&archive[..]);
+        let mut entries = tar.entries().map_err(|e| format!("{path}: {e}"))?;
+        let mut entry = entries
+            .next()
+            .ok_or_else(|| format!("{path}: empty archive"))?
+            .map_err(|e| format!("{path}: {e}"))?;
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).map_err(|e| format!("{path}: {e}"))?;
+        Ok(data)
+    }
+
     /// The journal of a unit (or the whole journal for `None`).
     pub async fn journal(&self, unit: Option<&str>) -> String {
         let mut cmd = vec!["journalctl", "--no-pager", "-o", "short-precise"];

@@ -1,5 +1,5 @@
 //! The node image, built locally with no registry: a debootstrap rootfs imported as a base image, then a small
-//! `docker build` on top adding the kubelet of the chosen version, the pause image and our unit files.
+//! `docker build` on top adding the kubelet of the chosen version, nodeadm, the pause image and our unit files.
 //! Both images are tagged by a hash of their inputs, so they are rebuilt only when an input changes.
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
@@ -106,8 +106,8 @@ fn file_digest(path: &Path) -> Result<String> {
     Ok(digest)
 }
 
-/// The tags the current recipe and kubelet produce.
-pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
+/// The tags the current recipe, kubelet and nodeadm produce.
+pub fn expected(assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
     let dir = recipe_dir();
     let mut base = Sha256::new();
     hash_path(&mut base, &dir.join("rootfs.sh"))?;
@@ -119,6 +119,7 @@ pub fn expected(assets: &K8sAssets) -> Result<NodeImage> {
         hash_path(&mut node, &dir.join(input))?;
     }
     node.update(file_digest(&assets.kubelet)?.as_bytes());
+    node.update(file_digest(nodeadm)?.as_bytes());
     Ok(NodeImage {
         tag: format!(
             "nodejoin-node:{}-{}",
@@ -151,8 +152,8 @@ async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets) -> Result<NodeImage> {
-    let image = expected(assets)?;
+pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
+    let image = expected(assets, nodeadm)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
@@ -169,7 +170,7 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets
     if !exists(docker, &image.base).await {
         build_base(&image.base, work.path()).await?;
     }
-    build_node(&image, assets, work.path()).await?;
+    build_node(&image, assets, nodeadm, work.path()).await?;
     Ok(image)
 }
 
@@ -255,7 +256,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Result<()> {
+async fn build_node(image: &NodeImage, assets: &K8sAssets, nodeadm: &Path, work: &Path) -> Result<()> {
     let steps = Steps::new(&format!("node image {}", image.tag), 3);
     steps.step(0, "pause image");
     build_pause(work).await?;
@@ -264,6 +265,7 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, work: &Path) -> Resul
     copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
     std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
+    std::fs::copy(nodeadm, ctx.join("nodeadm")).map_err(|e| Error::io(nodeadm, e))?;
     std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
     run(

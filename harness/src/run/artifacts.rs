@@ -23,6 +23,12 @@ pub const BOOTSTRAP_FILES: &[&str] = &[
     "/run/cloud-init/result.json",
     "/etc/eksctl/kubelet.env",
     "/etc/kubernetes/kubelet/config.d/40-eksctl.conf",
+    // nodeadm (AL2023)
+    "/etc/kubernetes/kubelet/config.json",
+    "/etc/kubernetes/kubelet/config.json.d/00-nodeadm.conf",
+    "/etc/eks/kubelet/environment",
+    "/etc/eks/image-credential-provider/config.json",
+    "/etc/containerd/config.toml",
 ];
 
 fn write(dir: &Path, name: &str, content: &str) {

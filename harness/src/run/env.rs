@@ -8,9 +8,11 @@ use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
 use crate::fakes::cloudformation::CloudFormation;
 use crate::fakes::ec2::Ec2;
+use crate::fakes::ecr::Ecr;
 use crate::fakes::eks::Eks;
 use crate::fakes::imds::Imds;
 use crate::fakes::instances::Instances;
+use crate::fakes::registry::Registry;
 use crate::fakes::sts::Sts;
 use crate::fakes::FakeServer;
 use crate::node::image::{self, NodeImage};
@@ -50,11 +52,15 @@ pub struct Environment {
     pub ec2: Arc<Ec2>,
     pub authenticator: Arc<Authenticator>,
     pub cloudformation: Arc<CloudFormation>,
+    pub ecr: Arc<Ecr>,
+    pub registry: Arc<Registry>,
     pub imds_addr: std::net::SocketAddr,
     pub eks_url: String,
     pub ec2_url: String,
     pub sts_url: String,
     pub cloudformation_url: String,
+    pub ecr_url: String,
+    pub registry_url: String,
     webhook_base: String,
     webhook_ca: String,
     state: RunState,
@@ -64,7 +70,11 @@ pub struct Environment {
     clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
     cluster_count: std::sync::atomic::AtomicUsize,
     sysctl: std::sync::Mutex<Option<SysctlGuard>>,
+    sandbox_lock: Mutex<()>,
 }
+
+/// Where the node image keeps the `docker save` archive of our pause image.
+const PAUSE_ARCHIVE: &str = "/opt/nodejoin/pause.tar";
 
 impl Environment {
     /// Reaps what killed runs left, then creates the run network and starts the fakes on its gateway.
@@ -82,6 +92,8 @@ impl Environment {
         let ec2 = Ec2::new(instances.clone());
         let authenticator = Authenticator::new(instances.clone(), eks.clone());
         let cloudformation = CloudFormation::new(instances.clone());
+        let ecr = Ecr::new(instances.clone());
+        let registry = Registry::new(ecr.clone());
         // The webhook's serving certificate, for the gateway address the API servers reach it on.
         let webhook_ca = crate::pki::Ca::generate("nodejoin token webhook CA")?;
         let webhook_cert = webhook_ca.issue(
@@ -106,6 +118,8 @@ impl Environment {
                 .await?,
                 FakeServer::start_tls("token-webhook", gateway, authenticator.router(), &webhook_cert).await?,
                 FakeServer::start("cloudformation", gateway, cloudformation.router()).await?,
+                FakeServer::start("ecr", gateway, ecr.router()).await?,
+                FakeServer::start("registry", gateway, registry.router()).await?,
             ])
         }
         .await;
@@ -122,6 +136,8 @@ impl Environment {
             ec2_url: fakes[2].url(),
             sts_url: fakes[3].url(),
             cloudformation_url: fakes[5].url(),
+            ecr_url: fakes[6].url(),
+            registry_url: fakes[7].url(),
             webhook_base: format!("https://{}", fakes[4].addr),
             webhook_ca: webhook_ca.0.cert_pem.clone(),
             run_id,
@@ -133,6 +149,8 @@ impl Environment {
             ec2,
             authenticator,
             cloudformation,
+            ecr,
+            registry,
             state,
             fakes,
             assets: Mutex::new(HashMap::new()),
@@ -140,6 +158,7 @@ impl Environment {
             clusters: Mutex::new(HashMap::new()),
             cluster_count: Default::default(),
             sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
+            sandbox_lock: Mutex::new(()),
         }))
     }
 
@@ -162,7 +181,10 @@ impl Environment {
         }
         let i = match std::env::var(image::ENV_IMAGE) {
             Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag).await?,
-            _ => image::ensure(&self.docker, assets).await?,
+            _ => {
+                let nodeadm = assets::nodeadm::resolve().await?;
+                image::ensure(&self.docker, assets, &nodeadm).await?
+            }
         };
         cache.insert(assets.version.clone(), i.clone());
         Ok(i)
@@ -288,12 +310,32 @@ impl Environment {
         leftovers
     }
 
+    /// Makes the fake registry serve the EKS sandbox image (`eks/pause:3.5`, what nodeadm pulls), taken from
+    /// `node`'s image: the `docker save` archive of our pause image at `/opt/nodejoin/pause.tar`. Once per run.
+    pub async fn ensure_sandbox_image(&self, node: &crate::node::container::NodeContainer) -> Result<()> {
+        use crate::fakes::registry::{OciImage, SANDBOX_REPOSITORY, SANDBOX_TAG};
+        let _once = self.sandbox_lock.lock().await;
+        if self.registry.has(SANDBOX_REPOSITORY, SANDBOX_TAG) {
+            return Ok(());
+        }
+        let archive = node.read_bytes(PAUSE_ARCHIVE).await.map_err(|e| {
+            Error::node(
+                &node.name,
+                format!("the node image has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {e}"),
+            )
+        })?;
+        let image = OciImage::from_docker_archive(&archive).map_err(|e| Error::node(&node.name, e))?;
+        self.registry.add(SANDBOX_REPOSITORY, SANDBOX_TAG, image);
+        Ok(())
+    }
+
     /// `AWS_ENDPOINT_URL_<SERVICE>=<fake>` entries: how the AWS CLI and SDKs in a node reach the fakes.
     pub fn aws_endpoint_env(&self) -> Vec<String> {
         vec![
             format!("AWS_ENDPOINT_URL_EKS={}", self.eks_url),
             format!("AWS_ENDPOINT_URL_EC2={}", self.ec2_url),
             format!("AWS_ENDPOINT_URL_CLOUDFORMATION={}", self.cloudformation_url),
+            format!("AWS_ENDPOINT_URL_ECR={}", self.ecr_url),
         ]
     }
 

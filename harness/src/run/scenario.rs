@@ -53,6 +53,7 @@ struct RunningNode {
     /// `userData` nodes: what the user data was, and what cloud-init reported.
     user_data_note: Option<String>,
     cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
+    nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
 }
 
 impl RunningNode {
@@ -252,12 +253,16 @@ async fn run_inner(
             if let Some(ci) = &n.cloud_init {
                 report.notes.push(format!("{}: {}", n.node_name, ci.summary()));
             }
+            if let Some(na) = &n.nodeadm {
+                report.notes.push(format!("{}: {}", n.node_name, na.summary()));
+            }
             report.checks.extend(super::userdata::checks(
                 env,
                 &n.group,
                 &n.node_name,
                 &n.instance.instance_id,
                 n.cloud_init.as_ref(),
+                n.nodeadm.as_ref(),
             ));
         }
         if sc.cluster.auth == AuthMode::Iam {
@@ -377,6 +382,7 @@ async fn boot_node(
     let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
     let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
     let endpoints = env.aws_endpoint_env();
+    let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
     let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
     let files = vec![
         NodeFile {
@@ -406,6 +412,12 @@ async fn boot_node(
                     .join(" ")
             )
             .into_bytes(),
+            mode: 0o644,
+        },
+        // containerd pulls from the EKS ECR registry (nodeadm's sandbox image) go to the fake registry.
+        NodeFile {
+            path: format!("/etc/containerd/certs.d/{ecr_host}/hosts.toml"),
+            content: crate::fakes::registry::containerd_hosts_toml(&ecr_host, &env.registry_url).into_bytes(),
             mode: 0o644,
         },
     ];
@@ -496,6 +508,7 @@ async fn boot_node(
         done: false,
         user_data_note: None,
         cloud_init: None,
+        nodeadm: None,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -548,15 +561,20 @@ async fn run_bootstrap(
     if let Some(spec) = &group.user_data {
         let (served, description) =
             super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
+        let nodeadm = crate::userdata::carries_node_config(&served);
+        if nodeadm {
+            env.ensure_sandbox_image(&node.container).await?;
+        }
         let mut with_data = (*node.instance).clone();
         with_data.user_data = Some(served);
         node.instance = env.instances.register(with_data);
         node.user_data_note = Some(description);
         let t1 = Instant::now();
-        match super::userdata::run_cloud_init(&node.container, group.expect.within).await {
+        match super::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm).await {
             Ok(run) => {
                 node.bootstrap = Some(run.output);
                 node.cloud_init = Some(run.report);
+                node.nodeadm = run.nodeadm;
             }
             Err(e) => node.bootstrap_error = Some(e.to_string()),
         }
@@ -775,6 +793,7 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
                     .unwrap_or_default();
                 format!("{log}\n{output}")
             }
+            EvidenceSource::Nodeadm => super::userdata::nodeadm_journal(&n.container).await,
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();

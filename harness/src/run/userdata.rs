@@ -3,6 +3,7 @@
 //! cloud-init and CloudFormation signals.
 use super::env::Environment;
 use crate::assert::cloud_init::{self, CloudInitReport};
+use crate::assert::nodeadm::{self as nodeadm_report, NodeadmReport};
 use crate::assert::Check;
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
@@ -37,6 +38,7 @@ pub fn build(
         ca_base64: var("cluster.caBase64"),
         dns_ip: var("cluster.dnsIp"),
         region: sc.cluster.region.clone(),
+        service_cidr: var("cluster.serviceIpv4Cidr"),
     };
     let render_all = |m: &BTreeMap<String, String>| -> std::result::Result<BTreeMap<String, String>, String> {
         m.iter().map(|(k, v)| Ok((k.clone(), r(v)?))).collect()
@@ -104,8 +106,15 @@ pub fn build(
         };
         let api = generate::eksctl(&facts, &ng, &helper);
         (crate::userdata::from_api(&api)?, Some(api.into_bytes()))
+    } else if let Some(n) = &spec.nodeadm {
+        let omit: Vec<&str> = n.omit.iter().map(|f| f.key()).collect();
+        let mut configs = vec![(generate::nodeadm_cluster_config(&facts, &omit), n.encoding)];
+        for part in &n.parts {
+            configs.push((generate::node_config(render_value(&part.spec, vars)?), part.encoding));
+        }
+        (generate::nodeadm(&configs), None)
     } else {
-        return Err("userData needs one of file, eksManaged, cloudFormation, eksctl".into());
+        return Err("userData needs one of file, eksManaged, cloudFormation, eksctl, nodeadm".into());
     };
     let describe = |bytes: &[u8]| match crate::userdata::format::detect(bytes) {
         Ok(p) => p.to_string(),
@@ -118,22 +127,58 @@ pub fn build(
     Ok((served, description))
 }
 
-/// cloud-init's results in a node after it has run.
+/// `value` with the placeholders of every string in it filled in.
+fn render_value(
+    value: &serde_yaml_ng::Value,
+    vars: &BTreeMap<String, String>,
+) -> std::result::Result<serde_yaml_ng::Value, String> {
+    use serde_yaml_ng::Value;
+    Ok(match value {
+        Value::String(s) => Value::String(render(s, vars)?),
+        Value::Sequence(items) => Value::Sequence(
+            items
+                .iter()
+                .map(|i| render_value(i, vars))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        Value::Mapping(m) => Value::Mapping(
+            m.iter()
+                .map(|(k, v)| Ok((render_value(k, vars)?, render_value(v, vars)?)))
+                .collect::<std::result::Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// cloud-init's (and nodeadm's) results in a node after they have run.
 pub struct CloudInitRun {
-    /// Exit code of `cloud-init status --wait` (0: done, otherwise error), with its output log as stdout.
+    /// Exit code of `cloud-init status --wait` (0: done, otherwise error), or 1 when nodeadm failed; the output
+    /// log (and nodeadm's) as stdout.
     pub output: ExecOutput,
     pub report: CloudInitReport,
+    pub nodeadm: Option<NodeadmReport>,
 }
 
 /// Starts cloud-init's boot stages in a booted node (the image keeps it disabled until the harness has put the
-/// user data in IMDS) and waits for them to finish, at most `within`.
-pub async fn run_cloud_init(node: &NodeContainer, within: Duration) -> Result<CloudInitRun> {
-    let script = "rm -f /etc/cloud/cloud-init.disabled\n\
-systemctl start cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service || true\n\
-cloud-init status --wait >/dev/null\n";
-    let start = ["sh", "-c", script];
+/// user data in IMDS) and waits for them to finish, at most `within`. With `nodeadm`, the image's two nodeadm
+/// units run in the same systemd transaction, ordered around cloud-init's stages as on an AL2023 AMI (config
+/// before the user's scripts, run after them).
+pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
+    let mut units = "cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service".to_string();
+    if nodeadm {
+        for u in nodeadm_report::UNITS {
+            units.push(' ');
+            units.push_str(u);
+        }
+    }
+    let script = format!(
+        "rm -f /etc/cloud/cloud-init.disabled\n\
+systemctl start {units} || true\n\
+cloud-init status --wait >/dev/null\n"
+    );
+    let start = ["sh", "-c", script.as_str()];
     let waited = tokio::time::timeout(within, node.exec(&start, &[])).await;
-    let exit_code = match waited {
+    let mut exit_code = match waited {
         Ok(Ok(out)) => out.exit_code,
         Ok(Err(e)) => return Err(e),
         Err(_) => {
@@ -143,21 +188,53 @@ cloud-init status --wait >/dev/null\n";
             ))
         }
     };
-    let output_log = node
+    let mut output_log = node
         .read_file("/var/log/cloud-init-output.log")
         .await
         .unwrap_or_default();
     let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
     let status = node.read_file("/run/cloud-init/status.json").await;
     let report = CloudInitReport::parse(status.as_deref(), &log);
+    let mut errors = report.errors.clone();
+    let nodeadm = if nodeadm {
+        let (r, journal) = read_nodeadm(node).await?;
+        output_log.push_str("\n--- nodeadm ---\n");
+        output_log.push_str(&journal);
+        if !r.succeeded() && exit_code == 0 {
+            exit_code = 1;
+        }
+        errors.extend(r.errors.iter().map(|e| format!("nodeadm: {e}")));
+        Some(r)
+    } else {
+        None
+    };
     Ok(CloudInitRun {
         output: ExecOutput {
             exit_code,
             stdout: output_log,
-            stderr: report.errors.join("\n"),
+            stderr: errors.join("\n"),
         },
         report,
+        nodeadm,
     })
+}
+
+/// The journal of the node's nodeadm units (nodeadm logs to stderr, one JSON object a line).
+pub async fn nodeadm_journal(node: &NodeContainer) -> String {
+    let mut cmd = vec!["journalctl", "--no-pager", "-o", "cat"];
+    for u in nodeadm_report::UNITS {
+        cmd.extend(["-u", u]);
+    }
+    node.exec(&cmd, &[]).await.map(|o| o.stdout).unwrap_or_default()
+}
+
+/// nodeadm's report and its journal.
+async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
+    let mut cmd = vec!["systemctl", "show", "-p", "Id,ActiveState,Result"];
+    cmd.extend(nodeadm_report::UNITS);
+    let show = node.exec(&cmd, &[]).await?.stdout;
+    let journal = nodeadm_journal(node).await;
+    Ok((NodeadmReport::parse(&show, &journal), journal))
 }
 
 /// Checks for one user-data node: cloud-init's status (done unless the scenario says otherwise) and the
@@ -168,6 +245,7 @@ pub fn checks(
     node: &str,
     instance_id: &str,
     report: Option<&CloudInitReport>,
+    nodeadm: Option<&NodeadmReport>,
 ) -> Vec<Check> {
     let mut out = Vec::new();
     let expect = group.expect.cloud_init.clone().unwrap_or(CloudInitExpectation {
@@ -182,6 +260,45 @@ pub fn checks(
             format!("{:?}", expect.status).to_lowercase(),
             "cloud-init did not run",
         )),
+    }
+    let nodeadm_want = group.expect.nodeadm.or(group
+        .expect
+        .joins
+        .then_some(crate::scenario::model::NodeadmExpectation::Succeeded));
+    match (nodeadm, nodeadm_want) {
+        (Some(r), Some(want)) => {
+            out.push(nodeadm_report::check(node, r, want));
+            if want == crate::scenario::model::NodeadmExpectation::Succeeded {
+                // nodeadm's run phase caches the EKS sandbox image: an ECR token signed with the instance's
+                // credentials, then a pull from the (fake) ECR registry with it.
+                let tokens = env.ecr.tokens_for(instance_id);
+                let pulls = env.registry.pulls_by(instance_id);
+                out.push(Check::new(
+                    format!("{node}/sandbox image pulled"),
+                    tokens > 0 && !pulls.is_empty(),
+                    "an ECR token for this instance, then a pull of eks/pause with it",
+                    format!(
+                        "{tokens} ECR token(s); pulls: {}",
+                        if pulls.is_empty() {
+                            "none".to_string()
+                        } else {
+                            pulls
+                                .iter()
+                                .map(|p| format!("{}:{}", p.repository, p.reference))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        (None, Some(want)) if group.expect.nodeadm.is_some() => out.push(Check::new(
+            format!("{node}/nodeadm"),
+            false,
+            format!("{want:?}").to_lowercase(),
+            "nodeadm did not run (the user data carries no NodeConfig, or cloud-init never ran)",
+        )),
+        _ => {}
     }
     if let Some(want) = group.expect.cfn_signal {
         let signals = env.cloudformation.signals_from(instance_id);

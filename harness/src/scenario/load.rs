@@ -115,7 +115,7 @@ fn check_user_data(
     let sources = ud.sources();
     if sources.len() != 1 {
         return Err(format!(
-            "give exactly one of file, eksManaged, cloudFormation, eksctl (found {})",
+            "give exactly one of file, eksManaged, cloudFormation, eksctl, nodeadm (found {})",
             if sources.is_empty() {
                 "none".to_string()
             } else {
@@ -150,10 +150,34 @@ fn check_user_data(
     if let Some(e) = &ud.eksctl {
         texts.extend(e.labels.values().chain(&e.taints));
     }
-    for t in texts {
+    let mut part_texts = Vec::new();
+    if let Some(n) = &ud.nodeadm {
+        for p in &n.parts {
+            if !p.spec.is_mapping() {
+                return Err("nodeadm.parts[].spec must be a mapping (a NodeConfig's spec)".into());
+            }
+            collect_strings(&p.spec, &mut part_texts);
+        }
+    }
+    for t in texts.into_iter().chain(part_texts.iter()) {
         super::template::check(t)?;
     }
     Ok(())
+}
+
+/// Every string in a YAML value (keys and values), for placeholder checks.
+fn collect_strings(v: &serde_yaml_ng::Value, out: &mut Vec<String>) {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sequence(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
+            collect_strings(k, out);
+            collect_strings(v, out);
+        }),
+        Value::Tagged(t) => collect_strings(&t.value, out),
+        _ => {}
+    }
 }
 
 pub fn load_file(path: &Path) -> Result<Scenario> {

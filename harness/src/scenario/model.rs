@@ -358,6 +358,9 @@ pub struct UserDataSpec {
     /// eksctl's self-managed node group (base64(gzip(#cloud-config))).
     #[serde(default)]
     pub eksctl: Option<EksctlSpec>,
+    /// AL2023: MIME `application/node.eks.aws` NodeConfig parts, run by the node's nodeadm.
+    #[serde(default)]
+    pub nodeadm: Option<NodeadmSpec>,
 }
 
 impl UserDataSpec {
@@ -375,6 +378,9 @@ impl UserDataSpec {
         }
         if self.eksctl.is_some() {
             v.push("eksctl");
+        }
+        if self.nodeadm.is_some() {
+            v.push("nodeadm");
         }
         v
     }
@@ -454,6 +460,52 @@ pub struct EksctlSpec {
     pub kubelet_extra_config: Option<serde_json::Value>,
 }
 
+/// AL2023 user data: a first NodeConfig with the cluster's details, as EKS and Karpenter write it, then the
+/// scenario's own NodeConfig parts; nodeadm merges them in order.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeadmSpec {
+    /// `spec.cluster` fields left out of the generated first part (`name`, `apiServerEndpoint`,
+    /// `certificateAuthority`, `cidr`): how a negative scenario hands nodeadm an incomplete config.
+    #[serde(default)]
+    pub omit: Vec<NodeadmClusterField>,
+    /// How the generated first part is wrapped.
+    #[serde(default)]
+    pub encoding: crate::userdata::generate::PartEncoding,
+    /// Further parts, in order.
+    #[serde(default)]
+    pub parts: Vec<NodeadmPart>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeadmClusterField {
+    Name,
+    ApiServerEndpoint,
+    CertificateAuthority,
+    Cidr,
+}
+
+impl NodeadmClusterField {
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Name => "name",
+            Self::ApiServerEndpoint => "apiServerEndpoint",
+            Self::CertificateAuthority => "certificateAuthority",
+            Self::Cidr => "cidr",
+        }
+    }
+}
+
+/// One more NodeConfig part: its `spec` (strings may hold placeholders) and how the part is wrapped.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeadmPart {
+    pub spec: serde_yaml_ng::Value,
+    #[serde(default)]
+    pub encoding: crate::userdata::generate::PartEncoding,
+}
+
 /// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -477,6 +529,15 @@ pub enum CloudInitStatus {
     #[default]
     Done,
     Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeadmExpectation {
+    /// Both phases (config, run) exited 0.
+    Succeeded,
+    /// A phase failed (the error is in the report and in `nodeadm` evidence).
+    Failed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -524,6 +585,8 @@ pub enum EvidenceSource {
     Authenticator,
     /// cloud-init's log and its output log (`userData` nodes).
     CloudInit,
+    /// nodeadm's log (the journal of its two units), for user data carrying a NodeConfig.
+    Nodeadm,
 }
 
 /// The identity the API server saw the kubelet as (from its audit log).
@@ -604,6 +667,10 @@ pub struct Expect {
     /// The CloudFormation signal the instance sent.
     #[serde(default)]
     pub cfn_signal: Option<SignalExpectation>,
+    /// Nodes whose user data carries a NodeConfig: how nodeadm's phases ended (default: succeeded, for nodes
+    /// that join).
+    #[serde(default)]
+    pub nodeadm: Option<NodeadmExpectation>,
 }
 
 fn yes() -> bool {
@@ -633,6 +700,7 @@ impl Default for Expect {
             aws_auth_changed_by: None,
             cloud_init: None,
             cfn_signal: None,
+            nodeadm: None,
         }
     }
 }

@@ -16,6 +16,8 @@ pub struct ClusterFacts {
     pub ca_base64: String,
     pub dns_ip: String,
     pub region: String,
+    /// The service CIDR (nodeadm's `spec.cluster.cidr`).
+    pub service_cidr: String,
 }
 
 /// Labels EKS adds to every node of a managed node group.
@@ -168,6 +170,37 @@ pub enum PartEncoding {
     Gzip,
 }
 
+pub const NODECONFIG_API_VERSION: &str = "node.eks.aws/v1alpha1";
+
+/// A NodeConfig document around `spec`.
+pub fn node_config(spec: serde_yaml_ng::Value) -> serde_yaml_ng::Value {
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("apiVersion".into(), NODECONFIG_API_VERSION.into());
+    doc.insert("kind".into(), "NodeConfig".into());
+    doc.insert("spec".into(), spec);
+    serde_yaml_ng::Value::Mapping(doc)
+}
+
+/// The NodeConfig EKS managed node groups and Karpenter put first in AL2023 user data: the cluster's name,
+/// endpoint, CA (base64 of the PEM) and service CIDR, so nodeadm never calls DescribeCluster. `omit` names
+/// `spec.cluster` keys to leave out.
+pub fn nodeadm_cluster_config(c: &ClusterFacts, omit: &[&str]) -> serde_yaml_ng::Value {
+    let mut cluster = serde_yaml_ng::Mapping::new();
+    for (k, v) in [
+        ("name", &c.name),
+        ("apiServerEndpoint", &c.endpoint),
+        ("certificateAuthority", &c.ca_base64),
+        ("cidr", &c.service_cidr),
+    ] {
+        if !omit.contains(&k) {
+            cluster.insert(k.into(), v.as_str().into());
+        }
+    }
+    let mut spec = serde_yaml_ng::Mapping::new();
+    spec.insert("cluster".into(), serde_yaml_ng::Value::Mapping(cluster));
+    node_config(serde_yaml_ng::Value::Mapping(spec))
+}
+
 /// AL2023 user data: one `application/node.eks.aws` part per NodeConfig document, in order (nodeadm merges them).
 pub fn nodeadm(configs: &[(serde_yaml_ng::Value, PartEncoding)]) -> Vec<u8> {
     let parts = configs
@@ -233,6 +266,7 @@ mod tests {
             endpoint: "https://172.20.0.1:6443".into(),
             ca_base64: "LS0tQ0EtLS0=".into(),
             dns_ip: "10.100.0.10".into(),
+            service_cidr: "10.100.0.0/16".into(),
             region: "us-west-2".into(),
         }
     }
@@ -364,6 +398,24 @@ mod tests {
         assert_eq!(extra, e.kubelet_extra);
         assert_eq!(content(EKSCTL_HELPER), "#!/bin/bash\necho helper\n");
         assert_eq!(doc["runcmd"][0][0].as_str(), Some(EKSCTL_HELPER));
+    }
+
+    #[test]
+    fn nodeadm_cluster_part_carries_what_nodeadm_requires_unless_omitted() {
+        let doc = nodeadm_cluster_config(&facts(), &[]);
+        assert_eq!(doc["apiVersion"].as_str(), Some(NODECONFIG_API_VERSION));
+        assert_eq!(doc["kind"].as_str(), Some("NodeConfig"));
+        let cluster = &doc["spec"]["cluster"];
+        assert_eq!(cluster["name"].as_str(), Some("demo"));
+        assert_eq!(cluster["cidr"].as_str(), Some("10.100.0.0/16"));
+        assert_eq!(
+            cluster["certificateAuthority"].as_str(),
+            Some(facts().ca_base64.as_str())
+        );
+        assert_eq!(cluster["apiServerEndpoint"].as_str(), Some(facts().endpoint.as_str()));
+        let without = nodeadm_cluster_config(&facts(), &["cidr"]);
+        assert!(without["spec"]["cluster"].get("cidr").is_none());
+        assert!(without["spec"]["cluster"].get("name").is_some());
     }
 
     #[test]

@@ -6,6 +6,8 @@ use crate::progress::Steps;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+pub mod nodeadm;
+
 /// The default Kubernetes version: a recent stable release published as Go modules.
 pub const DEFAULT_VERSION: &str = "v1.36.3";
 /// The etcd release downloaded next to official Kubernetes binaries (the one v1.36 is tested with).
