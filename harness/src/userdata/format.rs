@@ -43,6 +43,9 @@ pub struct Part {
     pub kind: Kind,
     /// The decoded content (empty for multipart).
     pub content: Vec<u8>,
+    /// Every Content-Type the part declared when it declared more than one (cloud-init, through Python's email
+    /// package, believes the first).
+    pub duplicate_types: Vec<String>,
 }
 
 /// Why user data could not be read.
@@ -102,6 +105,7 @@ fn detect_at(
         layers,
         kind,
         content,
+        duplicate_types: Vec::new(),
     })
 }
 
@@ -166,7 +170,8 @@ fn mime(bytes: &[u8], depth: usize) -> Result<Kind, FormatError> {
     let Some(ids) = root.sub_parts() else {
         // A single MIME entity: its own type decides.
         let ct = type_of(root);
-        let part = leaf(&ct, root.contents(), root.encoding, depth)?;
+        let mut part = leaf(&ct, root.contents(), root.encoding, depth)?;
+        part.duplicate_types = duplicates_of(root);
         return Ok(Kind::Multipart(vec![part]));
     };
     let mut parts = Vec::new();
@@ -184,22 +189,47 @@ fn mime(bytes: &[u8], depth: usize) -> Result<Kind, FormatError> {
                 layers: Vec::new(),
                 kind,
                 content: Vec::new(),
+                duplicate_types: duplicates_of(p),
             });
         } else {
-            parts.push(leaf(&ct, p.contents(), p.encoding, depth)?);
+            let mut part = leaf(&ct, p.contents(), p.encoding, depth)?;
+            part.duplicate_types = duplicates_of(p);
+            parts.push(part);
         }
     }
     Ok(Kind::Multipart(parts))
 }
 
-fn type_of(p: &mail_parser::MessagePart<'_>) -> String {
-    p.content_type()
-        .map(|c| match c.subtype() {
-            Some(s) => format!("{}/{}", c.ctype(), s),
-            None => c.ctype().to_string(),
+/// Every Content-Type header of a part, in order.
+fn types_of(p: &mail_parser::MessagePart<'_>) -> Vec<String> {
+    p.headers()
+        .iter()
+        .filter(|h| h.name == mail_parser::HeaderName::ContentType)
+        .filter_map(|h| h.value.as_content_type())
+        .map(|c| {
+            match c.subtype() {
+                Some(s) => format!("{}/{}", c.ctype(), s),
+                None => c.ctype().to_string(),
+            }
+            .to_ascii_lowercase()
         })
-        .unwrap_or_else(|| "text/plain".into())
-        .to_ascii_lowercase()
+        .collect()
+}
+
+/// The part's type as cloud-init sees it: the first Content-Type header (Python's `Message.get` returns the
+/// first of repeated headers), `text/plain` without one.
+fn type_of(p: &mail_parser::MessagePart<'_>) -> String {
+    types_of(p).into_iter().next().unwrap_or_else(|| "text/plain".into())
+}
+
+/// All declared types when there are several, else nothing.
+fn duplicates_of(p: &mail_parser::MessagePart<'_>) -> Vec<String> {
+    let all = types_of(p);
+    if all.len() > 1 {
+        all
+    } else {
+        Vec::new()
+    }
 }
 
 /// A non-multipart MIME part: transfer encoding, then gzip, then its type (or, for generic types, its content).
@@ -229,6 +259,7 @@ fn leaf(ct: &str, contents: &[u8], encoding: mail_parser::Encoding, depth: usize
         layers,
         kind,
         content,
+        duplicate_types: Vec::new(),
     })
 }
 
@@ -279,6 +310,13 @@ impl fmt::Display for Part {
                 match &self.content_type {
                     Some(ct) => write!(f, "{ct}: {what}")?,
                     None => write!(f, "{what}")?,
+                }
+                if !self.duplicate_types.is_empty() {
+                    write!(
+                        f,
+                        " (duplicated Content-Type: {}; cloud-init uses the first)",
+                        self.duplicate_types.join(", ")
+                    )?;
                 }
             }
         }
@@ -355,6 +393,25 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&leaves[1].content), nc);
         assert_eq!(leaves[2].kind, Kind::CloudConfig);
         assert!(matches!(&leaves[3].kind, Kind::Unknown(w) if w.contains("text/x-unknown")));
+    }
+
+    #[test]
+    fn duplicated_content_type_reads_as_cloud_init_reads_it() {
+        let msg = "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"//\"\r\n\r\n--//\r\n\
+Content-Type: text/cloud-config; charset=\"us-ascii\"\r\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\r\n\r\n\
+#!/bin/bash\necho hi\r\n--//--\r\n";
+        let p = detect(msg.as_bytes()).unwrap();
+        let leaf = p.leaves()[0].clone();
+        assert_eq!(leaf.content_type.as_deref(), Some("text/cloud-config"));
+        assert_eq!(leaf.kind, Kind::CloudConfig);
+        assert_eq!(leaf.duplicate_types, vec!["text/cloud-config", "text/x-shellscript"]);
+        assert!(
+            p.to_string()
+                .contains("duplicated Content-Type: text/cloud-config, text/x-shellscript"),
+            "{p}"
+        );
+        let single = detect(b"Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/x-shellscript\r\n\r\n#!/bin/sh\r\n--b--\r\n").unwrap();
+        assert!(single.leaves()[0].duplicate_types.is_empty());
     }
 
     #[test]
