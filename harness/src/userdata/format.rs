@@ -2,7 +2,7 @@
 //! content types cloud-init and nodeadm dispatch on. Used to describe user data in reports and to check the
 //! generators' output; the node's own cloud-init stays the judge of what actually runs.
 use base64::Engine;
-use mail_parser::{MessageParser, MimeHeaders, PartType};
+use mail_parser::{MessageParser, PartType};
 use std::fmt;
 use std::io::Read;
 
