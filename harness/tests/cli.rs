@@ -74,3 +74,151 @@ fn unreachable_docker_says_how_to_fix_it() {
 fn bad_version_is_refused_before_any_work() {
     expect_failure(&["assets", "--version", "1.36"], &[], 2, &["v1.36.3"]);
 }
+
+#[test]
+fn group_image_needs_exactly_one_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("img.yaml");
+    std::fs::write(&file, "nodes:\n  - name: a\n    image: {}\n").unwrap();
+    expect_failure(
+        &["run", file.to_str().unwrap()],
+        &[],
+        2,
+        &["image needs exactly one of overlay", "hint:"],
+    );
+    std::fs::write(&file, "nodes:\n  - name: a\n    image: { overlay: no/such/dir }\n").unwrap();
+    expect_failure(&["run", file.to_str().unwrap()], &[], 2, &["is not a directory"]);
+}
+
+/// `nodejoin image build --overlay DIR --tag T`, then a scenario naming that tag: the node runs the overlay's own
+/// /etc/eks/bootstrap.sh from the image. A tag that is not a local image is a clear error.
+#[test]
+fn overlay_image_built_by_the_cli_runs_as_a_group_image() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+            .current_dir(nodejoin::paths::workspace_root())
+            .args(args)
+            .output()
+            .expect("run nodejoin")
+    };
+    let tag = format!("nodejoin-test/overlay:{}", std::process::id());
+    let out = run(&["image", "build", "--overlay", "fixtures/overlay-example", "--tag", &tag]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("overlay image {tag}")), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("by-tag.yaml");
+    let scenario = format!(
+        "cluster: {{ auth: iam }}\nnodes:\n  - name: tagged\n    image: {{ tag: \"{tag}\" }}\n    bootstrap:\n      args: [\"{{{{cluster.name}}}}\"]\n    expect:\n      within: 60s\n      labels: {{ example.com/bootstrap: overlay }}\n"
+    );
+    std::fs::write(&file, scenario).unwrap();
+    let out = run(&["run", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let _ = Command::new("docker").args(["rmi", &tag]).output();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("PASSED"), "{text}");
+
+    let missing = scenario_with_tag(dir.path(), "nodejoin-test/never-built:0");
+    expect_failure(
+        &["run", missing.to_str().unwrap()],
+        &[],
+        1,
+        &["nodejoin-test/never-built:0 is not a local image"],
+    );
+}
+
+fn scenario_with_tag(dir: &std::path::Path, tag: &str) -> std::path::PathBuf {
+    let file = dir.join("missing.yaml");
+    std::fs::write(
+        &file,
+        format!("nodes:\n  - name: m\n    image: {{ tag: \"{tag}\" }}\n    bootstrap: {{ args: [x] }}\n"),
+    )
+    .unwrap();
+    file
+}
+
+/// The documented path for machines with a registry: fixtures/node-image/registry/Dockerfile builds a node base
+/// (here FROM our debootstrap base instead of Docker Hub's debian:bookworm, which this CI cannot pull), then
+/// `NODEJOIN_BASE_IMAGE=<it> nodejoin image build` adds the node layer, and a scenario joins on the result.
+#[test]
+fn registry_dockerfile_builds_a_base_a_node_joins_on() {
+    let root = nodejoin::paths::workspace_root();
+    let docker = |args: &[&str]| Command::new("docker").args(args).output().expect("run docker");
+    let images = docker(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "nodejoin-base"]);
+    let Some(debian) = String::from_utf8_lossy(&images.stdout)
+        .lines()
+        .next()
+        .map(str::to_string)
+    else {
+        panic!("no nodejoin-base image: run ci/provision.sh first");
+    };
+    let id = std::process::id();
+    // This machine reaches PyPI through a TLS-intercepting proxy: a throw-away layer makes the build trust the
+    // host's CA bundle (a machine with a registry needs none of this).
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::copy("/etc/ssl/certs/ca-certificates.crt", ctx.path().join("host-ca.crt")).unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!("FROM {debian}\nCOPY host-ca.crt /etc/nodejoin-host-ca.crt\nENV PIP_CERT=/etc/nodejoin-host-ca.crt\n"),
+    )
+    .unwrap();
+    let trusting = format!("nodejoin-test/trusting-debian:{id}");
+    let base = format!("nodejoin-test/registry-base:{id}");
+    let cleanup = || {
+        let _ = docker(&["rmi", &base, &trusting]);
+    };
+    let out = docker(&["build", "-q", "-t", &trusting, ctx.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let recipe = root.join("fixtures/node-image");
+    let out = docker(&[
+        "build",
+        "-q",
+        "--build-arg",
+        &format!("DEBIAN={trusting}"),
+        "-t",
+        &base,
+        "-f",
+        recipe.join("registry/Dockerfile").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    if !out.status.success() {
+        cleanup();
+        panic!("registry/Dockerfile: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let nodejoin = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+            .current_dir(&root)
+            .env("NODEJOIN_BASE_IMAGE", &base)
+            .args(args)
+            .output()
+            .expect("run nodejoin")
+    };
+    let out = nodejoin(&["image", "build"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let node_tag = text
+        .lines()
+        .find_map(|l| l.strip_prefix("node image ").and_then(|r| r.split_whitespace().next()))
+        .map(str::to_string);
+    let run = match &node_tag {
+        Some(tag) if out.status.success() => Some(
+            Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+                .current_dir(&root)
+                .env("NODEJOIN_NODE_IMAGE", tag)
+                .args(["run", "scenarios/basic-bootstrap-token.yaml"])
+                .output()
+                .expect("run nodejoin"),
+        ),
+        _ => None,
+    };
+    if let Some(tag) = &node_tag {
+        let _ = docker(&["rmi", tag]);
+    }
+    cleanup();
+    assert!(out.status.success(), "image build on the registry base: {text}");
+    assert!(text.contains(&format!("(base {base})")), "{text}");
+    let run = run.expect("node image tag");
+    let run_text = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{run_text}");
+    assert!(run_text.contains("PASSED"), "{run_text}");
+}

@@ -49,6 +49,13 @@ enum ImageCommand {
     Build {
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
         version: String,
+        /// Also build a layer with this directory's files over the node image (laid out like the root
+        /// filesystem, e.g. etc/eks/bootstrap.sh): your bootstrap branch, without a registry.
+        #[arg(long)]
+        overlay: Option<PathBuf>,
+        /// Tag for the overlay image (default nodejoin-overlay:<hash>).
+        #[arg(long, requires = "overlay")]
+        tag: Option<String>,
     },
 }
 
@@ -89,18 +96,32 @@ async fn main() -> ExitCode {
             }
         }
         Command::Image {
-            command: ImageCommand::Build { version },
+            command: ImageCommand::Build { version, overlay, tag },
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
                 let nodeadm = nodejoin::assets::nodeadm::resolve().await?;
                 let docker = nodejoin::docker::connect().await?;
-                nodejoin::node::image::ensure(&docker, &assets, &nodeadm).await
+                let node = nodejoin::node::image::ensure(&docker, &assets, &nodeadm).await?;
+                let over = match &overlay {
+                    Some(dir) => {
+                        Some(nodejoin::node::image::ensure_overlay(&docker, &node, dir, tag.as_deref()).await?)
+                    }
+                    None => None,
+                };
+                Ok::<_, nodejoin::Error>((node, over))
             }
             .await;
             match result {
-                Ok(img) => {
+                Ok((img, over)) => {
                     println!("node image {} (base {})", img.tag, img.base);
+                    if let Some(o) = over {
+                        println!("overlay image {} (over {})", o.tag, o.base);
+                        println!(
+                            "  use it: NODEJOIN_NODE_IMAGE={} for every scenario, or `image: {{ tag: {} }}` in a node group",
+                            o.tag, o.tag
+                        );
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e),

@@ -28,11 +28,11 @@ impl NodeImage {
 /// Use this image (a local tag) instead of building ours; it must follow the node image contract (README).
 pub const ENV_IMAGE: &str = "NODEJOIN_NODE_IMAGE";
 
-/// A user-supplied node image, checked to exist locally.
-pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str) -> Result<NodeImage> {
+/// A user-supplied node image, checked to exist locally; `source` says where it was named.
+pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, source: &str) -> Result<NodeImage> {
     if !exists(docker, tag).await {
         return Err(image_err(format!(
-            "{ENV_IMAGE}={tag} is not a local image (docker image ls)"
+            "{source} {tag} is not a local image (docker image ls); build it with `nodejoin image build --overlay DIR --tag {tag}` or `docker build`"
         )));
     }
     Ok(NodeImage {
@@ -106,13 +106,24 @@ fn file_digest(path: &Path) -> Result<String> {
     Ok(digest)
 }
 
+/// Use this local image as the node base instead of the debootstrap one (e.g. built from
+/// `fixtures/node-image/registry/Dockerfile` on a machine with a registry). Give it a new tag when it changes.
+pub const ENV_BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
+
 /// The tags the current recipe, kubelet and nodeadm produce.
 pub fn expected(assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
     let dir = recipe_dir();
-    let mut base = Sha256::new();
-    hash_path(&mut base, &dir.join("rootfs.sh"))?;
-    base.update(std::env::var("NODEJOIN_DEBIAN_SUITE").unwrap_or_default().as_bytes());
-    let base_tag = format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12]);
+    let base_tag = match std::env::var(ENV_BASE_IMAGE) {
+        Ok(tag) if !tag.trim().is_empty() => tag.trim().to_string(),
+        _ => {
+            let mut base = Sha256::new();
+            for input in ["rootfs.sh", "packages.txt", "finish-rootfs.sh"] {
+                hash_path(&mut base, &dir.join(input))?;
+            }
+            base.update(std::env::var("NODEJOIN_DEBIAN_SUITE").unwrap_or_default().as_bytes());
+            format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12])
+        }
+    };
     let mut node = Sha256::new();
     node.update(base_tag.as_bytes());
     for input in ["Dockerfile", "files", "pause.c"] {
@@ -168,10 +179,98 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets
         .tempdir_in(scratch_dir()?)
         .map_err(image_err)?;
     if !exists(docker, &image.base).await {
+        if std::env::var(ENV_BASE_IMAGE).is_ok_and(|t| !t.trim().is_empty()) {
+            return Err(image_err(format!(
+                "{ENV_BASE_IMAGE}={} is not a local image (build it from fixtures/node-image/registry/Dockerfile)",
+                image.base
+            )));
+        }
         build_base(&image.base, work.path()).await?;
     }
     build_node(&image, assets, nodeadm, work.path()).await?;
     Ok(image)
+}
+
+/// A bootstrap author's files over a node image: `dir` is laid out like the root filesystem (for example
+/// `etc/eks/bootstrap.sh`, `usr/bin/nodeadm`) and becomes one more layer, so the suite runs against their branch
+/// without a registry. Tagged `tag`, or `nodejoin-overlay:<hash of the base and the files>`; rebuilt only when
+/// either changes. Earlier builds from the same directory are pruned.
+pub async fn ensure_overlay(
+    docker: &testcontainers::bollard::Docker,
+    base: &NodeImage,
+    dir: &Path,
+    tag: Option<&str>,
+) -> Result<NodeImage> {
+    let dir = std::fs::canonicalize(dir).map_err(|e| Error::io(dir, e))?;
+    if !dir.is_dir() {
+        return Err(image_err(format!("overlay {} is not a directory", dir.display())));
+    }
+    let mut h = Sha256::new();
+    h.update(base.tag.as_bytes());
+    hash_path(&mut h, &dir)?;
+    let hash = hex::encode(h.finalize())[..12].to_string();
+    let image = NodeImage {
+        tag: tag
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("nodejoin-overlay:{hash}")),
+        base: base.tag.clone(),
+    };
+    // A tag of the user's may hold another build: the hash label says whether it is this one.
+    let current = docker
+        .inspect_image(&image.tag)
+        .await
+        .ok()
+        .and_then(|i| i.config?.labels?.get(OVERLAY_HASH_LABEL).cloned());
+    if current.as_deref() == Some(hash.as_str()) {
+        return Ok(image);
+    }
+    let _lock = crate::paths::CacheLock::acquire("image")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let steps = Steps::new(&format!("overlay image {} from {}", image.tag, dir.display()), 2);
+    let work = tempfile::Builder::new()
+        .prefix("nodejoin-overlay-")
+        .tempdir_in(scratch_dir()?)
+        .map_err(image_err)?;
+    steps.step(0, "build context");
+    copy_tree(&dir, &work.path().join("overlay"))?;
+    std::fs::write(
+        work.path().join("Dockerfile"),
+        format!("FROM {}\nCOPY overlay/ /\n", base.tag),
+    )
+    .map_err(|e| Error::io(work.path(), e))?;
+    steps.step(1, "docker build");
+    let dir_label = dir.display().to_string();
+    run(
+        Command::new("docker")
+            .env("DOCKER_BUILDKIT", "0")
+            .args(["build", "-q", "-t", &image.tag])
+            .args(["--label", "io.nodejoin.image=overlay"])
+            .arg("--label")
+            .arg(format!("{OVERLAY_HASH_LABEL}={hash}"))
+            .arg("--label")
+            .arg(format!("{OVERLAY_DIR_LABEL}={dir_label}"))
+            .arg(work.path()),
+        "docker build (overlay)",
+    )
+    .await?;
+    steps.finish("built");
+    // Earlier default-tagged builds of this directory (a user's own tag is left alone).
+    let script = format!(
+        "docker image ls -q --filter 'label={OVERLAY_DIR_LABEL}={dir_label}' --filter 'reference=nodejoin-overlay' | sort -u | \
+         grep -v \"$(docker image inspect -f '{{{{.Id}}}}' '{}' | cut -c8-19)\" | xargs -r docker rmi >/dev/null 2>&1 || true",
+        image.tag
+    );
+    let _ = Command::new("bash").args(["-c", &script]).output().await;
+    Ok(image)
+}
+
+const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
+const OVERLAY_DIR_LABEL: &str = "io.nodejoin.overlay-dir";
+
+/// Does the overlay directory provide its own `/etc/eks/bootstrap.sh` (then the harness does not put ours there)?
+pub fn overlay_has_bootstrap(dir: &Path) -> bool {
+    dir.join("etc/eks/bootstrap.sh").is_file()
 }
 
 fn scratch_dir() -> Result<PathBuf> {

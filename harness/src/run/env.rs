@@ -180,13 +180,40 @@ impl Environment {
             return Ok(i.clone());
         }
         let i = match std::env::var(image::ENV_IMAGE) {
-            Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag).await?,
+            Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag, image::ENV_IMAGE).await?,
             _ => {
                 let nodeadm = assets::nodeadm::resolve().await?;
                 image::ensure(&self.docker, assets, &nodeadm).await?
             }
         };
         cache.insert(assets.version.clone(), i.clone());
+        Ok(i)
+    }
+
+    /// The image a node group runs: its own (an overlay over `base`, built once per process, or a user's tag
+    /// checked to exist), else `base`.
+    pub async fn group_image(
+        &self,
+        base: &NodeImage,
+        group: Option<&crate::scenario::model::GroupImage>,
+    ) -> Result<NodeImage> {
+        let Some(g) = group else {
+            return Ok(base.clone());
+        };
+        if let Some(tag) = &g.tag {
+            return image::user_supplied(&self.docker, tag, "image.tag").await;
+        }
+        let Some(dir) = &g.overlay else {
+            return Ok(base.clone());
+        };
+        let dir = crate::paths::resolve(std::path::Path::new(dir));
+        let key = format!("{}+{}", base.tag, dir.display());
+        let mut cache = self.images.lock().await;
+        if let Some(i) = cache.get(&key) {
+            return Ok(i.clone());
+        }
+        let i = image::ensure_overlay(&self.docker, base, &dir, None).await?;
+        cache.insert(key, i.clone());
         Ok(i)
     }
 

@@ -120,6 +120,16 @@ async fn run_inner(
     let assets = env.assets(&sc.cluster.kubernetes_version).await?;
     t = phase(report, "assets", t);
     let image = env.image(&assets).await?;
+    let mut group_images = Vec::new();
+    for g in &sc.nodes {
+        let img = env.group_image(&image, g.image.as_ref()).await?;
+        if g.image.is_some() {
+            report
+                .notes
+                .push(format!("node group {}: image {} (over {})", g.name, img.tag, img.base));
+        }
+        group_images.push(img);
+    }
     t = phase(report, "node image", t);
     let spec = ClusterSpec {
         provider: provider.into(),
@@ -136,8 +146,9 @@ async fn run_inner(
     let boots = futures::future::join_all(
         sc.nodes
             .iter()
-            .flat_map(|g| (0..g.count).map(move |i| (g, i)))
-            .map(|(g, i)| boot_node(env, sc, &image, g, i)),
+            .zip(&group_images)
+            .flat_map(|(g, img)| (0..g.count).map(move |i| (g, img, i)))
+            .map(|(g, img, i)| boot_node(env, sc, img, g, i)),
     );
     let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(&assets)), boots);
     let mut nodes = Vec::new();
@@ -371,30 +382,41 @@ async fn boot_node(
 ) -> Result<RunningNode> {
     let mut vars = BTreeMap::new();
     let label = format!("{}-{}", group.name, index);
-    let script_path = crate::paths::resolve(Path::new(
-        group
-            .bootstrap
-            .script
-            .as_deref()
-            .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
-    ));
-    let script = std::fs::read(&script_path).map_err(|e| Error::io(&script_path, e))?;
-    let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
-    let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
+    // The bootstrap the harness puts at /etc/eks/bootstrap.sh: the group's script, else ours, unless the group's
+    // own image brings one (an overlay with etc/eks/bootstrap.sh, or a user's image).
+    let image_brings_bootstrap = group.bootstrap.script.is_none()
+        && group.image.as_ref().is_some_and(|g| {
+            g.tag.is_some()
+                || g.overlay
+                    .as_ref()
+                    .is_some_and(|d| crate::node::image::overlay_has_bootstrap(&crate::paths::resolve(Path::new(d))))
+        });
+    let mut bootstrap_files = Vec::new();
+    if !image_brings_bootstrap {
+        let script_path = crate::paths::resolve(Path::new(
+            group
+                .bootstrap
+                .script
+                .as_deref()
+                .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
+        ));
+        let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
+        for (path, from, mode) in [
+            ("/etc/eks/bootstrap.sh", &script_path, 0o755),
+            ("/etc/eks/eni-limits.txt", &limits_path, 0o644),
+        ] {
+            bootstrap_files.push(NodeFile {
+                path: path.into(),
+                content: std::fs::read(from).map_err(|e| Error::io(from, e))?,
+                mode,
+            });
+        }
+    }
     let endpoints = env.aws_endpoint_env();
     let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
     let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
-    let files = vec![
-        NodeFile {
-            path: "/etc/eks/bootstrap.sh".into(),
-            content: script,
-            mode: 0o755,
-        },
-        NodeFile {
-            path: "/etc/eks/eni-limits.txt".into(),
-            content: limits,
-            mode: 0o644,
-        },
+    let mut files = bootstrap_files;
+    files.extend([
         NodeFile {
             path: "/etc/nodejoin/node.env".into(),
             content: format!("NODEJOIN_IMDS={}\n{aws_env}{}\n", env.imds_addr, env.sts_endpoint_env()).into_bytes(),
@@ -420,7 +442,7 @@ async fn boot_node(
             content: crate::fakes::registry::containerd_hosts_toml(&ecr_host, &env.registry_url).into_bytes(),
             mode: 0o644,
         },
-    ];
+    ]);
     let t0 = Instant::now();
     let container = NodeContainer::start(
         &env.docker,

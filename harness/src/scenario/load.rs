@@ -102,11 +102,30 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         if let Some(ud) = &n.user_data {
             check_user_data(s, n, ud).map_err(|m| invalid(file, format!("node group '{}': userData: {m}", n.name)))?;
         }
+        if let Some(img) = &n.image {
+            check_group_image(img).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+        }
     }
     Ok(())
 }
 
 /// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
+fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), String> {
+    match (&img.overlay, &img.tag) {
+        (Some(dir), None) => {
+            let path = crate::paths::resolve(Path::new(dir));
+            if path.is_dir() {
+                Ok(())
+            } else {
+                Err(format!("image.overlay {} is not a directory", path.display()))
+            }
+        }
+        (None, Some(tag)) if !tag.trim().is_empty() => Ok(()),
+        (None, Some(_)) => Err("image.tag is empty".into()),
+        _ => Err("image needs exactly one of overlay (a directory) or tag (a local image)".into()),
+    }
+}
+
 fn check_user_data(
     s: &Scenario,
     n: &super::model::NodeGroup,

@@ -227,6 +227,9 @@ pub struct NodeGroup {
     /// EC2 user data, served by the fake IMDS and run by the node's own cloud-init.
     #[serde(default)]
     pub user_data: Option<UserDataSpec>,
+    /// This group's node image instead of the run's: a bootstrap author's files over ours, or their own image.
+    #[serde(default)]
+    pub image: Option<GroupImage>,
     #[serde(default)]
     pub expect: Expect,
 }
@@ -338,6 +341,21 @@ pub struct Bootstrap {
     /// Extra environment for the script.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+}
+
+/// A node group's own image: exactly one of `overlay` or `tag`.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GroupImage {
+    /// A directory (relative to the workspace) laid out like the root filesystem, copied over our node image as
+    /// one more layer (what `nodejoin image build --overlay DIR` builds). When it holds `etc/eks/bootstrap.sh`,
+    /// that script is the node's bootstrap.
+    #[serde(default)]
+    pub overlay: Option<String>,
+    /// A local image of the user's (it must follow the node image contract, README); it brings its own
+    /// `/etc/eks/bootstrap.sh` unless `bootstrap.script` names one.
+    #[serde(default)]
+    pub tag: Option<String>,
 }
 
 /// User data for a node group: exactly one of a file or a generator.
