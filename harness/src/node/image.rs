@@ -244,7 +244,7 @@ pub async fn ensure_overlay(
     run(
         Command::new("docker")
             .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "-t", &image.tag])
+            .args(["build", "-q", "--force-rm", "-t", &image.tag])
             .args(["--label", "io.nodejoin.image=overlay"])
             .arg("--label")
             .arg(format!("{OVERLAY_HASH_LABEL}={hash}"))
@@ -370,7 +370,7 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, nodeadm: &Path, work:
     run(
         Command::new("docker")
             .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--build-arg"])
+            .args(["build", "-q", "--force-rm", "--build-arg"])
             .arg(format!("BASE={}", image.base))
             .args(["-t", &image.tag, "--label", "io.nodejoin.image=node"])
             .arg(&ctx),
