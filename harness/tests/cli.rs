@@ -168,7 +168,14 @@ fn registry_dockerfile_builds_a_base_a_node_joins_on() {
     let cleanup = || {
         let _ = docker(&["rmi", &base, &trusting]);
     };
-    let out = docker(&["build", "-q", "--force-rm", "-t", &trusting, ctx.path().to_str().unwrap()]);
+    let out = docker(&[
+        "build",
+        "-q",
+        "--force-rm",
+        "-t",
+        &trusting,
+        ctx.path().to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let recipe = root.join("fixtures/node-image");
     let out = docker(&[

@@ -258,14 +258,33 @@ fn write_executable(path: &Path, data: &[u8]) -> std::result::Result<(), String>
 
 /// Builds the binaries with Go through `fixtures/k8s-build/build.sh` (about 4–8 minutes cold on 2 cores).
 async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
-    let script = crate::paths::fixtures_dir().join("k8s-build").join("build.sh");
+    run_go_build_script(
+        "k8s-build",
+        &format!("build Kubernetes {version} from Go modules"),
+        4,
+        version,
+        out,
+    )
+    .await
+}
+
+/// Runs `fixtures/<dir>/build.sh VERSION OUT` with Go on PATH, its `step N/M` lines shown as progress and its
+/// output kept in `<out>.build.log`.
+pub(crate) async fn run_go_build_script(
+    dir: &str,
+    title: &str,
+    steps: u64,
+    version: &str,
+    out: &Path,
+) -> std::result::Result<(), String> {
+    let script = crate::paths::fixtures_dir().join(dir).join("build.sh");
     if !script.is_file() {
         return Err(format!("{} is missing", script.display()));
     }
     if which("go").is_none() {
         return Err("`go` is not on PATH".into());
     }
-    let steps = Steps::new(&format!("build Kubernetes {version} from Go modules"), 4);
+    let steps = Steps::new(title, steps);
     let log = out.with_extension("build.log");
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg(&script).arg(version).arg(out);

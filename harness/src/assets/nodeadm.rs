@@ -2,7 +2,6 @@
 //! Kubernetes binaries: an explicit binary (`NODEJOIN_NODEADM`), the cache, or a Go build through
 //! `fixtures/nodeadm-build/build.sh`. It goes into the node image at `/usr/bin/nodeadm`, as on an AL2023 AMI.
 use crate::error::{Error, Result};
-use crate::progress::Steps;
 use std::path::{Path, PathBuf};
 
 /// The nodeadm module version built by default. nodeadm has no semver tags, only pseudo-versions, and this is
@@ -109,22 +108,14 @@ pub async fn resolve() -> Result<PathBuf> {
 
 /// `go install` of nodeadm's command at `version` (about a minute cold on 2 cores).
 async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
-    let script = crate::paths::fixtures_dir().join("nodeadm-build").join("build.sh");
-    if !script.is_file() {
-        return Err(format!("{} is missing", script.display()));
-    }
-    if super::which("go").is_none() {
-        return Err("`go` is not on PATH".into());
-    }
-    let steps = Steps::new(&format!("build nodeadm {version} from Go modules"), 2);
-    let log = out.with_extension("build.log");
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg(&script).arg(version).arg(out);
-    crate::progress::run_with_steps(&mut cmd, &steps, &log)
-        .await
-        .map_err(|e| format!("{e} (full log: {})", log.display()))?;
-    steps.finish("built");
-    Ok(())
+    super::run_go_build_script(
+        "nodeadm-build",
+        &format!("build nodeadm {version} from Go modules"),
+        2,
+        version,
+        out,
+    )
+    .await
 }
 
 #[cfg(test)]
