@@ -192,6 +192,33 @@ async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSumma
     Ok((containers, networks))
 }
 
+/// The label kind puts on its node containers (value: the kind cluster's name).
+pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
+
+/// The kind node containers of a run (kind cannot label them with the run, so they go by the cluster name the
+/// kind provider gives: `nj-<run id>-...`), removed by force.
+pub async fn remove_kind_nodes(docker: &Docker, run_id: &str) -> usize {
+    let Ok((containers, _)) = labelled(docker, KIND_CLUSTER_LABEL).await else {
+        return 0;
+    };
+    let prefix = format!("nj-{run_id}-");
+    let mut removed = 0;
+    for c in containers {
+        let ours = c
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(KIND_CLUSTER_LABEL))
+            .is_some_and(|v| v.starts_with(&prefix));
+        if let (true, Some(id)) = (ours, c.id) {
+            let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+            if docker.remove_container(&id, Some(opts)).await.is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// Removes every container and network carrying `label=value` (force, with anonymous volumes).
 /// Returns how many objects were removed.
 pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) -> Result<usize> {

@@ -129,7 +129,8 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
 /// Removes a run's containers and networks, looking again until none is left (bounded): a container whose
 /// creation was in flight when its owner died can show up a moment after the first pass.
 async fn remove_run_objects(d: &testcontainers::bollard::Docker, run: &str) -> usize {
-    let mut removed = 0;
+    // kind's node containers first: they hold the run network.
+    let mut removed = docker::remove_kind_nodes(d, run).await;
     for _ in 0..20 {
         removed += docker::remove_labelled(d, docker::RUN_LABEL, Some(run))
             .await

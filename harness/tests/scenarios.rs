@@ -1,46 +1,61 @@
-//! One libtest-mimic trial per scenario file, so `cargo test` and `cargo nextest run` list and filter each
-//! scenario (`cargo test --test scenarios -- basic`). Trials in one process share the environment and one
+//! One libtest-mimic trial per scenario file and provider, named `provider/v1.MINOR/scenario`, so `cargo test`
+//! and `cargo nextest run` list and filter each (`cargo test --test scenarios -- local/`,
+//! `cargo nextest run -E 'test(/^k3s\//)'`); `NODEJOIN_PROVIDERS=local` limits the providers. Trials in one process share the environment and one
 //! control plane per (provider, version, service CIDR); everything is torn down after the last trial, and a
 //! container or network of the run left behind fails the process. A scenario whose provider cannot run on
 //! this machine is reported as ignored, with the reason.
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use nodejoin::run::{Environment, Outcome};
+use nodejoin::scenario::model::Provider;
+use nodejoin::scenario::trials;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 type SharedEnv = OnceCell<std::result::Result<Arc<Environment>, String>>;
 
-fn trial(file: PathBuf, rt: Arc<tokio::runtime::Runtime>, env: Arc<SharedEnv>) -> Trial {
+/// The trials of one scenario file: one per provider it runs on, or one failing trial if the file is invalid.
+fn trials(file: PathBuf, enabled: &[Provider], rt: Arc<tokio::runtime::Runtime>, env: Arc<SharedEnv>) -> Vec<Trial> {
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
-    let parsed = nodejoin::scenario::load_file(&file);
-    let kind = parsed
-        .as_ref()
-        .map(|s| s.cluster.provider.as_str())
-        .unwrap_or("invalid")
-        .to_string();
-    Trial::ignorable_test(format!("scenarios::{stem}"), move || {
-        let scenario = parsed.map_err(|e| Failed::from(format!("{e}\n  hint: {}", e.hint())))?;
-        let env = rt
-            .block_on(env.get_or_init(|| async {
-                Environment::start()
-                    .await
-                    .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
-            }))
-            .clone()
-            .map_err(Failed::from)?;
-        let report = rt.block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
-        println!("{}", report.render());
-        match report.outcome {
-            Outcome::Passed => Ok(Completion::Completed),
-            Outcome::Ignored(reason) => Ok(Completion::ignored_with(reason)),
-            _ => Err(Failed::from(report.failure_lines().join("\n"))),
+    let scenario = match nodejoin::scenario::load_file(&file) {
+        Ok(s) => s,
+        Err(e) => {
+            let message = format!("{e}\n  hint: {}", e.hint());
+            return vec![Trial::test(format!("invalid/{stem}"), move || {
+                Err(Failed::from(message))
+            })];
         }
-    })
-    .with_kind(kind)
+    };
+    trials::providers_for(&scenario, enabled)
+        .into_iter()
+        .map(|provider| {
+            let mut scenario = scenario.clone();
+            scenario.cluster.provider = provider;
+            let name = trials::name(provider, &scenario.cluster.kubernetes_version, &stem);
+            let (rt, env, file) = (rt.clone(), env.clone(), file.clone());
+            Trial::ignorable_test(name, move || {
+                let env = rt
+                    .block_on(env.get_or_init(|| async {
+                        Environment::start()
+                            .await
+                            .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
+                    }))
+                    .clone()
+                    .map_err(Failed::from)?;
+                let report = rt.block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
+                println!("{}", report.render());
+                match report.outcome {
+                    Outcome::Passed => Ok(Completion::Completed),
+                    Outcome::Ignored(reason) => Ok(Completion::ignored_with(reason)),
+                    _ => Err(Failed::from(report.failure_lines().join("\n"))),
+                }
+            })
+            .with_kind(provider.as_str())
+        })
+        .collect()
 }
 
 fn main() {
@@ -73,8 +88,18 @@ fn main() {
             std::process::exit(130);
         }
     });
-    let trials = files.into_iter().map(|f| trial(f, rt.clone(), env.clone())).collect();
-    let conclusion = libtest_mimic::run(&args, trials);
+    let enabled = match trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(101);
+        }
+    };
+    let all = files
+        .into_iter()
+        .flat_map(|f| trials(f, &enabled, rt.clone(), env.clone()))
+        .collect();
+    let conclusion = libtest_mimic::run(&args, all);
     // The signal task holds a reference; the environment is shut down through the cell either way.
     if let Some(Ok(env)) = env.get().cloned() {
         let leftovers = rt.block_on(env.shutdown());

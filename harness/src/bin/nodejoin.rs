@@ -38,6 +38,9 @@ enum Command {
         /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Cluster provider: local (embedded processes), k3s or kind (containers).
+        #[arg(long, default_value = "local", value_parser = ["local", "k3s", "kind"])]
+        provider: String,
     },
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
@@ -154,11 +157,16 @@ async fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Run { scenarios, junit } => run(scenarios, junit).await,
+        Command::Run {
+            scenarios,
+            junit,
+            provider,
+        } => run(scenarios, junit, &provider).await,
     }
 }
 
-async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
+async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> ExitCode {
+    let provider = nodejoin::scenario::model::Provider::parse(provider).unwrap_or_default();
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]
     } else {
@@ -171,7 +179,18 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
     let mut scenarios = Vec::new();
     for f in &files {
         match nodejoin::scenario::load_file(f) {
-            Ok(s) => scenarios.push((f.clone(), s)),
+            Ok(mut s) => {
+                if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
+                    eprintln!(
+                        "[nodejoin] skipping {}: it runs only on {:?}",
+                        f.display(),
+                        s.cluster.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>()
+                    );
+                    continue;
+                }
+                s.cluster.provider = provider;
+                scenarios.push((f.clone(), s))
+            }
             Err(e) => return fail(&e),
         }
     }

@@ -17,8 +17,12 @@ impl ClusterProvider for LocalProvider {
         "local"
     }
 
-    fn unavailable(&self) -> Option<String> {
-        None
+    fn unavailable<'a>(
+        &'a self,
+        _spec: &'a ClusterSpec,
+        _docker: &'a testcontainers::bollard::Docker,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
     }
 
     fn create<'a>(
@@ -91,7 +95,7 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+pub(super) const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
@@ -288,7 +292,7 @@ impl LocalControlPlane {
 }
 
 /// The kubeconfig-format file that points the API server at the token webhook.
-fn write_webhook_config(dir: &Path, w: &super::TokenWebhook) -> Result<PathBuf> {
+pub(super) fn write_webhook_config(dir: &Path, w: &super::TokenWebhook) -> Result<PathBuf> {
     use base64::Engine;
     let doc = serde_json::json!({
         "apiVersion": "v1",
@@ -485,11 +489,7 @@ impl ControlPlane for LocalControlPlane {
     }
     fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
         Box::pin(async move {
-            let cert = self.ca.issue(user, groups, &[], crate::pki::Usage::Client)?;
-            let file = user.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
-            let path = self.dir.join(format!("{file}.kubeconfig"));
-            write_kubeconfig(&path, &self.endpoint, &self.ca_pem, &cert.cert_pem, &cert.key_pem, user)?;
-            client_from_kubeconfig(&path).await
+            super::client_with_cert(&self.ca, &self.endpoint, &self.ca_pem, &self.dir, user, groups).await
         })
     }
     fn kubeconfig(&self) -> &Path {

@@ -1,5 +1,8 @@
 //! Cluster providers behind one trait, in the manner of kind's provider interface: a provider creates a control
 //! plane from a spec; the rest of the harness only talks to the `ControlPlane` it returns.
+pub mod images;
+pub mod k3s;
+pub mod kind;
 pub mod local;
 pub mod objects;
 
@@ -31,6 +34,7 @@ pub struct TokenWebhook {
 
 /// What a provider gets to work with.
 pub struct ProviderContext<'a> {
+    pub docker: &'a testcontainers::bollard::Docker,
     pub assets: Option<&'a K8sAssets>,
     pub network: &'a RunNetwork,
     /// Where logs and generated files go (`target/nodejoin/<run>/control-plane-<n>/`).
@@ -45,8 +49,13 @@ pub struct ProviderContext<'a> {
 /// A provider of control planes (local processes, kind, k3s).
 pub trait ClusterProvider: Send + Sync {
     fn name(&self) -> &'static str;
-    /// Why this provider cannot run on this machine, if it cannot (the trial is then reported ignored).
-    fn unavailable(&self) -> Option<String>;
+    /// Why this provider cannot run `spec` on this machine, if it cannot (the trial is then reported ignored,
+    /// with this reason): a missing image that cannot be pulled, a missing tool.
+    fn unavailable<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        docker: &'a testcontainers::bollard::Docker,
+    ) -> BoxFuture<'a, Option<String>>;
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,
@@ -79,6 +88,51 @@ pub trait ControlPlane: Send + Sync {
 pub fn provider(name: &str) -> Option<Box<dyn ClusterProvider>> {
     match name {
         "local" => Some(Box::new(local::LocalProvider)),
+        "k3s" => Some(Box::new(k3s::K3sProvider)),
+        "kind" => Some(Box::new(kind::KindProvider)),
         _ => None,
+    }
+}
+
+/// Every provider, in the order trials are listed.
+pub const PROVIDERS: [&str; 3] = ["local", "k3s", "kind"];
+
+/// A client that authenticates as `user` in `groups` with a certificate from `ca` (a CA the API server trusts
+/// for clients), so the audit log names that identity itself.
+pub async fn client_with_cert(
+    ca: &crate::pki::Ca,
+    server: &str,
+    ca_pem: &str,
+    dir: &Path,
+    user: &str,
+    groups: &[&str],
+) -> Result<kube::Client> {
+    let cert = ca.issue(user, groups, &[], crate::pki::Usage::Client)?;
+    let file = user.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+    let path = dir.join(format!("{file}.kubeconfig"));
+    local::write_kubeconfig(&path, server, ca_pem, &cert.cert_pem, &cert.key_pem, user)?;
+    local::client_from_kubeconfig(&path).await
+}
+
+/// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs.
+pub fn container_stopped(name: &str) -> Option<String> {
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Status}}", name])
+        .output()
+        .ok()?;
+    let status = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    match (out.status.success(), status.as_str()) {
+        (true, "running") => None,
+        (true, other) => Some(format!("is {other}")),
+        (false, _) => Some("is gone".into()),
+    }
+}
+
+/// Keeps a container's own log next to the control plane's other logs (best effort).
+pub fn save_container_log(name: &str, path: &Path) {
+    if let Ok(out) = std::process::Command::new("docker").args(["logs", name]).output() {
+        let mut text = out.stdout;
+        text.extend_from_slice(&out.stderr);
+        let _ = std::fs::write(path, text);
     }
 }

@@ -238,7 +238,7 @@ impl Environment {
             provider: spec.provider.clone(),
             reason: "not implemented".into(),
         })?;
-        if let Some(reason) = provider.unavailable() {
+        if let Some(reason) = provider.unavailable(spec, &self.docker).await {
             return Err(Error::ProviderUnavailable {
                 provider: spec.provider.clone(),
                 reason,
@@ -252,6 +252,7 @@ impl Environment {
             .create(
                 spec,
                 ProviderContext {
+                    docker: &self.docker,
                     assets,
                     network: &self.network,
                     dir: dir.clone(),
@@ -320,6 +321,7 @@ impl Environment {
                 Err(_) => tracing::warn!("a control plane is still referenced at shutdown; it stops when dropped"),
             }
         }
+        docker::remove_kind_nodes(&self.docker, &self.run_id).await;
         let _ = docker::remove_labelled(&self.docker, docker::RUN_LABEL, Some(&self.run_id)).await;
         if let Ok(mut guard) = self.sysctl.lock() {
             guard.take();

@@ -109,11 +109,23 @@ async fn run_inner(
     owned: &mut Option<ClusterSpec>,
 ) -> Result<()> {
     let provider = sc.cluster.provider.as_str();
-    if crate::cluster::provider(provider).is_none() {
-        // Checked before provisioning anything: the trial is reported ignored, with this reason.
+    // Checked before provisioning anything: a provider that cannot run here makes the trial ignored, with why.
+    let Some(p) = crate::cluster::provider(provider) else {
         return Err(Error::ProviderUnavailable {
             provider: provider.into(),
-            reason: "not implemented yet (issue 5); on a machine without a container registry it needs a locally built node image".into(),
+            reason: "unknown provider".into(),
+        });
+    };
+    let probe = ClusterSpec {
+        provider: provider.into(),
+        version: sc.cluster.kubernetes_version.clone(),
+        service_cidr: sc.cluster.service_ipv4_cidr,
+        owner: None,
+    };
+    if let Some(reason) = p.unavailable(&probe, &env.docker).await {
+        return Err(Error::ProviderUnavailable {
+            provider: provider.into(),
+            reason,
         });
     }
     let mut t = Instant::now();

@@ -279,7 +279,7 @@ mod tests {
         let (line, _, msg) = parse_error("cluster:\n  serviceIpv4Cidr: 10.100.0.0/99\nnodes: []\n");
         assert_eq!(line, 2);
         assert!(!msg.is_empty());
-        let (line, _, msg) = parse_error("cluster:\n  provider: minikube\nnodes: []\n");
+        let (line, _, msg) = parse_error("cluster:\n  providers: [minikube]\nnodes: []\n");
         assert_eq!(line, 2);
         assert!(msg.contains("unknown variant `minikube`"), "{msg}");
         let (line, _, msg) = parse_error("cluster:\n  kubernetesVersion: \"1.30\"\nnodes: []\n");

@@ -3,6 +3,7 @@
 pub mod load;
 pub mod model;
 pub mod template;
+pub mod trials;
 
 pub use load::{discover, load_file};
 pub use model::Scenario;

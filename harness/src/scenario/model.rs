@@ -29,6 +29,12 @@ pub enum Provider {
 }
 
 impl Provider {
+    pub const ALL: [Provider; 3] = [Provider::Local, Provider::K3s, Provider::Kind];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name.trim())
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Provider::Local => "local",
@@ -51,8 +57,13 @@ pub enum AuthMode {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Cluster {
-    #[serde(default)]
+    /// The provider this run uses: set by whoever runs the scenario (the trial's name, `nodejoin run
+    /// --provider`), not by the file.
+    #[serde(skip)]
     pub provider: Provider,
+    /// The providers this scenario may run on (default: every one).
+    #[serde(default)]
+    pub providers: Vec<Provider>,
     #[serde(default = "default_version", deserialize_with = "version")]
     pub kubernetes_version: String,
     /// The EKS cluster name the bootstrap is given; defaults to the scenario name.
@@ -129,6 +140,7 @@ impl Default for Cluster {
     fn default() -> Self {
         Self {
             provider: Provider::default(),
+            providers: Vec::new(),
             kubernetes_version: default_version(),
             name: None,
             region: default_region(),

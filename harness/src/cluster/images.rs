@@ -1,0 +1,125 @@
+//! Whether a provider's container image can be had on this machine: present locally, or pulled now. A failed
+//! pull is remembered for a while in the cache, so that a suite of trials (one process each under nextest) asks
+//! the registry once, not once per trial, and each trial is reported ignored with the same precise reason.
+use futures::StreamExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use testcontainers::bollard::Docker;
+
+/// How long a failed pull is believed before the registry is asked again.
+pub const FAILED_PULL_TTL: Duration = Duration::from_secs(15 * 60);
+/// How long one pull may take before it counts as failed.
+const PULL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `<cache>/unavailable-images/<image with / and : replaced>`.
+fn marker(image: &str) -> PathBuf {
+    let safe: String = image
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    crate::paths::cache_dir().join("unavailable-images").join(safe)
+}
+
+/// The reason recorded in `path` if it is younger than `ttl` at `now`.
+pub fn remembered_failure(path: &Path, now: SystemTime, ttl: Duration) -> Option<String> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let age = now.duration_since(modified).unwrap_or_default();
+    if age > ttl {
+        return None;
+    }
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// `Ok` when `image` is present or was just pulled; otherwise why not, in one line that says what to do.
+pub async fn ensure(docker: &Docker, image: &str) -> Result<(), String> {
+    if docker.inspect_image(image).await.is_ok() {
+        return Ok(());
+    }
+    let mark = marker(image);
+    if let Some(reason) = remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
+        return Err(reason);
+    }
+    let error = match tokio::time::timeout(PULL_TIMEOUT, pull(docker, image)).await {
+        Ok(Ok(())) => {
+            let _ = std::fs::remove_file(&mark);
+            return Ok(());
+        }
+        Ok(Err(e)) => e,
+        Err(_) => format!("no answer within {}s", PULL_TIMEOUT.as_secs()),
+    };
+    let reason = format!(
+        "image {image} is not present locally and cannot be pulled ({error}); on a machine with a registry run \
+         `docker pull {image}`, or `docker load -i` a saved copy"
+    );
+    if let Some(dir) = mark.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&mark, &reason);
+    Err(reason)
+}
+
+async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
+    use testcontainers::bollard::query_parameters::CreateImageOptionsBuilder;
+    let options = CreateImageOptionsBuilder::new().from_image(image).build();
+    let mut stream = docker.create_image(Some(options), None, None);
+    while let Some(item) = stream.next().await {
+        item.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_remembered_only_while_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m");
+        let now = SystemTime::now();
+        assert_eq!(remembered_failure(&f, now, FAILED_PULL_TTL), None, "no marker yet");
+        std::fs::write(&f, "image x cannot be pulled\n").unwrap();
+        assert_eq!(
+            remembered_failure(&f, now, FAILED_PULL_TTL).as_deref(),
+            Some("image x cannot be pulled")
+        );
+        let later = now + FAILED_PULL_TTL + Duration::from_secs(5);
+        assert_eq!(
+            remembered_failure(&f, later, FAILED_PULL_TTL),
+            None,
+            "stale markers are ignored"
+        );
+        std::fs::write(&f, "  \n").unwrap();
+        assert_eq!(
+            remembered_failure(&f, now, FAILED_PULL_TTL),
+            None,
+            "an empty marker says nothing"
+        );
+    }
+
+    #[test]
+    fn marker_names_are_flat() {
+        let m = marker("rancher/k3s:v1.36.3-k3s1");
+        assert_eq!(m.file_name().unwrap().to_str().unwrap(), "rancher_k3s_v1.36.3-k3s1");
+    }
+
+    #[tokio::test]
+    async fn unreachable_docker_is_a_reason_not_a_panic() {
+        // Nothing listens on port 1: every call fails at once.
+        let docker =
+            Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
+        let image = format!("nodejoin.invalid/never:{}", std::process::id());
+        let err = ensure(&docker, &image).await.unwrap_err();
+        assert!(err.contains(&image) && err.contains("docker pull"), "{err}");
+        let _ = std::fs::remove_file(marker(&image));
+    }
+}

@@ -1,0 +1,332 @@
+//! The k3s provider: k3s's own control plane (its apiserver, controllers and sqlite datastore) in one container of
+//! the `rancher/k3s` image, started through testcontainers on the run network. Only the server runs
+//! (`--disable-agent`): the nodes are ours, bootstrapped by the scenario against its endpoint, which they reach
+//! by the container's name through Docker's DNS. The token webhook, audit policy and bootstrap-token auth are
+//! passed with `--kube-apiserver-arg`; the CA and admin kubeconfig are read back and the kubeconfig is rewritten
+//! to the port Docker mapped on the host.
+use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+use crate::error::{Error, Result};
+use futures::future::BoxFuture;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testcontainers::core::{CgroupnsMode, IntoContainerPort, Mount, WaitFor};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+/// Use this image instead of `rancher/k3s:<version>-k3s1`.
+pub const ENV_IMAGE: &str = "NODEJOIN_K3S_IMAGE";
+/// Where the control plane's directory is mounted in the container (webhook config, audit policy and log).
+const MOUNT: &str = "/nodejoin";
+const API_PORT: u16 = 6443;
+
+/// The k3s image for a Kubernetes version.
+pub fn image_for(version: &str) -> String {
+    match std::env::var(ENV_IMAGE) {
+        Ok(i) if !i.trim().is_empty() => i.trim().to_string(),
+        _ => format!("rancher/k3s:{version}-k3s1"),
+    }
+}
+
+fn k3s_err(message: impl Into<String>) -> Error {
+    Error::ControlPlane {
+        component: "k3s".into(),
+        message: message.into(),
+    }
+}
+
+/// `k3s server` arguments: only the control plane, nothing a bootstrap test does not need, and the API server
+/// flags the harness relies on.
+pub fn server_args(spec: &ClusterSpec, san: &str, webhook: bool) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "server",
+        "--disable-agent",
+        "--disable=traefik,servicelb,metrics-server,local-storage,coredns",
+        "--disable-cloud-controller",
+        "--disable-network-policy",
+        "--disable-helm-controller",
+        "--write-kubeconfig-mode=0644",
+        "--cluster-cidr=10.42.0.0/16",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(format!("--service-cidr={}", spec.service_cidr));
+    args.push(format!("--tls-san={san}"));
+    let api = |k: &str, v: &str| format!("--kube-apiserver-arg={k}={v}");
+    args.push(api("enable-bootstrap-token-auth", "true"));
+    args.push(api("audit-policy-file", &format!("{MOUNT}/audit-policy.yaml")));
+    args.push(api("audit-log-path", &format!("{MOUNT}/audit.log")));
+    if webhook {
+        args.push(api(
+            "authentication-token-webhook-config-file",
+            &format!("{MOUNT}/token-webhook.kubeconfig"),
+        ));
+        args.push(api("authentication-token-webhook-version", "v1"));
+        args.push(api("authentication-token-webhook-cache-ttl", "10s"));
+    }
+    args.push("--kube-controller-manager-arg=controllers=*,bootstrapsigner,tokencleaner".into());
+    args
+}
+
+/// The admin kubeconfig k3s writes, pointed at `server` (the port Docker mapped), and the cluster CA it names.
+pub fn rewrite_kubeconfig(yaml: &str, server: &str) -> std::result::Result<(String, String), String> {
+    use base64::Engine;
+    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| format!("kubeconfig: {e}"))?;
+    let clusters = doc
+        .get_mut("clusters")
+        .and_then(|c| c.as_sequence_mut())
+        .filter(|c| !c.is_empty())
+        .ok_or("kubeconfig has no clusters")?;
+    let mut ca = None;
+    for c in clusters.iter_mut() {
+        let cluster = c.get_mut("cluster").ok_or("kubeconfig cluster without `cluster`")?;
+        if ca.is_none() {
+            let data = cluster
+                .get("certificate-authority-data")
+                .and_then(|v| v.as_str())
+                .ok_or("kubeconfig names no certificate-authority-data")?;
+            let pem = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|e| format!("certificate-authority-data: {e}"))?;
+            ca = Some(String::from_utf8(pem).map_err(|e| format!("certificate-authority-data: {e}"))?);
+        }
+        if let Some(m) = cluster.as_mapping_mut() {
+            m.insert("server".into(), server.into());
+        }
+    }
+    let text = serde_yaml_ng::to_string(&doc).map_err(|e| e.to_string())?;
+    Ok((text, ca.unwrap_or_default()))
+}
+
+pub struct K3sProvider;
+
+impl ClusterProvider for K3sProvider {
+    fn name(&self) -> &'static str {
+        "k3s"
+    }
+
+    fn unavailable<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        docker: &'a testcontainers::bollard::Docker,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move { super::images::ensure(docker, &image_for(&spec.version)).await.err() })
+    }
+
+    fn create<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        ctx: ProviderContext<'a>,
+    ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
+        Box::pin(async move { Ok(Box::new(K3sControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+    }
+}
+
+pub struct K3sControlPlane {
+    endpoint: String,
+    /// The API server as the harness reaches it (the mapped host port).
+    admin_server: String,
+    ca_pem: String,
+    client_ca: crate::pki::Ca,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    container_name: String,
+    timings: Vec<(String, Duration)>,
+    container: Option<ContainerAsync<GenericImage>>,
+}
+
+impl K3sControlPlane {
+    async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
+        let dir = ctx.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let policy = dir.join("audit-policy.yaml");
+        std::fs::write(&policy, super::local::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
+        if let Some(w) = &ctx.token_webhook {
+            super::local::write_webhook_config(&dir, w)?;
+        }
+        let image = image_for(&spec.version);
+        let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
+        let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::fakes::random_hex(4));
+        let t0 = Instant::now();
+        let container = GenericImage::new(repo, tag)
+            .with_wait_for(WaitFor::message_on_stderr("k3s is up and running"))
+            .with_exposed_port(API_PORT.tcp())
+            .with_container_name(&name)
+            .with_network(&ctx.network.name)
+            .with_labels(crate::docker::run_labels(&ctx.run_id))
+            .with_cmd(server_args(spec, &name, ctx.token_webhook.is_some()))
+            .with_mount(Mount::bind_mount(dir.display().to_string(), MOUNT))
+            .with_mount(Mount::tmpfs_mount("/run"))
+            .with_cap_add("ALL")
+            .with_cap_drop("SYS_RESOURCE")
+            .with_security_opt("seccomp=unconfined")
+            .with_security_opt("apparmor=unconfined")
+            .with_cgroupns_mode(CgroupnsMode::Private)
+            .with_startup_timeout(Duration::from_secs(120))
+            .start()
+            .await
+            .map_err(|e| k3s_err(format!("starting {image}: {e}")))?;
+        let mut timings = vec![("k3s server up".to_string(), t0.elapsed())];
+        let port = container
+            .get_host_port_ipv4(API_PORT)
+            .await
+            .map_err(|e| k3s_err(format!("mapped API port: {e}")))?;
+        let read = |path: &'static str| {
+            let c = &container;
+            async move {
+                let mut out = c
+                    .exec(testcontainers::core::ExecCommand::new(["cat", path]))
+                    .await
+                    .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
+                let bytes = out
+                    .stdout_to_vec()
+                    .await
+                    .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
+                String::from_utf8(bytes).map_err(|e| k3s_err(format!("{path}: {e}")))
+            }
+        };
+        let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
+        let admin_server = format!("https://127.0.0.1:{port}");
+        let (kubeconfig_text, ca_pem) = rewrite_kubeconfig(&raw, &admin_server).map_err(k3s_err)?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text).map_err(|e| Error::io(&kubeconfig, e))?;
+        let client = super::local::client_from_kubeconfig(&kubeconfig).await?;
+        // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
+        // audit log names them as they are, not as an impersonating admin.
+        let client_ca = crate::pki::Ca(crate::pki::CertKey {
+            cert_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.crt").await?,
+            key_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.key").await?,
+        });
+        let t1 = Instant::now();
+        if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
+            return Err(k3s_err("k3s's controller manager signed no CSR within 60s"));
+        }
+        super::objects::apply_node_bootstrap_rbac(&client).await?;
+        timings.push(("CSR signing + RBAC".into(), t1.elapsed()));
+        Ok(Self {
+            endpoint: format!("https://{name}:{API_PORT}"),
+            admin_server,
+            ca_pem,
+            client_ca,
+            client,
+            kubeconfig,
+            dir,
+            container_name: name,
+            timings,
+            container: Some(container),
+        })
+    }
+}
+
+impl ControlPlane for K3sControlPlane {
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+    fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+    fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
+        Box::pin(async move {
+            super::client_with_cert(
+                &self.client_ca,
+                &self.admin_server,
+                &self.ca_pem,
+                &self.dir,
+                user,
+                groups,
+            )
+            .await
+        })
+    }
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn logs_dir(&self) -> &Path {
+        &self.dir
+    }
+    fn timings(&self) -> &[(String, Duration)] {
+        &self.timings
+    }
+    fn failed_component(&mut self) -> Option<String> {
+        super::container_stopped(&self.container_name).map(|why| format!("k3s server container {why}"))
+    }
+    fn memory(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+    fn stop(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        let container = self.container.take();
+        let (name, dir) = (self.container_name.clone(), self.dir.clone());
+        Box::pin(async move {
+            super::save_container_log(&name, &dir.join("k3s.log"));
+            if let Some(c) = container {
+                let _ = c.rm().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ClusterSpec {
+        ClusterSpec {
+            provider: "k3s".into(),
+            version: "v1.36.3".into(),
+            service_cidr: "10.100.0.0/16".parse().unwrap(),
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn server_args_run_only_what_a_bootstrap_test_needs() {
+        let args = server_args(&spec(), "nodejoin-r-k3s-1", true);
+        assert_eq!(args[0], "server");
+        for want in [
+            "--disable-agent",
+            "--disable=traefik,servicelb,metrics-server,local-storage,coredns",
+            "--disable-cloud-controller",
+            "--service-cidr=10.100.0.0/16",
+            "--tls-san=nodejoin-r-k3s-1",
+            "--kube-apiserver-arg=enable-bootstrap-token-auth=true",
+            "--kube-apiserver-arg=authentication-token-webhook-config-file=/nodejoin/token-webhook.kubeconfig",
+            "--kube-apiserver-arg=audit-log-path=/nodejoin/audit.log",
+            "--kube-controller-manager-arg=controllers=*,bootstrapsigner,tokencleaner",
+        ] {
+            assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+        }
+        let without = server_args(&spec(), "x", false);
+        assert!(!without.iter().any(|a| a.contains("token-webhook")));
+    }
+
+    #[test]
+    fn image_follows_the_version_unless_overridden() {
+        if std::env::var(ENV_IMAGE).is_err() {
+            assert_eq!(image_for("v1.36.3"), "rancher/k3s:v1.36.3-k3s1");
+        }
+    }
+
+    #[test]
+    fn kubeconfig_is_pointed_at_the_mapped_port_and_yields_the_ca() {
+        use base64::Engine;
+        let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let k3s = format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://127.0.0.1:6443\n  name: default\ncontexts:\n- context: {{cluster: default, user: default}}\n  name: default\ncurrent-context: default\nkind: Config\nusers:\n- name: default\n  user: {{client-certificate-data: QQ==, client-key-data: QQ==}}\n",
+            base64::engine::general_purpose::STANDARD.encode(ca)
+        );
+        let (text, got_ca) = rewrite_kubeconfig(&k3s, "https://127.0.0.1:32771").unwrap();
+        assert_eq!(got_ca, ca);
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(
+            doc["clusters"][0]["cluster"]["server"].as_str(),
+            Some("https://127.0.0.1:32771")
+        );
+        assert_eq!(doc["users"][0]["name"].as_str(), Some("default"));
+        assert!(rewrite_kubeconfig("clusters: []", "x").is_err());
+        assert!(rewrite_kubeconfig("not: [valid", "x").is_err());
+    }
+}

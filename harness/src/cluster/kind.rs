@@ -1,0 +1,377 @@
+//! The kind provider: a kubeadm-built control plane in a `kindest/node` container, created by the kind CLI from
+//! `kind-config/cluster.yaml` on the run's Docker network (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), so the
+//! scenario's node containers reach its API server by the control-plane container's name. The kind CLI is taken
+//! from PATH or built from its Go module into the cache; the node image must be present or pullable.
+use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+use crate::error::{Error, Result};
+use futures::future::BoxFuture;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The kind release built from the Go module proxy when `kind` is not on PATH.
+pub const KIND_VERSION: &str = "v0.33.0";
+/// Use this node image instead of `kindest/node:<version>`.
+pub const ENV_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
+
+pub fn image_for(version: &str) -> String {
+    match std::env::var(ENV_IMAGE) {
+        Ok(i) if !i.trim().is_empty() => i.trim().to_string(),
+        _ => format!("kindest/node:{version}"),
+    }
+}
+
+fn kind_err(message: impl Into<String>) -> Error {
+    Error::ControlPlane {
+        component: "kind".into(),
+        message: message.into(),
+    }
+}
+
+/// kubeadm's config API for a Kubernetes version: v1beta4 from 1.31 (extraArgs as name/value lists).
+pub fn kubeadm_api(version: &str) -> &'static str {
+    let minor = version
+        .strip_prefix("v1.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
+    if minor >= 31 {
+        "kubeadm.k8s.io/v1beta4"
+    } else {
+        "kubeadm.k8s.io/v1beta3"
+    }
+}
+
+/// `extraArgs` lines at `indent`, in the shape `api` wants.
+fn extra_args(api: &str, args: &[(&str, String)], indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    args.iter()
+        .map(|(k, v)| {
+            if api.ends_with("v1beta4") {
+                format!("{pad}- name: {k}\n{pad}  value: \"{v}\"")
+            } else {
+                format!("{pad}{k}: \"{v}\"")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The kind config for one control plane, from `template` (kind-config/cluster.yaml).
+pub fn render_config(template: &str, name: &str, spec: &ClusterSpec, image: &str, dir: &Path, webhook: bool) -> String {
+    let api = kubeadm_api(&spec.version);
+    let mut apiserver = vec![
+        ("enable-bootstrap-token-auth", "true".to_string()),
+        ("audit-policy-file", "/nodejoin/audit-policy.yaml".to_string()),
+        ("audit-log-path", "/nodejoin/audit.log".to_string()),
+    ];
+    if webhook {
+        apiserver.push((
+            "authentication-token-webhook-config-file",
+            "/nodejoin/token-webhook.kubeconfig".to_string(),
+        ));
+        apiserver.push(("authentication-token-webhook-version", "v1".to_string()));
+        apiserver.push(("authentication-token-webhook-cache-ttl", "10s".to_string()));
+    }
+    let kcm = [("controllers", "*,bootstrapsigner,tokencleaner".to_string())];
+    template
+        .replace("{{name}}", name)
+        .replace("{{serviceSubnet}}", &spec.service_cidr.to_string())
+        .replace("{{image}}", image)
+        .replace("{{dir}}", &dir.display().to_string())
+        .replace("{{kubeadmApiVersion}}", api)
+        .replace("{{apiServerExtraArgs}}", &extra_args(api, &apiserver, 12))
+        .replace("{{controllerManagerExtraArgs}}", &extra_args(api, &kcm, 12))
+}
+
+/// `kind` on PATH, else the one built into the cache.
+pub fn find_kind() -> Option<PathBuf> {
+    crate::assets::which("kind").or_else(|| {
+        let p = crate::paths::cache_dir().join("kind").join(KIND_VERSION).join("kind");
+        p.is_file().then_some(p)
+    })
+}
+
+/// The kind CLI, built from `sigs.k8s.io/kind@KIND_VERSION` with Go when it is not there yet.
+async fn ensure_kind() -> Result<PathBuf> {
+    if let Some(k) = find_kind() {
+        return Ok(k);
+    }
+    let dir = crate::paths::cache_dir().join("kind").join(KIND_VERSION);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let steps = crate::progress::Steps::new(&format!("build kind {KIND_VERSION} from Go modules"), 1);
+    let out = tokio::process::Command::new("go")
+        .args(["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")])
+        .env("GOBIN", &dir)
+        .env("CGO_ENABLED", "0")
+        .output()
+        .await
+        .map_err(|e| kind_err(format!("go install sigs.k8s.io/kind: {e}")))?;
+    if !out.status.success() {
+        return Err(kind_err(format!(
+            "go install sigs.k8s.io/kind@{KIND_VERSION}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    steps.finish("built");
+    Ok(dir.join("kind"))
+}
+
+pub struct KindProvider;
+
+impl ClusterProvider for KindProvider {
+    fn name(&self) -> &'static str {
+        "kind"
+    }
+
+    fn unavailable<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        docker: &'a testcontainers::bollard::Docker,
+    ) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            if let Err(e) = super::images::ensure(docker, &image_for(&spec.version)).await {
+                return Some(e);
+            }
+            if find_kind().is_none() && crate::assets::which("go").is_none() {
+                return Some(format!(
+                    "the kind CLI is not on PATH and Go is not there to build sigs.k8s.io/kind@{KIND_VERSION}"
+                ));
+            }
+            None
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        spec: &'a ClusterSpec,
+        ctx: ProviderContext<'a>,
+    ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
+        Box::pin(async move { Ok(Box::new(KindControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+    }
+}
+
+pub struct KindControlPlane {
+    name: String,
+    kind: PathBuf,
+    endpoint: String,
+    admin_server: String,
+    ca_pem: String,
+    client_ca: crate::pki::Ca,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    timings: Vec<(String, Duration)>,
+}
+
+impl KindControlPlane {
+    async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
+        let kind = ensure_kind().await?;
+        let dir = ctx.dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let policy = dir.join("audit-policy.yaml");
+        std::fs::write(&policy, super::local::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
+        if let Some(w) = &ctx.token_webhook {
+            super::local::write_webhook_config(&dir, w)?;
+        }
+        let template_path = crate::paths::workspace_root().join("kind-config").join("cluster.yaml");
+        let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
+        let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
+        let config = dir.join("kind.yaml");
+        let rendered = render_config(
+            &template,
+            &name,
+            spec,
+            &image_for(&spec.version),
+            &dir,
+            ctx.token_webhook.is_some(),
+        );
+        std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        let t0 = Instant::now();
+        let out = tokio::process::Command::new(&kind)
+            .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name)
+            .output()
+            .await
+            .map_err(|e| kind_err(format!("kind create cluster: {e}")))?;
+        let log = dir.join("kind-create.log");
+        let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
+        if !out.status.success() {
+            let _ = tokio::process::Command::new(&kind)
+                .args(["delete", "cluster", "--name", &name])
+                .output()
+                .await;
+            return Err(kind_err(format!("kind create cluster failed (log: {})", log.display())));
+        }
+        let mut timings = vec![("kind create cluster".to_string(), t0.elapsed())];
+        let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
+        let admin_server = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&raw)
+            .ok()
+            .and_then(|d| d["clusters"][0]["cluster"]["server"].as_str().map(str::to_string))
+            .ok_or_else(|| kind_err("kind's kubeconfig names no server"))?;
+        let (_, ca_pem) = super::k3s::rewrite_kubeconfig(&raw, &admin_server).map_err(kind_err)?;
+        let client = super::local::client_from_kubeconfig(&kubeconfig).await?;
+        let cp = format!("{name}-control-plane");
+        let read = |path: &str| {
+            let out = std::process::Command::new("docker")
+                .args(["exec", &cp, "cat", path])
+                .output();
+            match out {
+                Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
+                Ok(o) => Err(kind_err(format!("{cp}:{path}: {}", String::from_utf8_lossy(&o.stderr)))),
+                Err(e) => Err(kind_err(format!("{cp}:{path}: {e}"))),
+            }
+        };
+        let client_ca = crate::pki::Ca(crate::pki::CertKey {
+            cert_pem: read("/etc/kubernetes/pki/ca.crt")?,
+            key_pem: read("/etc/kubernetes/pki/ca.key")?,
+        });
+        let t1 = Instant::now();
+        if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
+            return Err(kind_err("the kind control plane signed no CSR within 60s"));
+        }
+        super::objects::apply_node_bootstrap_rbac(&client).await?;
+        timings.push(("CSR signing + RBAC".into(), t1.elapsed()));
+        Ok(Self {
+            endpoint: format!("https://{cp}:6443"),
+            name,
+            kind,
+            admin_server,
+            ca_pem,
+            client_ca,
+            client,
+            kubeconfig,
+            dir,
+            timings,
+        })
+    }
+}
+
+impl ControlPlane for KindControlPlane {
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+    fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+    fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
+        Box::pin(async move {
+            super::client_with_cert(
+                &self.client_ca,
+                &self.admin_server,
+                &self.ca_pem,
+                &self.dir,
+                user,
+                groups,
+            )
+            .await
+        })
+    }
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+    fn logs_dir(&self) -> &Path {
+        &self.dir
+    }
+    fn timings(&self) -> &[(String, Duration)] {
+        &self.timings
+    }
+    fn failed_component(&mut self) -> Option<String> {
+        super::container_stopped(&format!("{}-control-plane", self.name))
+            .map(|why| format!("kind control-plane container {why}"))
+    }
+    fn memory(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+    fn stop(self: Box<Self>) -> BoxFuture<'static, ()> {
+        let (name, kind, dir) = (self.name.clone(), self.kind.clone(), self.dir.clone());
+        Box::pin(async move {
+            super::save_container_log(&format!("{name}-control-plane"), &dir.join("kind-control-plane.log"));
+            let _ = tokio::process::Command::new(&kind)
+                .args(["delete", "cluster", "--name", &name])
+                .output()
+                .await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> String {
+        std::fs::read_to_string(crate::paths::workspace_root().join("kind-config/cluster.yaml")).unwrap()
+    }
+
+    fn spec(version: &str) -> ClusterSpec {
+        ClusterSpec {
+            provider: "kind".into(),
+            version: version.into(),
+            service_cidr: "10.100.0.0/16".parse().unwrap(),
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn kubeadm_api_follows_the_version() {
+        assert_eq!(kubeadm_api("v1.30.4"), "kubeadm.k8s.io/v1beta3");
+        assert_eq!(kubeadm_api("v1.31.0"), "kubeadm.k8s.io/v1beta4");
+        assert_eq!(kubeadm_api("v1.36.3"), "kubeadm.k8s.io/v1beta4");
+    }
+
+    /// The rendered config is valid YAML, and its kubeadm patch is valid YAML in the right extraArgs shape.
+    #[test]
+    fn config_renders_for_both_kubeadm_apis() {
+        for (version, list_shape) in [("v1.36.3", true), ("v1.30.4", false)] {
+            let text = render_config(
+                &template(),
+                "nj-run-abc",
+                &spec(version),
+                "kindest/node:x",
+                Path::new("/tmp/cp-0"),
+                true,
+            );
+            assert!(!text.contains("{{"), "{text}");
+            let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+            assert_eq!(doc["kind"].as_str(), Some("Cluster"));
+            assert_eq!(doc["name"].as_str(), Some("nj-run-abc"));
+            assert_eq!(doc["networking"]["serviceSubnet"].as_str(), Some("10.100.0.0/16"));
+            let node = &doc["nodes"][0];
+            assert_eq!(node["image"].as_str(), Some("kindest/node:x"));
+            assert_eq!(node["extraMounts"][0]["hostPath"].as_str(), Some("/tmp/cp-0"));
+            let patch: serde_yaml_ng::Value =
+                serde_yaml_ng::from_str(node["kubeadmConfigPatches"][0].as_str().unwrap()).unwrap();
+            assert_eq!(patch["apiVersion"].as_str(), Some(kubeadm_api(version)));
+            let args = &patch["apiServer"]["extraArgs"];
+            let webhook = if list_shape {
+                args.as_sequence()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["name"].as_str() == Some("authentication-token-webhook-config-file"))
+                    .map(|a| a["value"].clone())
+            } else {
+                Some(args["authentication-token-webhook-config-file"].clone())
+            };
+            assert_eq!(
+                webhook.and_then(|v| v.as_str().map(str::to_string)).as_deref(),
+                Some("/nodejoin/token-webhook.kubeconfig"),
+                "{version}"
+            );
+            let sans = patch["apiServer"]["certSANs"].as_sequence().unwrap();
+            assert!(sans.iter().any(|s| s.as_str() == Some("nj-run-abc-control-plane")));
+        }
+    }
+
+    #[test]
+    fn image_follows_the_version_unless_overridden() {
+        if std::env::var(ENV_IMAGE).is_err() {
+            assert_eq!(image_for("v1.36.3"), "kindest/node:v1.36.3");
+        }
+    }
+}

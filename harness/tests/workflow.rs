@@ -1,0 +1,198 @@
+//! The GitHub Actions workflow (ci/nodejoin.yml, installed as .github/workflows/nodejoin.yml) parses, its matrix
+//! expands to the cells README.md documents, and what its steps name exists.
+use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
+
+type Cell = BTreeMap<String, String>;
+
+fn root() -> std::path::PathBuf {
+    nodejoin::paths::workspace_root()
+}
+
+fn workflow() -> Value {
+    let text = std::fs::read_to_string(root().join("ci/nodejoin.yml")).expect("ci/nodejoin.yml");
+    serde_yaml_ng::from_str(&text).expect("ci/nodejoin.yml is YAML")
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => panic!("matrix value {other:?} is not a scalar"),
+    }
+}
+
+/// GitHub's expansion: the product of the list-valued keys, minus `exclude` entries (each removes the cells that
+/// match all its keys), plus `include` entries (added to every cell whose original keys they match, or as a
+/// new cell when they match none).
+fn expand(matrix: &Value) -> Vec<Cell> {
+    let map = matrix.as_mapping().expect("matrix is a mapping");
+    let mut cells: Vec<Cell> = vec![Cell::new()];
+    for (k, v) in map {
+        let key = scalar(k);
+        if key == "include" || key == "exclude" {
+            continue;
+        }
+        let values: Vec<String> = v
+            .as_sequence()
+            .expect("matrix dimension is a list")
+            .iter()
+            .map(scalar)
+            .collect();
+        let mut next = Vec::new();
+        for c in &cells {
+            for val in &values {
+                let mut c = c.clone();
+                c.insert(key.clone(), val.clone());
+                next.push(c);
+            }
+        }
+        cells = next;
+    }
+    let entry = |e: &Value| -> Cell {
+        e.as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (scalar(k), scalar(v)))
+            .collect()
+    };
+    let matches = |cell: &Cell, e: &Cell| e.iter().all(|(k, v)| cell.get(k) == Some(v));
+    if let Some(ex) = map.get("exclude").and_then(|e| e.as_sequence()) {
+        let ex: Vec<Cell> = ex.iter().map(entry).collect();
+        cells.retain(|c| !ex.iter().any(|e| matches(c, e)));
+    }
+    if let Some(inc) = map.get("include").and_then(|e| e.as_sequence()) {
+        let original: Vec<String> = cells.first().map(|c| c.keys().cloned().collect()).unwrap_or_default();
+        for e in inc.iter().map(entry) {
+            let orig: Cell = e
+                .iter()
+                .filter(|(k, _)| original.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut hit = false;
+            for c in cells.iter_mut().filter(|c| matches(c, &orig)) {
+                c.extend(e.clone());
+                hit = true;
+            }
+            if !hit {
+                cells.push(e);
+            }
+        }
+    }
+    cells
+}
+
+#[test]
+fn installed_copy_matches_the_source() {
+    let source = std::fs::read(root().join("ci/nodejoin.yml")).unwrap();
+    let installed =
+        std::fs::read(root().join(".github/workflows/nodejoin.yml")).expect(".github/workflows/nodejoin.yml");
+    assert!(
+        source == installed,
+        "copy ci/nodejoin.yml to .github/workflows/nodejoin.yml"
+    );
+}
+
+#[test]
+fn matrix_expands_to_the_documented_cells() {
+    let w = workflow();
+    let job = &w["jobs"]["scenarios"];
+    let cells = expand(&job["strategy"]["matrix"]);
+    let mut expected = Vec::new();
+    for provider in ["local", "k3s", "kind"] {
+        for kubernetes in ["v1.34.4", "v1.35.4", "v1.36.3"] {
+            for (flavor, shards) in [("bootstrap-sh", 2), ("user-data", 1), ("nodeadm", 1)] {
+                for shard in 1..=shards {
+                    expected.push(Cell::from([
+                        ("provider".to_string(), provider.to_string()),
+                        ("kubernetes".to_string(), kubernetes.to_string()),
+                        ("flavor".to_string(), flavor.to_string()),
+                        ("shard".to_string(), shard.to_string()),
+                    ]));
+                }
+            }
+        }
+    }
+    let mut got = cells.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    // README.md documents the same cells.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("## CI matrix")
+        .nth(1)
+        .expect("README has a CI matrix section");
+    let section = section.split("\n## ").next().unwrap();
+    assert!(
+        section.contains(&format!("{} jobs", cells.len())),
+        "README's CI matrix section must say {} jobs",
+        cells.len()
+    );
+    for c in &cells {
+        for v in [&c["provider"], &c["kubernetes"], &c["flavor"]] {
+            assert!(
+                section.contains(v.as_str()),
+                "README's CI matrix section does not name {v}"
+            );
+        }
+    }
+    for c in &cells {
+        assert!(nodejoin::assets::check_version(&c["kubernetes"]).is_ok(), "{c:?}");
+    }
+}
+
+#[test]
+fn every_flavor_selects_scenarios_and_steps_name_what_exists() {
+    let w = workflow();
+    let steps = w["jobs"]["scenarios"]["steps"].as_sequence().unwrap();
+    let runs: Vec<String> = steps
+        .iter()
+        .filter_map(|s| s["run"].as_str().map(str::to_string))
+        .collect();
+    for script in ["ci/setup-host.sh", "ci/provision.sh"] {
+        assert!(runs.iter().any(|r| r.contains(script)), "{script} is not run");
+        assert!(root().join(script).is_file(), "{script} does not exist");
+    }
+    assert!(runs
+        .iter()
+        .any(|r| r.contains("cargo nextest run") && r.contains("--profile ci")));
+    let nextest = std::fs::read_to_string(root().join(".config/nextest.toml")).expect(".config/nextest.toml");
+    assert!(nextest.contains("[profile.ci.junit]"));
+    let scenarios: Vec<String> = std::fs::read_dir(root().join("scenarios"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    // The filters of the Scenarios step, by their substrings.
+    let count = |pred: &dyn Fn(&str) -> bool| scenarios.iter().filter(|s| pred(s)).count();
+    assert!(count(&|s| !s.contains("userdata-")) > 0, "bootstrap-sh selects nothing");
+    assert!(
+        count(&|s| s.contains("userdata-") && !s.contains("userdata-nodeadm")) > 0,
+        "user-data selects nothing"
+    );
+    assert!(
+        count(&|s| s.contains("userdata-nodeadm")) > 0,
+        "nodeadm selects nothing"
+    );
+    let scenario_step = runs.iter().find(|r| r.contains("cargo nextest run")).unwrap();
+    for f in ["not test(/userdata-/)", "test(/userdata-nodeadm/)"] {
+        assert!(scenario_step.contains(f), "the Scenarios step lost its filter {f}");
+    }
+}
+
+#[test]
+fn expansion_follows_github_rules() {
+    let m: Value = serde_yaml_ng::from_str(
+        "a: [1, 2]\nb: [x, y]\nexclude:\n  - {a: 1, b: y}\ninclude:\n  - {a: 2, b: x, extra: e}\n  - {a: 3, b: z}\n",
+    )
+    .unwrap();
+    let cells = expand(&m);
+    assert_eq!(cells.len(), 4, "{cells:?}");
+    assert!(!cells.iter().any(|c| c["a"] == "1" && c["b"] == "y"));
+    assert!(cells
+        .iter()
+        .any(|c| c["a"] == "2" && c["b"] == "x" && c.get("extra").map(String::as_str) == Some("e")));
+    assert!(cells.iter().any(|c| c["a"] == "3" && c["b"] == "z"));
+}
