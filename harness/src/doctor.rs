@@ -7,6 +7,9 @@ pub struct Finding {
     pub ok: bool,
     pub detail: String,
     pub fix: String,
+    /// Needed only by an optional part (the k3s and kind providers): missing, it makes trials ignored, not
+    /// the machine unfit.
+    pub optional: bool,
 }
 
 pub async fn check(version: &str) -> Vec<Finding> {
@@ -17,6 +20,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             ok,
             detail,
             fix: fix.into(),
+            optional: false,
         });
     };
     let docker = crate::docker::connect().await;
@@ -108,5 +112,35 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "",
     );
+    // The optional providers: their images are looked up locally only (no pull from doctor).
+    if let Ok(d) = &docker {
+        for (provider, image) in [
+            ("k3s", crate::cluster::k3s::image_for(version)),
+            ("kind", crate::cluster::kind::image_for(version)),
+        ] {
+            let present = d.inspect_image(&image).await.is_ok();
+            out.push(Finding {
+                what: format!("{provider} provider image"),
+                ok: present,
+                detail: if present {
+                    image.clone()
+                } else {
+                    format!("{image} absent: {provider} trials are reported ignored")
+                },
+                fix: format!("docker pull {image} (needs a registry), or docker load -i a saved copy"),
+                optional: true,
+            });
+        }
+        let kind_cli = crate::cluster::kind::find_kind();
+        out.push(Finding {
+            what: "kind CLI".into(),
+            ok: kind_cli.is_some(),
+            detail: kind_cli
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "absent: built from sigs.k8s.io/kind when a kind trial runs (needs go)".into()),
+            fix: format!("go install sigs.k8s.io/kind@{}", crate::cluster::kind::KIND_VERSION),
+            optional: true,
+        });
+    }
     out
 }

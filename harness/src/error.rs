@@ -81,7 +81,7 @@ impl Error {
             Error::Pki(_) | Error::Fake { .. } => "this is a harness bug; please report it with the run directory",
             Error::Node { .. } => "see target/nodejoin/<run>/<scenario>/ (report.txt; node journals when they could be collected)",
             Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane-<n>/",
-            Error::ProviderUnavailable { .. } => "use provider: local, or install what the provider needs (`nodejoin doctor`)",
+            Error::ProviderUnavailable { .. } => "`nodejoin doctor` says how to get what the provider needs; `NODEJOIN_PROVIDERS=local` or `nodejoin run --provider local` runs without it",
             Error::Interrupted => "the run was interrupted; everything it started has been removed",
         }
     }

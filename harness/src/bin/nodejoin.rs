@@ -134,9 +134,14 @@ async fn main() -> ExitCode {
             let findings = nodejoin::doctor::check(&version).await;
             let mut ok = true;
             for f in &findings {
-                println!("{} {:<32} {}", if f.ok { "ok  " } else { "MISS" }, f.what, f.detail);
+                let tag = match (f.ok, f.optional) {
+                    (true, _) => "ok  ",
+                    (false, true) => "opt ",
+                    (false, false) => "MISS",
+                };
+                println!("{tag} {:<32} {}", f.what, f.detail);
                 if !f.ok {
-                    ok = false;
+                    ok &= f.optional;
                     println!("     fix: {}", f.fix);
                 }
             }

@@ -92,7 +92,7 @@ pub fn find_kind() -> Option<PathBuf> {
 }
 
 /// The kind CLI, built from `sigs.k8s.io/kind@KIND_VERSION` with Go when it is not there yet.
-async fn ensure_kind() -> Result<PathBuf> {
+pub async fn ensure_kind() -> Result<PathBuf> {
     if let Some(k) = find_kind() {
         return Ok(k);
     }
