@@ -1,5 +1,6 @@
 //! Assertions on what the cluster sees, each producing a `Check` with expected and actual values.
 pub mod audit;
+pub mod calls;
 pub mod cloud_init;
 pub mod csr;
 pub mod node;
@@ -14,6 +15,8 @@ pub struct Check {
     pub passed: bool,
     pub expected: String,
     pub actual: String,
+    /// A check the scenario expects to fail (`failingChecks`): `passed` then means it did fail.
+    pub xfail: bool,
 }
 
 impl Check {
@@ -23,6 +26,7 @@ impl Check {
             passed,
             expected: expected.into(),
             actual: actual.into(),
+            xfail: false,
         }
     }
 

@@ -30,6 +30,8 @@ pub struct ClusterRecord {
     pub created: SystemTime,
     /// DescribeCluster calls that still answer `CREATING` before the cluster turns `ACTIVE`.
     pub creating_for_calls: AtomicU32,
+    /// DescribeCluster answers `CREATING` until then.
+    pub creating_until: Option<SystemTime>,
     pub authentication_mode: AuthenticationMode,
     pub access_entries: RwLock<Vec<AccessEntry>>,
 }
@@ -41,10 +43,11 @@ impl ClusterRecord {
 
     /// The DescribeCluster response body; `status` moves CREATING → ACTIVE as calls are made.
     fn describe(&self) -> serde_json::Value {
-        let creating = self
-            .creating_for_calls
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let creating = self.creating_until.is_some_and(|t| SystemTime::now() < t)
+            || self
+                .creating_for_calls
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
         let status = if creating { "CREATING" } else { "ACTIVE" };
         let created = self
             .created
@@ -296,6 +299,7 @@ mod tests {
             id: "c0ffee".into(),
             created: SystemTime::now(),
             creating_for_calls: AtomicU32::new(creating),
+            creating_until: None,
             authentication_mode: mode,
             access_entries: RwLock::new(Vec::new()),
         }

@@ -1,6 +1,7 @@
 //! In-process fakes of the AWS surfaces a node bootstrap talks to. Each is an axum server the harness starts on
 //! an ephemeral port of an address the node containers reach (the Docker network's gateway).
 pub mod authenticator;
+pub mod calls;
 pub mod cloudformation;
 pub mod ec2;
 pub mod ecr;

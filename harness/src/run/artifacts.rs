@@ -41,6 +41,8 @@ pub struct HarnessLogs {
     pub imds: String,
     /// The token webhook's decisions on this node's tokens (`auth: iam`; empty otherwise).
     pub authenticator: String,
+    /// Every call the node made to the fakes.
+    pub calls: String,
 }
 
 /// Collects one node's artifacts into `dir`.
@@ -55,6 +57,7 @@ pub async fn collect_node(
     let _ = std::fs::create_dir_all(dir);
     write(dir, "bootstrap.log", &logs.bootstrap);
     write(dir, "imds-requests.log", &logs.imds);
+    write(dir, "calls.log", &logs.calls);
     if !logs.authenticator.is_empty() {
         write(dir, "authenticator.log", &logs.authenticator);
     }

@@ -6,6 +6,7 @@ use crate::controllers::approver::Approver;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
+use crate::fakes::calls::CallLog;
 use crate::fakes::cloudformation::CloudFormation;
 use crate::fakes::ec2::Ec2;
 use crate::fakes::ecr::Ecr;
@@ -54,6 +55,8 @@ pub struct Environment {
     pub cloudformation: Arc<CloudFormation>,
     pub ecr: Arc<Ecr>,
     pub registry: Arc<Registry>,
+    /// Every node's calls to the fakes, and the faults injected into them.
+    pub calls: Arc<CallLog>,
     pub imds_addr: std::net::SocketAddr,
     pub eks_url: String,
     pub ec2_url: String,
@@ -102,24 +105,44 @@ impl Environment {
             &[rcgen::SanType::IpAddress(gateway)],
             crate::pki::Usage::Server,
         )?;
+        let calls = CallLog::new();
+        // Every fake a node calls records its calls (and applies injected faults) through one middleware.
+        let rec = |service: &'static str, router: axum::Router| {
+            crate::fakes::calls::recorded(
+                router,
+                crate::fakes::calls::Recorder {
+                    service,
+                    log: calls.clone(),
+                    instances: instances.clone(),
+                },
+            )
+        };
         let started: Result<Vec<FakeServer>> = async {
             Ok(vec![
-                FakeServer::start("imds", gateway, Imds::new(instances.clone()).router()).await?,
-                FakeServer::start("eks", gateway, eks.router()).await?,
-                FakeServer::start("ec2", gateway, ec2.router()).await?,
+                FakeServer::start("imds", gateway, rec("imds", Imds::new(instances.clone()).router())).await?,
+                FakeServer::start("eks", gateway, rec("eks", eks.router())).await?,
+                FakeServer::start("ec2", gateway, rec("ec2", ec2.router())).await?,
                 FakeServer::start(
                     "sts",
                     gateway,
-                    Arc::new(Sts {
-                        instances: instances.clone(),
-                    })
-                    .router(),
+                    rec(
+                        "sts",
+                        Arc::new(Sts {
+                            instances: instances.clone(),
+                        })
+                        .router(),
+                    ),
                 )
                 .await?,
                 FakeServer::start_tls("token-webhook", gateway, authenticator.router(), &webhook_cert).await?,
-                FakeServer::start("cloudformation", gateway, cloudformation.router()).await?,
-                FakeServer::start("ecr", gateway, ecr.router()).await?,
-                FakeServer::start("registry", gateway, registry.router()).await?,
+                FakeServer::start(
+                    "cloudformation",
+                    gateway,
+                    rec("cloudformation", cloudformation.router()),
+                )
+                .await?,
+                FakeServer::start("ecr", gateway, rec("ecr", ecr.router())).await?,
+                FakeServer::start("registry", gateway, rec("registry", registry.router())).await?,
             ])
         }
         .await;
@@ -151,6 +174,7 @@ impl Environment {
             cloudformation,
             ecr,
             registry,
+            calls,
             state,
             fakes,
             assets: Mutex::new(HashMap::new()),

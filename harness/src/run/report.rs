@@ -43,6 +43,8 @@ pub struct ScenarioReport {
     pub nodes: Vec<NodeTimeline>,
     pub wall: Duration,
     pub artifacts: Option<PathBuf>,
+    /// Every node's calls to the fakes, one line each (in report.txt and JUnit, not on the console).
+    pub call_log: String,
     /// Notes worth printing (approver decisions, evidence quotes, reaped leftovers).
     pub notes: Vec<String>,
 }
@@ -58,6 +60,7 @@ impl ScenarioReport {
             nodes: vec![],
             wall: Duration::ZERO,
             artifacts: None,
+            call_log: String::new(),
             notes: vec![],
         }
     }
@@ -125,6 +128,13 @@ impl ScenarioReport {
         }
         let passed = self.checks.iter().filter(|c| c.passed).count();
         out.push_str(&format!("  checks: {passed}/{} passed\n", self.checks.len()));
+        for c in self.checks.iter().filter(|c| c.passed && c.xfail) {
+            out.push_str(&format!(
+                "  failed as expected: {}\n    found: {}\n",
+                c.name,
+                c.actual.replace('\n', "\n           ")
+            ));
+        }
         for c in self.checks.iter().filter(|c| !c.passed) {
             out.push_str(&format!(
                 "  FAIL {}\n    expected: {}\n    actual:   {}\n",
@@ -214,7 +224,7 @@ pub fn junit(reports: &[ScenarioReport], run_id: &str) -> Result<String, String>
         let mut case = TestCase::new(r.name.clone(), status);
         case.set_classname("nodejoin.scenarios");
         case.set_time(r.wall);
-        case.set_system_out(r.render());
+        case.set_system_out(format!("{}{}", r.render(), r.call_log));
         suite.add_test_case(case);
     }
     report.add_test_suite(suite);

@@ -54,6 +54,8 @@ struct RunningNode {
     user_data_note: Option<String>,
     cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
     nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
+    /// When the container was started: the origin of the call log's times.
+    booted: Instant,
 }
 
 impl RunningNode {
@@ -93,7 +95,10 @@ pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> Scenari
     report.wall = start.elapsed();
     let dir = env.run_dir.join(&scenario.name);
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("report.txt"), report.render());
+    let _ = std::fs::write(
+        dir.join("report.txt"),
+        format!("{}{}", report.render(), report.call_log),
+    );
     report
 }
 
@@ -269,6 +274,29 @@ async fn run_inner(
 
     for n in nodes.iter_mut() {
         check_node(&cluster, n, report).await;
+        let calls = env.calls.of(&n.instance.instance_id);
+        report.call_log.push_str(&format!(
+            "calls from {} ({}):\n{}\n",
+            n.node_name,
+            n.instance.instance_id,
+            calls_text(env, n)
+        ));
+        report.notes.push(format!(
+            "{}: {} calls to the fakes: {}",
+            n.node_name,
+            calls.len(),
+            crate::assert::calls::summary(&calls)
+        ));
+        if let Some(want) = &n.expect().calls {
+            let ready_at = n.timeline.ready.map(|d| n.kubelet_start + d);
+            report.checks.extend(crate::assert::calls::checks(
+                &n.node_name,
+                &calls,
+                want,
+                n.booted,
+                ready_at,
+            ));
+        }
         if n.group.user_data.is_some() {
             if let Some(note) = &n.user_data_note {
                 report.notes.push(format!("{}: user data {note}", n.node_name));
@@ -310,6 +338,7 @@ async fn run_inner(
             }
         }
         report.nodes.push(n.timeline.clone());
+        expect_failures(report, &n.node_name, &n.expect().failing_checks);
     }
     t = phase(report, "assertions", t);
 
@@ -325,6 +354,7 @@ async fn run_inner(
                 bootstrap: bootstrap_text(n),
                 imds: imds_text(env, n),
                 authenticator: super::iam::decision_lines(env, &n.instance.instance_id),
+                calls: calls_text(env, n),
             };
             artifacts::collect_node(
                 &dir.join(&n.node_name),
@@ -379,6 +409,7 @@ fn announce_cluster(
         id: crate::fakes::random_hex(32).to_uppercase(),
         created: SystemTime::now(),
         creating_for_calls: std::sync::atomic::AtomicU32::new(sc.cluster.creating_for_calls),
+        creating_until: sc.cluster.creating_for.map(|d| SystemTime::now() + d),
         authentication_mode: sc.cluster.authentication_mode,
         access_entries: std::sync::RwLock::new(Vec::new()),
     }))
@@ -511,6 +542,19 @@ async fn boot_node(
         },
         launch_time: SystemTime::now(),
     });
+    let faults: Vec<crate::fakes::calls::Fault> = group
+        .faults
+        .iter()
+        .map(|f| crate::fakes::calls::Fault {
+            service: f.service.as_str().into(),
+            action: f.action.clone(),
+            first: f.first,
+            status: f.status,
+            latency: f.latency,
+            hang: f.hang,
+        })
+        .collect();
+    env.calls.inject(&instance.instance_id, &faults);
     vars.insert("instance.id".into(), instance.instance_id.clone());
     vars.insert("instance.privateDnsName".into(), instance.private_dns_name());
     vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
@@ -543,6 +587,7 @@ async fn boot_node(
         user_data_note: None,
         cloud_init: None,
         nodeadm: None,
+        booted: t0,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -651,6 +696,45 @@ fn bootstrap_text(n: &RunningNode) -> String {
         (None, Some(e)) => format!("bootstrap did not run to completion: {e}"),
         (None, None) => "bootstrap not run".into(),
     }
+}
+
+/// Turns the node's checks listed in `failing_checks` around: each must have failed (it then passes, marked as
+/// an expected failure, its findings kept); one that passed, or a pattern no check matches, fails.
+fn expect_failures(report: &mut ScenarioReport, node: &str, failing_checks: &[String]) {
+    let prefix = format!("{node}/");
+    for pattern in failing_checks {
+        let mut matched = false;
+        for c in report.checks.iter_mut() {
+            let Some(what) = c.name.strip_prefix(&prefix) else {
+                continue;
+            };
+            if !crate::fakes::calls::glob(pattern, what) {
+                continue;
+            }
+            matched = true;
+            c.expected = format!("to fail (failingChecks), i.e. not: {}", c.expected);
+            c.passed = !c.passed;
+            c.xfail = true;
+        }
+        if !matched {
+            report.checks.push(assert::Check::new(
+                format!("{node}/failingChecks {pattern}"),
+                false,
+                "a check of this name that fails",
+                "no such check ran",
+            ));
+        }
+    }
+}
+
+/// The node's calls to the fakes, one line each, timed from its container's start.
+fn calls_text(env: &Environment, n: &RunningNode) -> String {
+    env.calls
+        .of(&n.instance.instance_id)
+        .iter()
+        .map(|c| c.line(n.booted))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn imds_text(env: &Environment, n: &RunningNode) -> String {
@@ -813,6 +897,7 @@ async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut Run
             }
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
+            EvidenceSource::Calls => calls_text(env, n),
             EvidenceSource::Authenticator => super::iam::decision_lines(env, &n.instance.instance_id),
             EvidenceSource::CloudInit => {
                 let log = n

@@ -102,6 +102,20 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         if let Some(ud) = &n.user_data {
             check_user_data(s, n, ud).map_err(|m| invalid(file, format!("node group '{}': userData: {m}", n.name)))?;
         }
+        for f in &n.faults {
+            if f.status.is_none() && f.latency.is_none() && !f.hang {
+                return Err(invalid(
+                    file,
+                    format!("node group '{}': a fault needs status, latency or hang", n.name),
+                ));
+            }
+            if f.status.is_some_and(|s| !(100..=599).contains(&s)) {
+                return Err(invalid(
+                    file,
+                    format!("node group '{}': fault status must be an HTTP status", n.name),
+                ));
+            }
+        }
         if let Some(img) = &n.image {
             check_group_image(img).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
         }

@@ -80,6 +80,9 @@ pub struct Cluster {
     /// DescribeCluster answers CREATING this many times before ACTIVE.
     #[serde(default)]
     pub creating_for_calls: u32,
+    /// DescribeCluster answers CREATING for this long after the scenario starts (e.g. `10s`).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub creating_for: Option<Duration>,
     /// EKS access configuration: which of aws-auth and access entries the token webhook consults.
     #[serde(default)]
     pub authentication_mode: AuthenticationMode,
@@ -148,6 +151,7 @@ impl Default for Cluster {
             service_ipv4_cidr: default_service_cidr(),
             auth: AuthMode::default(),
             creating_for_calls: 0,
+            creating_for: None,
             authentication_mode: AuthenticationMode::default(),
             aws_auth: None,
             access_entries: Vec::new(),
@@ -242,6 +246,9 @@ pub struct NodeGroup {
     /// This group's node image instead of the run's: a bootstrap author's files over ours, or their own image.
     #[serde(default)]
     pub image: Option<GroupImage>,
+    /// Faults the fakes inject into this group's calls.
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
     #[serde(default)]
     pub expect: Expect,
 }
@@ -353,6 +360,82 @@ pub struct Bootstrap {
     /// Extra environment for the script.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+}
+
+/// A fake a node calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FakeService {
+    Imds,
+    Eks,
+    Ec2,
+    Sts,
+    Cloudformation,
+    Ecr,
+    Registry,
+}
+
+impl FakeService {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Imds => "imds",
+            Self::Eks => "eks",
+            Self::Ec2 => "ec2",
+            Self::Sts => "sts",
+            Self::Cloudformation => "cloudformation",
+            Self::Ecr => "ecr",
+            Self::Registry => "registry",
+        }
+    }
+}
+
+/// A fault injected into the matching calls of each node of the group.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FaultSpec {
+    pub service: FakeService,
+    /// A `*` glob on the call's action (`DescribeCluster`, `GET /latest/meta-data/*`); default every call.
+    #[serde(default = "any_action")]
+    pub action: String,
+    /// Only the first N matching calls (default: all of them).
+    #[serde(default)]
+    pub first: Option<u32>,
+    /// Answer with this HTTP status instead (e.g. 503, 429, 403 for IMDS token refusals).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Wait this long before answering (or failing).
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub latency: Option<Duration>,
+    /// Never answer (the client's own timeout decides).
+    #[serde(default)]
+    pub hang: bool,
+}
+
+fn any_action() -> String {
+    "*".into()
+}
+
+/// What a node's calls to the fakes must look like. Patterns are `service action` globs
+/// (`imds GET /latest/meta-data/*`, `ec2 DescribeInstances`, `eks *`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CallExpectation {
+    /// Every call must match one of these.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The exact multiset: every call matches one of these patterns, and each pattern matches exactly this
+    /// many calls.
+    #[serde(default)]
+    pub exactly: BTreeMap<String, u32>,
+    /// Exactly this many calls match (other calls are not constrained).
+    #[serde(default)]
+    pub count: BTreeMap<String, u32>,
+    /// At most this many calls match.
+    #[serde(default)]
+    pub max: BTreeMap<String, u32>,
+    /// No call matching these once the Node is Ready.
+    #[serde(default)]
+    pub none_after_ready: Vec<String>,
 }
 
 /// A node group's own image: exactly one of `overlay` or `tag`.
@@ -617,6 +700,8 @@ pub enum EvidenceSource {
     CloudInit,
     /// nodeadm's log (the journal of its two units), for user data carrying a NodeConfig.
     Nodeadm,
+    /// The node's calls to the fakes (`service action -> status`, faults marked).
+    Calls,
 }
 
 /// The identity the API server saw the kubelet as (from its audit log).
@@ -701,6 +786,13 @@ pub struct Expect {
     /// that join).
     #[serde(default)]
     pub nodeadm: Option<NodeadmExpectation>,
+    /// The node's calls to the fakes.
+    #[serde(default)]
+    pub calls: Option<CallExpectation>,
+    /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
+    /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
+    #[serde(default)]
+    pub failing_checks: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -731,6 +823,8 @@ impl Default for Expect {
             cloud_init: None,
             cfn_signal: None,
             nodeadm: None,
+            calls: None,
+            failing_checks: Vec::new(),
         }
     }
 }
