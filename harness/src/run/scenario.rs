@@ -56,6 +56,8 @@ struct RunningNode {
     nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
     /// When the container was started: the origin of the call log's times.
     booted: Instant,
+    /// The harness-run bootstrap's command and environment, for the idempotency re-run.
+    invocation: Option<(Vec<String>, Vec<String>)>,
 }
 
 impl RunningNode {
@@ -337,8 +339,40 @@ async fn run_inner(
                     .push(format!("{}: last token webhook decision: {}", n.node_name, d.line()));
             }
         }
+        if n.expect().idempotent {
+            match &n.invocation {
+                Some((cmd, exec_env)) => report
+                    .checks
+                    .push(super::files::idempotency(&n.node_name, &n.container, cmd, exec_env).await),
+                None => report.checks.push(assert::Check::new(
+                    format!("{}/idempotent bootstrap", n.node_name),
+                    false,
+                    "a second run",
+                    "the bootstrap never ran",
+                )),
+            }
+        }
+        let files = n.expect().files.clone();
+        report
+            .checks
+            .extend(super::files::expectations(&n.node_name, &n.container, &files, &n.vars).await);
         report.nodes.push(n.timeline.clone());
-        expect_failures(report, &n.node_name, &n.expect().failing_checks);
+    }
+    for g in &sc.nodes {
+        let members: Vec<&RunningNode> = nodes.iter().filter(|n| n.group.name == g.name).collect();
+        if g.expect.deterministic {
+            let mut outputs = Vec::new();
+            for n in &members {
+                outputs.push((
+                    n.node_name.clone(),
+                    super::files::normalised_outputs(&n.container, &n.instance).await,
+                ));
+            }
+            report.checks.push(crate::assert::files::determinism(&g.name, &outputs));
+        }
+        let mut prefixes: Vec<String> = members.iter().map(|n| n.node_name.clone()).collect();
+        prefixes.push(g.name.clone());
+        expect_failures(report, &prefixes, &g.expect.failing_checks);
     }
     t = phase(report, "assertions", t);
 
@@ -588,6 +622,7 @@ async fn boot_node(
         cloud_init: None,
         nodeadm: None,
         booted: t0,
+        invocation: None,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -663,6 +698,7 @@ async fn run_bootstrap(
     }
     let mut cmd = vec!["/etc/eks/bootstrap.sh"];
     cmd.extend(args.iter().map(String::as_str));
+    node.invocation = Some((cmd.iter().map(|s| s.to_string()).collect(), exec_env.clone()));
     let t1 = Instant::now();
     match tokio::time::timeout(group.expect.within, node.container.exec(&cmd, &exec_env)).await {
         Ok(Ok(out)) => node.bootstrap = Some(out),
@@ -698,14 +734,17 @@ fn bootstrap_text(n: &RunningNode) -> String {
     }
 }
 
-/// Turns the node's checks listed in `failing_checks` around: each must have failed (it then passes, marked as
+/// Turns the checks of a group (its nodes' and its own) listed in `failing_checks` around: each must have failed (it then passes, marked as
 /// an expected failure, its findings kept); one that passed, or a pattern no check matches, fails.
-fn expect_failures(report: &mut ScenarioReport, node: &str, failing_checks: &[String]) {
-    let prefix = format!("{node}/");
+fn expect_failures(report: &mut ScenarioReport, owners: &[String], failing_checks: &[String]) {
+    let node = owners.first().cloned().unwrap_or_default();
     for pattern in failing_checks {
         let mut matched = false;
         for c in report.checks.iter_mut() {
-            let Some(what) = c.name.strip_prefix(&prefix) else {
+            let Some(what) = owners
+                .iter()
+                .find_map(|o| c.name.strip_prefix(o.as_str()).and_then(|r| r.strip_prefix('/')))
+            else {
                 continue;
             };
             if !crate::fakes::calls::glob(pattern, what) {

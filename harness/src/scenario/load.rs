@@ -102,6 +102,30 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         if let Some(ud) = &n.user_data {
             check_user_data(s, n, ud).map_err(|m| invalid(file, format!("node group '{}': userData: {m}", n.name)))?;
         }
+        if n.expect.deterministic && n.count < 2 {
+            return Err(invalid(
+                file,
+                format!("node group '{}': deterministic needs count: 2 or more", n.name),
+            ));
+        }
+        if n.expect.idempotent && n.user_data.is_some() {
+            return Err(invalid(
+                file,
+                format!(
+                    "node group '{}': idempotent re-runs the harness-run bootstrap; it does not apply to userData",
+                    n.name
+                ),
+            ));
+        }
+        for f in &n.expect.files {
+            if let Some(g) = &f.golden {
+                let path = crate::paths::resolve(Path::new(g));
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| invalid(file, format!("node group '{}': golden {}: {e}", n.name, path.display())))?;
+                super::template::check(&text)
+                    .map_err(|m| invalid(file, format!("node group '{}': golden {}: {m}", n.name, path.display())))?;
+            }
+        }
         for f in &n.faults {
             if f.status.is_none() && f.latency.is_none() && !f.hang {
                 return Err(invalid(

@@ -362,6 +362,23 @@ pub struct Bootstrap {
     pub env: BTreeMap<String, String>,
 }
 
+/// What one file the bootstrap wrote must hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileExpectation {
+    /// The file in the node.
+    pub path: String,
+    /// `dotted.path: value` pairs that must hold in the file (JSON or YAML); `clusterDNS.0` indexes a list.
+    #[serde(default)]
+    pub values: BTreeMap<String, serde_yaml_ng::Value>,
+    /// A golden file (relative to the workspace, placeholders filled in) the file must equal.
+    #[serde(default)]
+    pub golden: Option<String>,
+    /// Substrings the file must contain.
+    #[serde(default)]
+    pub contains: Vec<String>,
+}
+
 /// A fake a node calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -789,6 +806,16 @@ pub struct Expect {
     /// The node's calls to the fakes.
     #[serde(default)]
     pub calls: Option<CallExpectation>,
+    /// The group's nodes must write identical files (kubelet config, kubeconfig, drop-ins, containerd config, env
+    /// files) once instance id, addresses and names are normalised. Needs `count: 2` or more.
+    #[serde(default)]
+    pub deterministic: bool,
+    /// Running the bootstrap a second time on a joined node must exit 0 and change none of those files.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Checks on files the bootstrap wrote.
+    #[serde(default)]
+    pub files: Vec<FileExpectation>,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -824,6 +851,9 @@ impl Default for Expect {
             cfn_signal: None,
             nodeadm: None,
             calls: None,
+            deterministic: false,
+            idempotent: false,
+            files: Vec::new(),
             failing_checks: Vec::new(),
         }
     }

@@ -1,0 +1,113 @@
+//! The file side of a scenario: reading what the bootstrap wrote from a node, re-running the bootstrap for the
+//! idempotency check, and the per-node file expectations.
+use crate::assert::files::{self, Identity, BOOTSTRAP_OUTPUTS, BOOTSTRAP_OUTPUT_DIRS};
+use crate::assert::Check;
+use crate::fakes::instances::Instance;
+use crate::node::container::NodeContainer;
+use crate::scenario::model::FileExpectation;
+use crate::scenario::template::render;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The bootstrap's output files present on the node (path → content).
+pub async fn read_outputs(node: &NodeContainer) -> BTreeMap<String, String> {
+    let mut paths: Vec<String> = BOOTSTRAP_OUTPUTS.iter().map(|p| p.to_string()).collect();
+    for dir in BOOTSTRAP_OUTPUT_DIRS {
+        if let Ok(out) = node.exec(&["find", dir, "-maxdepth", "1", "-type", "f"], &[]).await {
+            let mut found: Vec<String> = out.stdout.lines().map(str::to_string).collect();
+            found.sort();
+            paths.extend(found);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for p in paths {
+        if let Some(content) = node.read_file(&p).await {
+            out.insert(p, content);
+        }
+    }
+    out
+}
+
+/// `read_outputs` with this instance's identity replaced by placeholders.
+pub async fn normalised_outputs(node: &NodeContainer, instance: &Instance) -> BTreeMap<String, String> {
+    let id = Identity::of(
+        &instance.instance_id,
+        &instance.private_ip.to_string(),
+        &instance.private_dns_name(),
+        &instance.mac,
+    );
+    read_outputs(node)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k, id.normalise(&v)))
+        .collect()
+}
+
+/// Runs the bootstrap again with the same arguments and environment, and compares the files.
+pub async fn idempotency(node_name: &str, node: &NodeContainer, cmd: &[String], env: &[String]) -> Check {
+    let before = read_outputs(node).await;
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let exit = match node.exec(&args, env).await {
+        Ok(o) => o.exit_code,
+        Err(e) => {
+            return Check::new(
+                format!("{node_name}/idempotent bootstrap"),
+                false,
+                "a second run",
+                format!("could not run it: {e}"),
+            )
+        }
+    };
+    let after = read_outputs(node).await;
+    files::idempotency(node_name, exit, &before, &after)
+}
+
+/// The checks of one node's `files` expectations.
+pub async fn expectations(
+    node_name: &str,
+    node: &NodeContainer,
+    want: &[FileExpectation],
+    vars: &BTreeMap<String, String>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    for f in want {
+        let content = node.read_file(&f.path).await;
+        // Placeholders in expected string values ({{instance.id}} ...) are filled in.
+        let wanted: BTreeMap<String, serde_yaml_ng::Value> = f
+            .values
+            .iter()
+            .map(|(k, v)| match v {
+                serde_yaml_ng::Value::String(s) => (
+                    k.clone(),
+                    serde_yaml_ng::Value::String(render(s, vars).unwrap_or_else(|_| s.clone())),
+                ),
+                other => (k.clone(), other.clone()),
+            })
+            .collect();
+        out.extend(files::values(node_name, &f.path, content.as_deref(), &wanted));
+        for s in &f.contains {
+            let wanted = render(s, vars).unwrap_or_else(|_| s.clone());
+            out.push(Check::new(
+                format!("{node_name}/file {} contains {wanted:?}", f.path),
+                content.as_deref().is_some_and(|c| c.contains(&wanted)),
+                "present",
+                if content.is_none() {
+                    "the file does not exist"
+                } else {
+                    "absent"
+                },
+            ));
+        }
+        if let Some(g) = &f.golden {
+            let path = crate::paths::resolve(Path::new(g));
+            let golden = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| render(&t, vars));
+            out.push(match golden {
+                Ok(text) => files::golden(node_name, &f.path, content.as_deref(), &text, g),
+                Err(e) => Check::new(format!("{node_name}/file {} golden", f.path), false, g.clone(), e),
+            });
+        }
+    }
+    out
+}
