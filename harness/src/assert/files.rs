@@ -38,7 +38,7 @@ impl Identity {
             (mac.to_string(), "{{instance.mac}}"),
         ];
         // Longest first, so a DNS name is replaced before the IP inside it.
-        values.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        values.sort_by_key(|v| std::cmp::Reverse(v.0.len()));
         values.retain(|(v, _)| !v.is_empty());
         Identity { values }
     }
