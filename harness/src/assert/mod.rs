@@ -3,6 +3,7 @@ pub mod audit;
 pub mod calls;
 pub mod cloud_init;
 pub mod csr;
+pub mod executables;
 pub mod files;
 pub mod node;
 pub mod nodeadm;

@@ -17,6 +17,8 @@ pub struct Ec2 {
     pub instances: Arc<Instances>,
     /// ENI limits by instance type: the bundled table plus types scenarios declare.
     pub instance_types: RwLock<BTreeMap<String, EniLimits>>,
+    /// Instances whose PrivateDnsName DescribeInstances leaves empty, for this many more answers.
+    empty_dns: std::sync::Mutex<HashMap<String, u32>>,
 }
 
 impl Ec2 {
@@ -25,7 +27,29 @@ impl Ec2 {
         Arc::new(Self {
             instances,
             instance_types: RwLock::new(table),
+            empty_dns: Default::default(),
         })
+    }
+
+    /// Fault injection: the next `calls` DescribeInstances answers about `instance_id` carry no PrivateDnsName.
+    pub fn empty_private_dns_name_for(&self, instance_id: &str, calls: u32) {
+        if let Ok(mut m) = self.empty_dns.lock() {
+            m.insert(instance_id.to_string(), calls);
+        }
+    }
+
+    /// Whether this answer about `instance_id` leaves PrivateDnsName empty (counting it).
+    fn take_empty_dns(&self, instance_id: &str) -> bool {
+        let Ok(mut m) = self.empty_dns.lock() else {
+            return false;
+        };
+        match m.get_mut(instance_id) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Adds (or replaces) an instance type in the catalogue.
@@ -58,14 +82,14 @@ fn ec2_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, [("content-type", "text/xml;charset=UTF-8")], body).into_response()
 }
 
-fn instance_xml(i: &Instance) -> String {
+fn instance_xml(i: &Instance, empty_dns: bool) -> String {
     format!(
         "<item><instanceId>{id}</instanceId><imageId>{ami}</imageId><instanceState><code>16</code><name>running</name></instanceState>\
 <privateDnsName>{dns}</privateDnsName><dnsName></dnsName><instanceType>{ty}</instanceType><placement><availabilityZone>{az}</availabilityZone><tenancy>default</tenancy></placement>\
 <privateIpAddress>{ip}</privateIpAddress><architecture>x86_64</architecture>{lifecycle}</item>",
         id = xml_escape(&i.instance_id),
         ami = xml_escape(&i.ami_id),
-        dns = xml_escape(&i.private_dns_name()),
+        dns = if empty_dns { String::new() } else { xml_escape(&i.private_dns_name()) },
         ty = xml_escape(&i.instance_type),
         az = xml_escape(&i.availability_zone),
         ip = i.private_ip,
@@ -184,7 +208,7 @@ fn describe_instances(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
                 "<item><reservationId>r-{}</reservationId><ownerId>{}</ownerId><groupSet/><instancesSet>{}</instancesSet></item>",
                 i.instance_id.trim_start_matches("i-"),
                 i.account_id,
-                instance_xml(i)
+                instance_xml(i, ec2.take_empty_dns(&i.instance_id))
             )
         })
         .collect();

@@ -378,7 +378,10 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, nodeadm: &Path, work:
     )
     .await?;
     steps.finish("built");
-    prune_superseded(image).await;
+    // A build on a base of the user's (NODEJOIN_BASE_IMAGE) is a side build: it leaves ours alone.
+    if std::env::var(ENV_BASE_IMAGE).is_err() {
+        prune_superseded(image).await;
+    }
     Ok(())
 }
 

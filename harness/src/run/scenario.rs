@@ -58,6 +58,8 @@ struct RunningNode {
     booted: Instant,
     /// The harness-run bootstrap's command and environment, for the idempotency re-run.
     invocation: Option<(Vec<String>, Vec<String>)>,
+    /// The programs the bootstrap ran (from its exec trace), when it could be traced.
+    executables: Option<BTreeMap<String, usize>>,
 }
 
 impl RunningNode {
@@ -352,6 +354,20 @@ async fn run_inner(
                 )),
             }
         }
+        if let Some(ran) = &n.executables {
+            report.notes.push(format!(
+                "{}: the bootstrap ran {}",
+                n.node_name,
+                crate::assert::executables::summary(ran)
+            ));
+        }
+        if let Some(want) = &n.expect().executables {
+            report.checks.extend(crate::assert::executables::checks(
+                &n.node_name,
+                n.executables.as_ref(),
+                want,
+            ));
+        }
         let files = n.expect().files.clone();
         report
             .checks
@@ -576,9 +592,14 @@ async fn boot_node(
         },
         launch_time: SystemTime::now(),
     });
+    for f in group.faults.iter().filter(|f| f.empty_private_dns_name) {
+        env.ec2
+            .empty_private_dns_name_for(&instance.instance_id, f.first.unwrap_or(u32::MAX));
+    }
     let faults: Vec<crate::fakes::calls::Fault> = group
         .faults
         .iter()
+        .filter(|f| !f.empty_private_dns_name)
         .map(|f| crate::fakes::calls::Fault {
             service: f.service.as_str().into(),
             action: f.action.clone(),
@@ -623,6 +644,7 @@ async fn boot_node(
         nodeadm: None,
         booted: t0,
         invocation: None,
+        executables: None,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -699,16 +721,45 @@ async fn run_bootstrap(
     let mut cmd = vec!["/etc/eks/bootstrap.sh"];
     cmd.extend(args.iter().map(String::as_str));
     node.invocation = Some((cmd.iter().map(|s| s.to_string()).collect(), exec_env.clone()));
+    // Traced with strace when the image has it: which programs the bootstrap ran (`expect.executables`).
+    let traced = node
+        .container
+        .exec(&["sh", "-c", "command -v strace"], &[])
+        .await
+        .is_ok_and(|o| o.exit_code == 0);
+    let mut run: Vec<&str> = Vec::new();
+    if traced {
+        run.extend([
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=execve",
+            "-e",
+            "signal=none",
+            "-o",
+            EXEC_TRACE,
+        ]);
+    }
+    run.extend(cmd.iter().copied());
     let t1 = Instant::now();
-    match tokio::time::timeout(group.expect.within, node.container.exec(&cmd, &exec_env)).await {
+    match tokio::time::timeout(group.expect.within, node.container.exec(&run, &exec_env)).await {
         Ok(Ok(out)) => node.bootstrap = Some(out),
         Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
         Err(_) => node.bootstrap_error = Some(format!("bootstrap did not finish within {:?}", group.expect.within)),
+    }
+    if traced {
+        if let Some(trace) = node.container.read_file(EXEC_TRACE).await {
+            node.executables = Some(crate::assert::executables::parse_strace(&trace));
+        }
     }
     node.timeline.bootstrap = Some(t1.elapsed());
     node.kubelet_start = Instant::now();
     Ok(())
 }
+
+/// Where the bootstrap's exec trace is written in the node.
+const EXEC_TRACE: &str = "/run/nodejoin-exec.trace";
 
 /// Removes nodes that never got as far as a bootstrap (the control plane or a sibling failed to start).
 async fn remove_nodes(env: &Environment, nodes: Vec<RunningNode>) {

@@ -108,6 +108,15 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
                 format!("node group '{}': deterministic needs count: 2 or more", n.name),
             ));
         }
+        if n.expect.executables.is_some() && n.user_data.is_some() {
+            return Err(invalid(
+                file,
+                format!(
+                    "node group '{}': executables traces the harness-run bootstrap; it does not apply to userData",
+                    n.name
+                ),
+            ));
+        }
         if n.expect.idempotent && n.user_data.is_some() {
             return Err(invalid(
                 file,
@@ -127,10 +136,22 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             }
         }
         for f in &n.faults {
-            if f.status.is_none() && f.latency.is_none() && !f.hang {
+            if f.empty_private_dns_name && f.service != super::model::FakeService::Ec2 {
                 return Err(invalid(
                     file,
-                    format!("node group '{}': a fault needs status, latency or hang", n.name),
+                    format!(
+                        "node group '{}': emptyPrivateDnsName is a fault of service: ec2",
+                        n.name
+                    ),
+                ));
+            }
+            if f.status.is_none() && f.latency.is_none() && !f.hang && !f.empty_private_dns_name {
+                return Err(invalid(
+                    file,
+                    format!(
+                        "node group '{}': a fault needs status, latency, hang or emptyPrivateDnsName",
+                        n.name
+                    ),
                 ));
             }
             if f.status.is_some_and(|s| !(100..=599).contains(&s)) {

@@ -362,6 +362,21 @@ pub struct Bootstrap {
     pub env: BTreeMap<String, String>,
 }
 
+/// The programs (by file name, e.g. `aws`, `jq`, `apt-get`) a bootstrap may, may not or must run.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecutableExpectation {
+    /// None of these may run.
+    #[serde(default)]
+    pub forbid: Vec<String>,
+    /// Nothing else may run.
+    #[serde(default)]
+    pub only: Vec<String>,
+    /// Each of these must run.
+    #[serde(default)]
+    pub require: Vec<String>,
+}
+
 /// What one file the bootstrap wrote must hold.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -426,6 +441,10 @@ pub struct FaultSpec {
     /// Never answer (the client's own timeout decides).
     #[serde(default)]
     pub hang: bool,
+    /// `service: ec2` only: DescribeInstances answers with an empty PrivateDnsName for this instance (for the
+    /// first N calls), as EC2 may right after launch.
+    #[serde(default)]
+    pub empty_private_dns_name: bool,
 }
 
 fn any_action() -> String {
@@ -816,6 +835,9 @@ pub struct Expect {
     /// Checks on files the bootstrap wrote.
     #[serde(default)]
     pub files: Vec<FileExpectation>,
+    /// The programs the bootstrap ran (traced with strace; harness-run bootstraps).
+    #[serde(default)]
+    pub executables: Option<ExecutableExpectation>,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -854,6 +876,7 @@ impl Default for Expect {
             deterministic: false,
             idempotent: false,
             files: Vec::new(),
+            executables: None,
             failing_checks: Vec::new(),
         }
     }
