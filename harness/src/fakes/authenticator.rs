@@ -63,6 +63,8 @@ pub struct Authenticator {
     eks: Arc<Eks>,
     bindings: RwLock<HashMap<String, Binding>>,
     decisions: Mutex<Vec<Decision>>,
+    /// Where each review is also logged as a call of the node whose token it was.
+    calls: std::sync::OnceLock<Arc<super::calls::CallLog>>,
 }
 
 impl Authenticator {
@@ -72,7 +74,14 @@ impl Authenticator {
             eks,
             bindings: RwLock::new(HashMap::new()),
             decisions: Mutex::new(Vec::new()),
+            calls: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Logs every TokenReview into `calls` too, as a call of the instance whose credentials signed the token
+    /// (the API server makes the request, on the node's behalf).
+    pub fn log_calls_to(&self, calls: Arc<super::calls::CallLog>) {
+        let _ = self.calls.set(calls);
     }
 
     pub fn router(self: &Arc<Self>) -> axum::Router {
@@ -133,6 +142,7 @@ impl Authenticator {
 
     /// Reviews `token` for `control_plane` now.
     pub async fn decide(&self, control_plane: &str, token: &str) -> Decision {
+        let started = std::time::Instant::now();
         let parsed = token::parse(token);
         let key = parsed
             .as_ref()
@@ -168,6 +178,28 @@ impl Authenticator {
             Err(reason) => decision.reason = reason,
         }
         tracing::info!(control_plane, "token webhook: {}", decision.line());
+        if let (Some(log), Some(instance)) = (self.calls.get(), &decision.instance_id) {
+            let ip = self
+                .instances
+                .by_id(instance)
+                .map(|i| std::net::IpAddr::V4(i.private_ip))
+                .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+            log.record(super::calls::Call {
+                at: decision.at,
+                started,
+                service: "token-webhook",
+                action: if decision.granted.is_some() {
+                    "TokenReview (accepted)".into()
+                } else {
+                    "TokenReview (rejected)".into()
+                },
+                status: 200,
+                latency: started.elapsed(),
+                source: ip,
+                instance_id: Some(instance.clone()),
+                fault: None,
+            });
+        }
         if let Ok(mut d) = self.decisions.lock() {
             d.push(decision.clone());
         }

@@ -106,6 +106,7 @@ impl Environment {
             crate::pki::Usage::Server,
         )?;
         let calls = CallLog::new();
+        authenticator.log_calls_to(calls.clone());
         // Every fake a node calls records its calls (and applies injected faults) through one middleware.
         let rec = |service: &'static str, router: axum::Router| {
             crate::fakes::calls::recorded(
