@@ -4,10 +4,11 @@
 //! by the container's name through Docker's DNS. The token webhook, audit policy and bootstrap-token auth are
 //! passed with `--kube-apiserver-arg`; the CA and admin kubeconfig are read back and the kubeconfig is rewritten
 //! to the port Docker mapped on the host.
+use super::container::ContainerControlPlane;
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use testcontainers::core::{CgroupnsMode, IntoContainerPort, Mount, WaitFor};
 use testcontainers::runners::AsyncRunner;
@@ -118,155 +119,95 @@ impl ClusterProvider for K3sProvider {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        Box::pin(async move { Ok(Box::new(K3sControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+        Box::pin(async move { Ok(Box::new(start(spec, ctx).await?) as Box<dyn ControlPlane>) })
     }
 }
 
-pub struct K3sControlPlane {
-    endpoint: String,
-    /// The API server as the harness reaches it (the mapped host port).
-    admin_server: String,
-    ca_pem: String,
-    client_ca: crate::pki::Ca,
-    client: kube::Client,
-    kubeconfig: PathBuf,
-    dir: PathBuf,
-    container_name: String,
-    timings: Vec<(String, Duration)>,
-    container: Option<ContainerAsync<GenericImage>>,
+/// The k3s server container, removed with the control plane.
+struct K3sServer {
+    name: String,
+    container: ContainerAsync<GenericImage>,
 }
 
-impl K3sControlPlane {
-    async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
-        let dir = ctx.dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let policy = dir.join("audit-policy.yaml");
-        std::fs::write(&policy, super::local::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
-        if let Some(w) = &ctx.token_webhook {
-            super::local::write_webhook_config(&dir, w)?;
-        }
-        let image = image_for(&spec.version);
-        let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
-        let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::fakes::random_hex(4));
-        let t0 = Instant::now();
-        let container = GenericImage::new(repo, tag)
-            .with_wait_for(WaitFor::message_on_stderr("k3s is up and running"))
-            .with_exposed_port(API_PORT.tcp())
-            .with_container_name(&name)
-            .with_network(&ctx.network.name)
-            .with_labels(crate::docker::run_labels(&ctx.run_id))
-            .with_cmd(server_args(spec, &name, ctx.token_webhook.is_some()))
-            .with_mount(Mount::bind_mount(dir.display().to_string(), MOUNT))
-            .with_mount(Mount::tmpfs_mount("/run"))
-            .with_cap_add("ALL")
-            .with_cap_drop("SYS_RESOURCE")
-            .with_security_opt("seccomp=unconfined")
-            .with_security_opt("apparmor=unconfined")
-            .with_cgroupns_mode(CgroupnsMode::Private)
-            .with_startup_timeout(Duration::from_secs(120))
-            .start()
-            .await
-            .map_err(|e| k3s_err(format!("starting {image}: {e}")))?;
-        let mut timings = vec![("k3s server up".to_string(), t0.elapsed())];
-        let port = container
-            .get_host_port_ipv4(API_PORT)
-            .await
-            .map_err(|e| k3s_err(format!("mapped API port: {e}")))?;
-        let read = |path: &'static str| {
-            let c = &container;
-            async move {
-                let mut out = c
-                    .exec(testcontainers::core::ExecCommand::new(["cat", path]))
-                    .await
-                    .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
-                let bytes = out
-                    .stdout_to_vec()
-                    .await
-                    .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
-                String::from_utf8(bytes).map_err(|e| k3s_err(format!("{path}: {e}")))
-            }
-        };
-        let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
-        let admin_server = format!("https://127.0.0.1:{port}");
-        let (kubeconfig_text, ca_pem) = rewrite_kubeconfig(&raw, &admin_server).map_err(k3s_err)?;
-        let kubeconfig = dir.join("admin.kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text).map_err(|e| Error::io(&kubeconfig, e))?;
-        let client = super::local::client_from_kubeconfig(&kubeconfig).await?;
-        // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
-        // audit log names them as they are, not as an impersonating admin.
-        let client_ca = crate::pki::Ca(crate::pki::CertKey {
-            cert_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.crt").await?,
-            key_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.key").await?,
-        });
-        let t1 = Instant::now();
-        if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
-            return Err(k3s_err("k3s's controller manager signed no CSR within 60s"));
-        }
-        super::objects::apply_node_bootstrap_rbac(&client).await?;
-        timings.push(("CSR signing + RBAC".into(), t1.elapsed()));
-        Ok(Self {
-            endpoint: format!("https://{name}:{API_PORT}"),
-            admin_server,
-            ca_pem,
-            client_ca,
-            client,
-            kubeconfig,
-            dir,
-            container_name: name,
-            timings,
-            container: Some(container),
-        })
+impl super::container::Containers for K3sServer {
+    fn stopped(&self) -> Option<String> {
+        super::container_stopped(&self.name).map(|why| format!("k3s server container {why}"))
     }
-}
-
-impl ControlPlane for K3sControlPlane {
-    fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-    fn ca_pem(&self) -> &str {
-        &self.ca_pem
-    }
-    fn client(&self) -> kube::Client {
-        self.client.clone()
-    }
-    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
+    fn remove(self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            super::client_with_cert(
-                &self.client_ca,
-                &self.admin_server,
-                &self.ca_pem,
-                &self.dir,
-                user,
-                groups,
-            )
-            .await
+            super::save_container_log(&self.name, &dir.join("k3s.log"));
+            let _ = self.container.rm().await;
         })
     }
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
+}
+
+async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
+    let dir = super::container::prepare_dir(&ctx)?;
+    let image = image_for(&spec.version);
+    let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
+    let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::fakes::random_hex(4));
+    let t0 = Instant::now();
+    let container = GenericImage::new(repo, tag)
+        .with_wait_for(WaitFor::message_on_stderr("k3s is up and running"))
+        .with_exposed_port(API_PORT.tcp())
+        .with_container_name(&name)
+        .with_network(&ctx.network.name)
+        .with_labels(crate::docker::run_labels(&ctx.run_id))
+        .with_cmd(server_args(spec, &name, ctx.token_webhook.is_some()))
+        .with_mount(Mount::bind_mount(dir.display().to_string(), MOUNT))
+        .with_mount(Mount::tmpfs_mount("/run"))
+        .with_cap_add("ALL")
+        .with_cap_drop("SYS_RESOURCE")
+        .with_security_opt("seccomp=unconfined")
+        .with_security_opt("apparmor=unconfined")
+        .with_cgroupns_mode(CgroupnsMode::Private)
+        .with_startup_timeout(Duration::from_secs(120))
+        .start()
+        .await
+        .map_err(|e| k3s_err(format!("starting {image}: {e}")))?;
+    let timings = vec![("k3s server up".to_string(), t0.elapsed())];
+    let port = container
+        .get_host_port_ipv4(API_PORT)
+        .await
+        .map_err(|e| k3s_err(format!("mapped API port: {e}")))?;
+    let read = |path: &'static str| {
+        let c = &container;
+        async move {
+            let mut out = c
+                .exec(testcontainers::core::ExecCommand::new(["cat", path]))
+                .await
+                .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
+            let bytes = out
+                .stdout_to_vec()
+                .await
+                .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
+            String::from_utf8(bytes).map_err(|e| k3s_err(format!("{path}: {e}")))
+        }
+    };
+    let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
+    let admin_server = format!("https://127.0.0.1:{port}");
+    let (kubeconfig_text, ca_pem) = rewrite_kubeconfig(&raw, &admin_server).map_err(k3s_err)?;
+    let kubeconfig = dir.join("admin.kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_text).map_err(|e| Error::io(&kubeconfig, e))?;
+    // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
+    // audit log names them as they are, not as an impersonating admin.
+    let client_ca = crate::pki::Ca(crate::pki::CertKey {
+        cert_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.crt").await?,
+        key_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.key").await?,
+    });
+    super::container::Started {
+        component: "k3s",
+        endpoint: format!("https://{name}:{API_PORT}"),
+        admin_server,
+        ca_pem,
+        client_ca,
+        kubeconfig,
+        dir,
+        timings,
+        containers: Box::new(K3sServer { name, container }),
     }
-    fn logs_dir(&self) -> &Path {
-        &self.dir
-    }
-    fn timings(&self) -> &[(String, Duration)] {
-        &self.timings
-    }
-    fn failed_component(&mut self) -> Option<String> {
-        super::container_stopped(&self.container_name).map(|why| format!("k3s server container {why}"))
-    }
-    fn memory(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-    fn stop(mut self: Box<Self>) -> BoxFuture<'static, ()> {
-        let container = self.container.take();
-        let (name, dir) = (self.container_name.clone(), self.dir.clone());
-        Box::pin(async move {
-            super::save_container_log(&name, &dir.join("k3s.log"));
-            if let Some(c) = container {
-                let _ = c.rm().await;
-            }
-        })
-    }
+    .connect()
+    .await
 }
 
 #[cfg(test)]

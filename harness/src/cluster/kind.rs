@@ -2,11 +2,12 @@
 //! `kind-config/cluster.yaml` on the run's Docker network (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), so the
 //! scenario's node containers reach its API server by the control-plane container's name. The kind CLI is taken
 //! from PATH or built from its Go module into the cache; the node image must be present or pullable.
+use super::container::ContainerControlPlane;
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The kind release built from the Go module proxy when `kind` is not on PATH.
 pub const KIND_VERSION: &str = "v0.33.0";
@@ -146,159 +147,106 @@ impl ClusterProvider for KindProvider {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        Box::pin(async move { Ok(Box::new(KindControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+        Box::pin(async move { Ok(Box::new(start(spec, ctx).await?) as Box<dyn ControlPlane>) })
     }
 }
 
-pub struct KindControlPlane {
+/// The kind cluster, deleted with the control plane.
+struct KindCluster {
     name: String,
     kind: PathBuf,
-    endpoint: String,
-    admin_server: String,
-    ca_pem: String,
-    client_ca: crate::pki::Ca,
-    client: kube::Client,
-    kubeconfig: PathBuf,
-    dir: PathBuf,
-    timings: Vec<(String, Duration)>,
 }
 
-impl KindControlPlane {
-    async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
-        let kind = ensure_kind().await?;
-        let dir = ctx.dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let policy = dir.join("audit-policy.yaml");
-        std::fs::write(&policy, super::local::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
-        if let Some(w) = &ctx.token_webhook {
-            super::local::write_webhook_config(&dir, w)?;
-        }
-        let template_path = crate::paths::workspace_root().join("kind-config").join("cluster.yaml");
-        let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
-        let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
-        let config = dir.join("kind.yaml");
-        let rendered = render_config(
-            &template,
-            &name,
-            spec,
-            &image_for(&spec.version),
-            &dir,
-            ctx.token_webhook.is_some(),
-        );
-        std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
-        let kubeconfig = dir.join("admin.kubeconfig");
-        let t0 = Instant::now();
-        let out = tokio::process::Command::new(&kind)
-            .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name)
-            .output()
-            .await
-            .map_err(|e| kind_err(format!("kind create cluster: {e}")))?;
-        let log = dir.join("kind-create.log");
-        let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
-        if !out.status.success() {
-            let _ = tokio::process::Command::new(&kind)
-                .args(["delete", "cluster", "--name", &name])
-                .output()
-                .await;
-            return Err(kind_err(format!("kind create cluster failed (log: {})", log.display())));
-        }
-        let mut timings = vec![("kind create cluster".to_string(), t0.elapsed())];
-        let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
-        let admin_server = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&raw)
-            .ok()
-            .and_then(|d| d["clusters"][0]["cluster"]["server"].as_str().map(str::to_string))
-            .ok_or_else(|| kind_err("kind's kubeconfig names no server"))?;
-        let (_, ca_pem) = super::k3s::rewrite_kubeconfig(&raw, &admin_server).map_err(kind_err)?;
-        let client = super::local::client_from_kubeconfig(&kubeconfig).await?;
-        let cp = format!("{name}-control-plane");
-        let read = |path: &str| {
-            let out = std::process::Command::new("docker")
-                .args(["exec", &cp, "cat", path])
-                .output();
-            match out {
-                Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
-                Ok(o) => Err(kind_err(format!("{cp}:{path}: {}", String::from_utf8_lossy(&o.stderr)))),
-                Err(e) => Err(kind_err(format!("{cp}:{path}: {e}"))),
-            }
-        };
-        let client_ca = crate::pki::Ca(crate::pki::CertKey {
-            cert_pem: read("/etc/kubernetes/pki/ca.crt")?,
-            key_pem: read("/etc/kubernetes/pki/ca.key")?,
-        });
-        let t1 = Instant::now();
-        if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
-            return Err(kind_err("the kind control plane signed no CSR within 60s"));
-        }
-        super::objects::apply_node_bootstrap_rbac(&client).await?;
-        timings.push(("CSR signing + RBAC".into(), t1.elapsed()));
-        Ok(Self {
-            endpoint: format!("https://{cp}:6443"),
-            name,
-            kind,
-            admin_server,
-            ca_pem,
-            client_ca,
-            client,
-            kubeconfig,
-            dir,
-            timings,
-        })
-    }
-}
-
-impl ControlPlane for KindControlPlane {
-    fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-    fn ca_pem(&self) -> &str {
-        &self.ca_pem
-    }
-    fn client(&self) -> kube::Client {
-        self.client.clone()
-    }
-    fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
-        Box::pin(async move {
-            super::client_with_cert(
-                &self.client_ca,
-                &self.admin_server,
-                &self.ca_pem,
-                &self.dir,
-                user,
-                groups,
-            )
-            .await
-        })
-    }
-    fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
-    }
-    fn logs_dir(&self) -> &Path {
-        &self.dir
-    }
-    fn timings(&self) -> &[(String, Duration)] {
-        &self.timings
-    }
-    fn failed_component(&mut self) -> Option<String> {
+impl super::container::Containers for KindCluster {
+    fn stopped(&self) -> Option<String> {
         super::container_stopped(&format!("{}-control-plane", self.name))
             .map(|why| format!("kind control-plane container {why}"))
     }
-    fn memory(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-    fn stop(self: Box<Self>) -> BoxFuture<'static, ()> {
-        let (name, kind, dir) = (self.name.clone(), self.kind.clone(), self.dir.clone());
+    fn remove(self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            super::save_container_log(&format!("{name}-control-plane"), &dir.join("kind-control-plane.log"));
-            let _ = tokio::process::Command::new(&kind)
-                .args(["delete", "cluster", "--name", &name])
+            super::save_container_log(
+                &format!("{}-control-plane", self.name),
+                &dir.join("kind-control-plane.log"),
+            );
+            let _ = tokio::process::Command::new(&self.kind)
+                .args(["delete", "cluster", "--name", &self.name])
                 .output()
                 .await;
         })
     }
+}
+
+async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
+    let kind = ensure_kind().await?;
+    let dir = super::container::prepare_dir(&ctx)?;
+    let template_path = crate::paths::workspace_root().join("kind-config").join("cluster.yaml");
+    let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
+    let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
+    let config = dir.join("kind.yaml");
+    let rendered = render_config(
+        &template,
+        &name,
+        spec,
+        &image_for(&spec.version),
+        &dir,
+        ctx.token_webhook.is_some(),
+    );
+    std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let t0 = Instant::now();
+    let out = tokio::process::Command::new(&kind)
+        .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name)
+        .output()
+        .await
+        .map_err(|e| kind_err(format!("kind create cluster: {e}")))?;
+    let log = dir.join("kind-create.log");
+    let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
+    if !out.status.success() {
+        let _ = tokio::process::Command::new(&kind)
+            .args(["delete", "cluster", "--name", &name])
+            .output()
+            .await;
+        return Err(kind_err(format!("kind create cluster failed (log: {})", log.display())));
+    }
+    let timings = vec![("kind create cluster".to_string(), t0.elapsed())];
+    let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
+    let admin_server = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&raw)
+        .ok()
+        .and_then(|d| d["clusters"][0]["cluster"]["server"].as_str().map(str::to_string))
+        .ok_or_else(|| kind_err("kind's kubeconfig names no server"))?;
+    let (_, ca_pem) = super::k3s::rewrite_kubeconfig(&raw, &admin_server).map_err(kind_err)?;
+    let cp = format!("{name}-control-plane");
+    let read = |path: &str| {
+        let out = std::process::Command::new("docker")
+            .args(["exec", &cp, "cat", path])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
+            Ok(o) => Err(kind_err(format!("{cp}:{path}: {}", String::from_utf8_lossy(&o.stderr)))),
+            Err(e) => Err(kind_err(format!("{cp}:{path}: {e}"))),
+        }
+    };
+    let client_ca = crate::pki::Ca(crate::pki::CertKey {
+        cert_pem: read("/etc/kubernetes/pki/ca.crt")?,
+        key_pem: read("/etc/kubernetes/pki/ca.key")?,
+    });
+    super::container::Started {
+        component: "kind",
+        endpoint: format!("https://{cp}:6443"),
+        admin_server,
+        ca_pem,
+        client_ca,
+        kubeconfig,
+        dir,
+        timings,
+        containers: Box::new(KindCluster { name, kind }),
+    }
+    .connect()
+    .await
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Cluster providers behind one trait, in the manner of kind's provider interface: a provider creates a control
 //! plane from a spec; the rest of the harness only talks to the `ControlPlane` it returns.
+pub mod container;
 pub mod images;
 pub mod k3s;
 pub mod kind;
