@@ -19,6 +19,7 @@ pub struct Call {
     pub service: &'static str,
     /// `DescribeInstances`, or `GET /latest/meta-data/instance-id`.
     pub action: String,
+    /// The HTTP status, or 0 when the fake never answered (an injected hang).
     pub status: u16,
     pub latency: Duration,
     pub source: IpAddr,
@@ -37,12 +38,16 @@ impl Call {
     /// One log line.
     pub fn line(&self, since: Instant) -> String {
         let t = self.started.saturating_duration_since(since).as_secs_f64();
-        let mut s = format!(
-            "+{t:8.3}s {} -> {} in {:.1} ms",
-            self.key(),
-            self.status,
-            self.latency.as_secs_f64() * 1000.0
-        );
+        let mut s = if self.status == 0 {
+            format!("+{t:8.3}s {} -> no answer", self.key())
+        } else {
+            format!(
+                "+{t:8.3}s {} -> {} in {:.1} ms",
+                self.key(),
+                self.status,
+                self.latency.as_secs_f64() * 1000.0
+            )
+        };
         if let Some(f) = &self.fault {
             s.push_str(&format!(" [fault: {f}]"));
         }
@@ -237,7 +242,19 @@ pub async fn middleware(
                 tokio::time::sleep(l).await;
             }
             if f.hang {
-                // Never answer; the client gives up and closes the connection, which drops this future.
+                // Logged now, as unanswered: the client gives up and closes the connection, which drops this
+                // future before it could be logged.
+                r.log.record(Call {
+                    at,
+                    started,
+                    service: r.service,
+                    action: action.clone(),
+                    status: 0,
+                    latency: started.elapsed(),
+                    source: peer.ip(),
+                    instance_id: instance_id.clone(),
+                    fault: applied.clone(),
+                });
                 std::future::pending::<()>().await;
             }
             match f.status {
@@ -394,5 +411,30 @@ mod tests {
         assert!(calls[2].fault.is_none());
         assert_eq!(calls[3].key(), "imds PUT /latest/api/token");
         assert!(calls[0].line(calls[0].started).contains("-> 503"));
+
+        // A hang is logged as unanswered, though the client gave up.
+        log.inject(
+            &i.instance_id,
+            &[Fault {
+                service: "imds".into(),
+                action: "GET /latest/user-data".into(),
+                hang: true,
+                ..Default::default()
+            }],
+        );
+        let gave_up = client
+            .get(format!("{}/latest/user-data", s.url()))
+            .timeout(Duration::from_millis(300))
+            .send()
+            .await;
+        assert!(gave_up.is_err());
+        let calls = log.of(&i.instance_id);
+        let last = calls.last().unwrap();
+        assert_eq!((last.key().as_str(), last.status), ("imds GET /latest/user-data", 0));
+        assert!(
+            last.line(last.started).ends_with("-> no answer [fault: no answer]"),
+            "{}",
+            last.line(last.started)
+        );
     }
 }
