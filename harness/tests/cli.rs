@@ -1,9 +1,8 @@
 //! The CLI on bad input: one clear line per failure plus a hint, a non-zero exit, and nothing started.
 use std::process::Command;
 
-/// Runs `nodejoin ARGS` and checks its exit code and that its output (stderr, then stdout) contains every
-/// one of `wanted`; returns that output for further checks.
-fn expect_failure(args: &[&str], envs: &[(&str, &str)], code: i32, wanted: &[&str]) -> String {
+/// Runs `nodejoin ARGS` from the workspace with `envs`: its exit code and its output (stderr, then stdout).
+fn nodejoin(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
     c.current_dir(nodejoin::paths::workspace_root()).args(args);
     for (k, v) in envs {
@@ -15,7 +14,14 @@ fn expect_failure(args: &[&str], envs: &[(&str, &str)], code: i32, wanted: &[&st
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
-    assert_eq!(out.status.code(), Some(code), "nodejoin {args:?}:\n{text}");
+    (out.status.code(), text)
+}
+
+/// Runs `nodejoin ARGS` and checks its exit code and that its output contains every one of `wanted`; returns
+/// that output for further checks.
+fn expect_failure(args: &[&str], envs: &[(&str, &str)], code: i32, wanted: &[&str]) -> String {
+    let (status, text) = nodejoin(args, envs);
+    assert_eq!(status, Some(code), "nodejoin {args:?}:\n{text}");
     for w in wanted {
         assert!(text.contains(w), "nodejoin {args:?}: expected {w:?} in:\n{text}");
     }
@@ -94,17 +100,12 @@ fn group_image_needs_exactly_one_source() {
 /// /etc/eks/bootstrap.sh from the image. A tag that is not a local image is a clear error.
 #[test]
 fn overlay_image_built_by_the_cli_runs_as_a_group_image() {
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-            .current_dir(nodejoin::paths::workspace_root())
-            .args(args)
-            .output()
-            .expect("run nodejoin")
-    };
     let tag = format!("nodejoin-test/overlay:{}", std::process::id());
-    let out = run(&["image", "build", "--overlay", "fixtures/overlay-example", "--tag", &tag]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
+    let (status, text) = nodejoin(
+        &["image", "build", "--overlay", "fixtures/overlay-example", "--tag", &tag],
+        &[],
+    );
+    assert_eq!(status, Some(0), "{text}");
     assert!(text.contains(&format!("overlay image {tag}")), "{text}");
 
     let dir = tempfile::tempdir().unwrap();
@@ -113,10 +114,9 @@ fn overlay_image_built_by_the_cli_runs_as_a_group_image() {
         "cluster: {{ auth: iam }}\nnodes:\n  - name: tagged\n    image: {{ tag: \"{tag}\" }}\n    bootstrap:\n      args: [\"{{{{cluster.name}}}}\"]\n    expect:\n      within: 60s\n      labels: {{ example.com/bootstrap: overlay }}\n"
     );
     std::fs::write(&file, scenario).unwrap();
-    let out = run(&["run", file.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let (status, text) = nodejoin(&["run", file.to_str().unwrap()], &[]);
     let _ = Command::new("docker").args(["rmi", &tag]).output();
-    assert!(out.status.success(), "{text}");
+    assert_eq!(status, Some(0), "{text}");
     assert!(text.contains("PASSED"), "{text}");
 
     let missing = scenario_with_tag(dir.path(), "nodejoin-test/never-built:0");
@@ -194,39 +194,25 @@ fn registry_dockerfile_builds_a_base_a_node_joins_on() {
         cleanup();
         panic!("registry/Dockerfile: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let nodejoin = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-            .current_dir(&root)
-            .env("NODEJOIN_BASE_IMAGE", &base)
-            .args(args)
-            .output()
-            .expect("run nodejoin")
-    };
-    let out = nodejoin(&["image", "build"]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let (status, text) = nodejoin(&["image", "build"], &[("NODEJOIN_BASE_IMAGE", &base)]);
     let node_tag = text
         .lines()
         .find_map(|l| l.strip_prefix("node image ").and_then(|r| r.split_whitespace().next()))
         .map(str::to_string);
     let run = match &node_tag {
-        Some(tag) if out.status.success() => Some(
-            Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-                .current_dir(&root)
-                .env("NODEJOIN_NODE_IMAGE", tag)
-                .args(["run", "scenarios/basic-bootstrap-token.yaml"])
-                .output()
-                .expect("run nodejoin"),
-        ),
+        Some(tag) if status == Some(0) => Some(nodejoin(
+            &["run", "scenarios/basic-bootstrap-token.yaml"],
+            &[("NODEJOIN_NODE_IMAGE", tag)],
+        )),
         _ => None,
     };
     if let Some(tag) = &node_tag {
         let _ = docker(&["rmi", tag]);
     }
     cleanup();
-    assert!(out.status.success(), "image build on the registry base: {text}");
+    assert_eq!(status, Some(0), "image build on the registry base: {text}");
     assert!(text.contains(&format!("(base {base})")), "{text}");
-    let run = run.expect("node image tag");
-    let run_text = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{run_text}");
+    let (run_status, run_text) = run.expect("node image tag");
+    assert_eq!(run_status, Some(0), "{run_text}");
     assert!(run_text.contains("PASSED"), "{run_text}");
 }

@@ -62,7 +62,7 @@ impl Started {
         } = self;
         let t0 = std::time::Instant::now();
         let ready = async {
-            let client = super::local::client_from_kubeconfig(&kubeconfig).await?;
+            let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
             if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
                 return Err(Error::ControlPlane {
                     component: component.into(),
@@ -101,9 +101,9 @@ pub fn prepare_dir(ctx: &ProviderContext<'_>) -> Result<PathBuf> {
     let dir = ctx.dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, super::local::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
+    std::fs::write(&policy, super::apiserver::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
     if let Some(w) = &ctx.token_webhook {
-        super::local::write_webhook_config(&dir, w)?;
+        super::apiserver::write_webhook_config(&dir, w)?;
     }
     Ok(dir)
 }

@@ -11,6 +11,15 @@ pub const FAILED_PULL_TTL: Duration = Duration::from_secs(15 * 60);
 /// How long one pull may take before it counts as failed.
 const PULL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A provider's image: the override (an environment variable's value) when it is set and not blank, else the
+/// default for the version.
+pub fn override_or(value: Option<&str>, default: impl FnOnce() -> String) -> String {
+    match value.map(str::trim) {
+        Some(v) if !v.is_empty() => v.to_string(),
+        _ => default(),
+    }
+}
+
 /// `<cache>/unavailable-images/<image with / and : replaced>`.
 fn marker(image: &str) -> PathBuf {
     let safe: String = image

@@ -22,10 +22,9 @@ const API_PORT: u16 = 6443;
 
 /// The k3s image for a Kubernetes version.
 pub fn image_for(version: &str) -> String {
-    match std::env::var(ENV_IMAGE) {
-        Ok(i) if !i.trim().is_empty() => i.trim().to_string(),
-        _ => format!("rancher/k3s:{version}-k3s1"),
-    }
+    super::images::override_or(std::env::var(ENV_IMAGE).ok().as_deref(), || {
+        format!("rancher/k3s:{version}-k3s1")
+    })
 }
 
 fn k3s_err(message: impl Into<String>) -> Error {
@@ -67,36 +66,6 @@ pub fn server_args(spec: &ClusterSpec, san: &str, webhook: bool) -> Vec<String> 
     }
     args.push("--kube-controller-manager-arg=controllers=*,bootstrapsigner,tokencleaner".into());
     args
-}
-
-/// The admin kubeconfig k3s writes, pointed at `server` (the port Docker mapped), and the cluster CA it names.
-pub fn rewrite_kubeconfig(yaml: &str, server: &str) -> std::result::Result<(String, String), String> {
-    use base64::Engine;
-    let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| format!("kubeconfig: {e}"))?;
-    let clusters = doc
-        .get_mut("clusters")
-        .and_then(|c| c.as_sequence_mut())
-        .filter(|c| !c.is_empty())
-        .ok_or("kubeconfig has no clusters")?;
-    let mut ca = None;
-    for c in clusters.iter_mut() {
-        let cluster = c.get_mut("cluster").ok_or("kubeconfig cluster without `cluster`")?;
-        if ca.is_none() {
-            let data = cluster
-                .get("certificate-authority-data")
-                .and_then(|v| v.as_str())
-                .ok_or("kubeconfig names no certificate-authority-data")?;
-            let pem = base64::engine::general_purpose::STANDARD
-                .decode(data)
-                .map_err(|e| format!("certificate-authority-data: {e}"))?;
-            ca = Some(String::from_utf8(pem).map_err(|e| format!("certificate-authority-data: {e}"))?);
-        }
-        if let Some(m) = cluster.as_mapping_mut() {
-            m.insert("server".into(), server.into());
-        }
-    }
-    let text = serde_yaml_ng::to_string(&doc).map_err(|e| e.to_string())?;
-    Ok((text, ca.unwrap_or_default()))
 }
 
 pub struct K3sProvider;
@@ -186,7 +155,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     };
     let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
     let admin_server = format!("https://127.0.0.1:{port}");
-    let (kubeconfig_text, ca_pem) = rewrite_kubeconfig(&raw, &admin_server).map_err(k3s_err)?;
+    let (kubeconfig_text, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(k3s_err)?;
     let kubeconfig = dir.join("admin.kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text).map_err(|e| Error::io(&kubeconfig, e))?;
     // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
@@ -246,28 +215,18 @@ mod tests {
 
     #[test]
     fn image_follows_the_version_unless_overridden() {
-        if std::env::var(ENV_IMAGE).is_err() {
-            assert_eq!(image_for("v1.36.3"), "rancher/k3s:v1.36.3-k3s1");
-        }
-    }
-
-    #[test]
-    fn kubeconfig_is_pointed_at_the_mapped_port_and_yields_the_ca() {
-        use base64::Engine;
-        let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-        let k3s = format!(
-            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://127.0.0.1:6443\n  name: default\ncontexts:\n- context: {{cluster: default, user: default}}\n  name: default\ncurrent-context: default\nkind: Config\nusers:\n- name: default\n  user: {{client-certificate-data: QQ==, client-key-data: QQ==}}\n",
-            base64::engine::general_purpose::STANDARD.encode(ca)
-        );
-        let (text, got_ca) = rewrite_kubeconfig(&k3s, "https://127.0.0.1:32771").unwrap();
-        assert_eq!(got_ca, ca);
-        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        let version = "v1.36.3";
         assert_eq!(
-            doc["clusters"][0]["cluster"]["server"].as_str(),
-            Some("https://127.0.0.1:32771")
+            super::super::images::override_or(None, || format!("rancher/k3s:{version}-k3s1")),
+            "rancher/k3s:v1.36.3-k3s1"
         );
-        assert_eq!(doc["users"][0]["name"].as_str(), Some("default"));
-        assert!(rewrite_kubeconfig("clusters: []", "x").is_err());
-        assert!(rewrite_kubeconfig("not: [valid", "x").is_err());
+        assert_eq!(
+            super::super::images::override_or(Some(" "), || format!("rancher/k3s:{version}-k3s1")),
+            "rancher/k3s:v1.36.3-k3s1"
+        );
+        assert_eq!(
+            super::super::images::override_or(Some(" mine:1 "), || format!("rancher/k3s:{version}-k3s1")),
+            "mine:1"
+        );
     }
 }

@@ -15,10 +15,9 @@ pub const KIND_VERSION: &str = "v0.33.0";
 pub const ENV_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
 
 pub fn image_for(version: &str) -> String {
-    match std::env::var(ENV_IMAGE) {
-        Ok(i) if !i.trim().is_empty() => i.trim().to_string(),
-        _ => format!("kindest/node:{version}"),
-    }
+    super::images::override_or(std::env::var(ENV_IMAGE).ok().as_deref(), || {
+        format!("kindest/node:{version}")
+    })
 }
 
 fn kind_err(message: impl Into<String>) -> Error {
@@ -218,7 +217,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .ok()
         .and_then(|d| d["clusters"][0]["cluster"]["server"].as_str().map(str::to_string))
         .ok_or_else(|| kind_err("kind's kubeconfig names no server"))?;
-    let (_, ca_pem) = super::k3s::rewrite_kubeconfig(&raw, &admin_server).map_err(kind_err)?;
+    let (_, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(kind_err)?;
     let cp = format!("{name}-control-plane");
     let read = |path: &str| {
         let out = std::process::Command::new("docker")
@@ -318,8 +317,18 @@ mod tests {
 
     #[test]
     fn image_follows_the_version_unless_overridden() {
-        if std::env::var(ENV_IMAGE).is_err() {
-            assert_eq!(image_for("v1.36.3"), "kindest/node:v1.36.3");
-        }
+        let version = "v1.36.3";
+        assert_eq!(
+            super::super::images::override_or(None, || format!("kindest/node:{version}")),
+            "kindest/node:v1.36.3"
+        );
+        assert_eq!(
+            super::super::images::override_or(Some(" "), || format!("kindest/node:{version}")),
+            "kindest/node:v1.36.3"
+        );
+        assert_eq!(
+            super::super::images::override_or(Some(" mine:1 "), || format!("kindest/node:{version}")),
+            "mine:1"
+        );
     }
 }

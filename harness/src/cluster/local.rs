@@ -61,66 +61,6 @@ pub fn first_service_ip(cidr: &ipnet::Ipv4Net) -> Ipv4Addr {
     Ipv4Addr::from(n + 1)
 }
 
-/// Writes a kubeconfig that authenticates with a client certificate.
-pub fn write_kubeconfig(
-    path: &Path,
-    server: &str,
-    ca_pem: &str,
-    cert_pem: &str,
-    key_pem: &str,
-    user: &str,
-) -> Result<()> {
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{ "name": "nodejoin", "cluster": { "server": server, "certificate-authority-data": b64(ca_pem) } }],
-        "users": [{ "name": user, "user": { "client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem) } }],
-        "contexts": [{ "name": "nodejoin", "context": { "cluster": "nodejoin", "user": user } }],
-        "current-context": "nodejoin",
-    });
-    let text = serde_yaml_ng::to_string(&doc).map_err(|e| cp_err("kubeconfig", e.to_string()))?;
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(path, e))
-}
-
-/// A kube client from a kubeconfig file.
-pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| cp_err("kubeconfig", e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| cp_err("kubeconfig", e.to_string()))?;
-    Ok(kube::Client::try_from(config)?)
-}
-
-pub(super) const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: RequestResponse
-    resources:
-      - group: ""
-        resources: ["configmaps"]
-        resourceNames: ["aws-auth"]
-  # A create carries no name when the policy is evaluated: log kube-system ConfigMap creations in full (a handful
-  # at start-up), so the creation of aws-auth and its author are on record.
-  - level: RequestResponse
-    verbs: ["create"]
-    namespaces: ["kube-system"]
-    resources:
-      - group: ""
-        resources: ["configmaps"]
-  - level: Metadata
-    resources:
-      - group: ""
-        resources: ["nodes", "nodes/status"]
-      - group: "certificates.k8s.io"
-        resources: ["certificatesigningrequests", "certificatesigningrequests/approval"]
-  - level: None
-"#;
-
 impl LocalControlPlane {
     async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Self> {
         let assets = ctx
@@ -141,9 +81,9 @@ impl LocalControlPlane {
         let pki = ClusterPki::generate(&[loopback, bind, service_ip])?;
         let paths = pki.write(&dir.join("pki"))?;
         let audit_policy = dir.join("audit-policy.yaml");
-        std::fs::write(&audit_policy, AUDIT_POLICY).map_err(|e| Error::io(&audit_policy, e))?;
+        std::fs::write(&audit_policy, super::apiserver::AUDIT_POLICY).map_err(|e| Error::io(&audit_policy, e))?;
         let webhook_config = match &ctx.token_webhook {
-            Some(w) => Some(write_webhook_config(&dir, w)?),
+            Some(w) => Some(super::apiserver::write_webhook_config(&dir, w)?),
             None => None,
         };
         mark("pki", &mut timings);
@@ -218,7 +158,7 @@ impl LocalControlPlane {
         mark("kube-apiserver ready", &mut timings);
 
         let kubeconfig = dir.join("admin.kubeconfig");
-        write_kubeconfig(
+        super::kubeconfig::write_kubeconfig(
             &kubeconfig,
             &endpoint,
             &pki.ca.0.cert_pem,
@@ -227,7 +167,7 @@ impl LocalControlPlane {
             "kubernetes-admin",
         )?;
         let kcm_kubeconfig = dir.join("controller-manager.kubeconfig");
-        write_kubeconfig(
+        super::kubeconfig::write_kubeconfig(
             &kcm_kubeconfig,
             &endpoint,
             &pki.ca.0.cert_pem,
@@ -258,7 +198,7 @@ impl LocalControlPlane {
             &healthz,
         )
         .await?;
-        let client = client_from_kubeconfig(&kubeconfig).await?;
+        let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
         if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
             let tail = processes
                 .iter()
@@ -289,26 +229,6 @@ impl LocalControlPlane {
             _etcd_data: etcd_data,
         })
     }
-}
-
-/// The kubeconfig-format file that points the API server at the token webhook.
-pub(super) fn write_webhook_config(dir: &Path, w: &super::TokenWebhook) -> Result<PathBuf> {
-    use base64::Engine;
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{ "name": "eks-iam-authenticator", "cluster": {
-            "server": w.url,
-            "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(&w.ca_pem),
-        }}],
-        "users": [{ "name": "apiserver", "user": {} }],
-        "contexts": [{ "name": "webhook", "context": { "cluster": "eks-iam-authenticator", "user": "apiserver" } }],
-        "current-context": "webhook",
-    });
-    let path = dir.join("token-webhook.kubeconfig");
-    let text = serde_yaml_ng::to_string(&doc).map_err(|e| cp_err("token webhook", e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
-    Ok(path)
 }
 
 /// etcd data directories are `<shm_or_tmp>/nodejoin-etcd-<run id>-XXXX`, so the reaper can remove those of a

@@ -1,9 +1,11 @@
 //! Cluster providers behind one trait, in the manner of kind's provider interface: a provider creates a control
 //! plane from a spec; the rest of the harness only talks to the `ControlPlane` it returns.
+pub mod apiserver;
 pub mod container;
 pub mod images;
 pub mod k3s;
 pub mod kind;
+pub mod kubeconfig;
 pub mod local;
 pub mod objects;
 
@@ -111,8 +113,8 @@ pub async fn client_with_cert(
     let cert = ca.issue(user, groups, &[], crate::pki::Usage::Client)?;
     let file = user.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
     let path = dir.join(format!("{file}.kubeconfig"));
-    local::write_kubeconfig(&path, server, ca_pem, &cert.cert_pem, &cert.key_pem, user)?;
-    local::client_from_kubeconfig(&path).await
+    kubeconfig::write_kubeconfig(&path, server, ca_pem, &cert.cert_pem, &cert.key_pem, user)?;
+    kubeconfig::client_from_kubeconfig(&path).await
 }
 
 /// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs.

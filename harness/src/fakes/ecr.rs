@@ -62,21 +62,17 @@ impl Ecr {
 }
 
 async fn handle(State(ecr): State<Arc<Ecr>>, call: super::SignedCall) -> Response {
-    use super::eks::aws_json_error;
+    use super::aws_json_error;
     let target = call
         .headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let (creds, region) =
-        match super::sigv4::verify_request(&call.received(), &ecr.instances.iam, "ecr", None, SystemTime::now()) {
-            Ok(v) => (v.credentials, v.region),
-            Err(f) => {
-                tracing::info!("ecr: request refused: {}", f.message());
-                return aws_json_error(StatusCode::FORBIDDEN, f.json_code(), &f.message());
-            }
-        };
+    let (creds, region) = match call.verify_json(&ecr.instances.iam, "ecr", None) {
+        Ok(v) => (v.credentials, v.region),
+        Err(r) => return *r,
+    };
     if target != TARGET {
         return aws_json_error(
             StatusCode::BAD_REQUEST,

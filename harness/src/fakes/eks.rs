@@ -3,8 +3,7 @@
 //! (CreateAccessEntry, ListAccessEntries, DescribeAccessEntry). Every request's SigV4 signature is verified
 //! against the credentials the fake IMDS issued.
 use super::instances::Instances;
-use super::sigv4;
-use super::SignedCall;
+use super::{aws_json_error, SignedCall};
 use crate::eks::identity::{AccessEntry, AccessEntryType};
 use crate::scenario::model::AuthenticationMode;
 use axum::extract::{Path, State};
@@ -157,20 +156,6 @@ impl Eks {
     }
 }
 
-/// An error in the shape the AWS REST-JSON protocol uses (botocore reads `x-amzn-ErrorType` and the body).
-pub fn aws_json_error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({ "message": message, "__type": code });
-    (
-        status,
-        [
-            ("x-amzn-errortype", code.to_string()),
-            ("content-type", "application/json".to_string()),
-        ],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 /// Finds the cluster and verifies the caller's signature; the error is the AWS-shaped response.
 fn authorize(eks: &Eks, name: &str, call: &SignedCall, action: &str) -> Result<Arc<ClusterRecord>, Box<Response>> {
     let Some(cluster) = eks.get(name) else {
@@ -181,18 +166,7 @@ fn authorize(eks: &Eks, name: &str, call: &SignedCall, action: &str) -> Result<A
             &format!("No cluster found for name: {name}."),
         )));
     };
-    let received = call.received();
-    if let Err(f) = sigv4::verify_request(
-        &received,
-        &eks.instances.iam,
-        "eks",
-        Some(&cluster.region),
-        SystemTime::now(),
-    ) {
-        let message = f.message();
-        tracing::info!(cluster = %name, "eks: {action} refused: {message}");
-        return Err(Box::new(aws_json_error(StatusCode::FORBIDDEN, f.json_code(), &message)));
-    }
+    call.verify_json(&eks.instances.iam, "eks", Some(&cluster.region))?;
     Ok(cluster)
 }
 

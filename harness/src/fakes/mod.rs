@@ -154,6 +154,21 @@ pub fn query_error(
     (status, [("content-type", "text/xml")], body).into_response()
 }
 
+/// An error in the shape the AWS REST-JSON protocol uses (botocore reads `x-amzn-ErrorType` and the body).
+pub fn aws_json_error(status: axum::http::StatusCode, code: &str, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({ "message": message, "__type": code });
+    (
+        status,
+        [
+            ("x-amzn-errortype", code.to_string()),
+            ("content-type", "application/json".to_string()),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
+
 /// A Query API call's parameters and the credentials that signed it.
 pub type VerifiedQuery = (Vec<(String, String)>, std::sync::Arc<iam::IssuedCredentials>);
 
@@ -203,6 +218,25 @@ impl SignedCall {
         } else {
             sigv4::form_pairs(&String::from_utf8_lossy(&self.body))
         }
+    }
+
+    /// Verifies a JSON-protocol call's signature (EKS, ECR), for `region` when given: the credentials and the
+    /// region it was signed for, or the AWS JSON error.
+    pub fn verify_json(
+        &self,
+        store: &iam::CredentialStore,
+        service: &str,
+        region: Option<&str>,
+    ) -> std::result::Result<sigv4::Verified, Box<axum::response::Response>> {
+        sigv4::verify_request(&self.received(), store, service, region, std::time::SystemTime::now()).map_err(|f| {
+            let message = f.message();
+            tracing::info!("{service}: request refused: {message}");
+            Box::new(aws_json_error(
+                axum::http::StatusCode::FORBIDDEN,
+                f.json_code(),
+                &message,
+            ))
+        })
     }
 
     /// Verifies a Query API call (STS, CloudFormation) for the one `action` the fake answers: its parameters
