@@ -47,21 +47,23 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "nodejoin assets --version <v>  (downloads, or builds from Go modules: needs `go`)",
     );
-    let nodeadm = assets::nodeadm::find();
-    add(
-        &format!("nodeadm {}", assets::nodeadm::version()),
-        nodeadm.is_some(),
-        match &nodeadm {
-            Some(p) => p.display().to_string(),
-            None => format!(
-                "not in {} and {} unset",
-                assets::nodeadm::cache_dir(&assets::nodeadm::version()).display(),
-                assets::nodeadm::ENV_BIN
+    for tool in assets::tools::ALL {
+        let found = tool.find();
+        add(
+            &format!("{} {}", tool.name, tool.version()),
+            found.is_some(),
+            match &found {
+                Some(p) => p.display().to_string(),
+                None => tool.missing_detail(),
+            },
+            &format!(
+                "nodejoin assets  (builds {} from {}: needs `go`)",
+                tool.name, tool.module
             ),
-        },
-        "nodejoin assets  (builds nodeadm from its Go module: needs `go`)",
-    );
-    let image_present = match (&docker, &found, &nodeadm) {
+        );
+    }
+    let tools = assets::tools::NodeTools::find();
+    let image_present = match (&docker, &found, &tools) {
         (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
@@ -84,9 +86,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
         }
     };
     let (ok, detail) = need(
-        found.is_none() || nodeadm.is_none(),
+        found.is_none() || tools.is_none(),
         assets::which("go").is_some(),
-        "Kubernetes binaries or nodeadm are not cached",
+        "Kubernetes binaries or the node image's Go tools are not cached",
     );
     add("go (Kubernetes build)", ok, detail, "install Go >= 1.26");
     for tool in ["debootstrap", "tar", "gcc"] {

@@ -26,8 +26,14 @@ pub enum Error {
     #[error("Kubernetes {version} binaries unavailable; tried: {tried}")]
     AssetsUnavailable { version: String, tried: String },
 
-    #[error("nodeadm {version} is not available; tried: {tried}")]
-    NodeadmUnavailable { version: String, tried: String },
+    #[error("{tool} {version} is not available; tried: {tried}")]
+    ToolUnavailable {
+        tool: &'static str,
+        version: String,
+        tried: String,
+        /// The variable naming a binary to use instead.
+        env_bin: &'static str,
+    },
 
     #[error("node image: {0}")]
     Image(String),
@@ -71,8 +77,8 @@ impl Error {
             Error::AssetsUnavailable { .. } => {
                 "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set NODEJOIN_K8S_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubelet"
             }
-            Error::NodeadmUnavailable { .. } => {
-                "run `nodejoin assets` (builds nodeadm with Go from the Go module proxy), or set NODEJOIN_NODEADM to a nodeadm binary"
+            Error::ToolUnavailable { .. } => {
+                "run `nodejoin assets` (builds nodeadm, aws-iam-authenticator and our crictl with Go from the Go module proxy), or set the NODEJOIN_<TOOL> variable the error names to a binary"
             }
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",

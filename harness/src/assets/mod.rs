@@ -6,7 +6,7 @@ use crate::progress::Steps;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-pub mod nodeadm;
+pub mod tools;
 
 /// The default Kubernetes version: a recent stable release published as Go modules.
 pub const DEFAULT_VERSION: &str = "v1.36.3";

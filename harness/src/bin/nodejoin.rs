@@ -76,23 +76,21 @@ async fn main() -> ExitCode {
         Command::Assets { version } => {
             let result = async {
                 let a = nodejoin::assets::resolve(&version).await?;
-                let nodeadm = nodejoin::assets::nodeadm::resolve().await?;
-                Ok::<_, nodejoin::Error>((a, nodeadm))
+                let tools = nodejoin::assets::tools::NodeTools::resolve().await?;
+                Ok::<_, nodejoin::Error>((a, tools))
             }
             .await;
             match result {
-                Ok((a, nodeadm)) => {
+                Ok((a, tools)) => {
                     println!(
                         "Kubernetes {} binaries in {} (source: {})",
                         a.version,
                         a.dir.display(),
                         a.source
                     );
-                    println!(
-                        "nodeadm {} at {}",
-                        nodejoin::assets::nodeadm::version(),
-                        nodeadm.display()
-                    );
+                    for (tool, (_, bin)) in nodejoin::assets::tools::ALL.iter().zip(tools.binaries()) {
+                        println!("{} {} at {}", tool.name, tool.version(), bin.display());
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(&e),
@@ -103,9 +101,9 @@ async fn main() -> ExitCode {
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
-                let nodeadm = nodejoin::assets::nodeadm::resolve().await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve().await?;
                 let docker = nodejoin::docker::connect().await?;
-                let node = nodejoin::node::image::ensure(&docker, &assets, &nodeadm).await?;
+                let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
                 let over = match &overlay {
                     Some(dir) => {
                         Some(nodejoin::node::image::ensure_overlay(&docker, &node, dir, tag.as_deref()).await?)

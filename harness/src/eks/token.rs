@@ -91,8 +91,33 @@ pub fn parse(token: &str) -> Result<Token, String> {
     })
 }
 
-/// A token made by the real AWS CLI (`aws eks get-token`, aws-cli 1.46.3), the reference for [`shape`].
+/// A token made by the real AWS CLI (`aws eks get-token`, aws-cli 1.46.3).
 pub const REFERENCE_TOKEN: &str = include_str!("../fakes/testdata/botocore-token.txt");
+
+/// Tokens recorded from the real token clients nodes use (fakes/testdata/README.md): each client's format is
+/// its [`shape`]. The AWS CLI signs for 60 s with X-Amz-SignedHeaders before X-Amz-Security-Token;
+/// aws-iam-authenticator (the AL2 AMI's kubeconfig) signs with X-Amz-Expires=0 and the opposite order, for the
+/// regional STS host with `--region` and the global one without.
+pub const REFERENCE_CLIENTS: [(&str, &str); 3] = [
+    ("aws eks get-token (aws-cli 1.46.3)", REFERENCE_TOKEN),
+    (
+        "aws-iam-authenticator v0.6.13 token --region",
+        include_str!("../fakes/testdata/authenticator-token-regional.txt"),
+    ),
+    (
+        "aws-iam-authenticator v0.6.13 token (global STS)",
+        include_str!("../fakes/testdata/authenticator-token-global.txt"),
+    ),
+];
+
+/// The real token client whose format `token` has, if any.
+pub fn known_client(token: &str) -> Option<&'static str> {
+    let s = shape(token);
+    REFERENCE_CLIENTS
+        .iter()
+        .find(|(_, reference)| shape(reference) == s)
+        .map(|(client, _)| *client)
+}
 
 /// The token's format with its variable parts (key, dates, region, token, signature) replaced by
 /// placeholders: two tokens with equal shapes are byte-for-byte the same format (prefix, no padding,
@@ -224,6 +249,50 @@ mod tests {
         // With '=' padding added back it is the same token.
         let padded = format!("{t}{}", "=".repeat((4 - (t.len() - PREFIX.len()) % 4) % 4));
         assert!(verify(&parse(&padded).unwrap(), CLUSTER, &golden_store(far()), at).is_ok());
+    }
+
+    /// Tokens of the real aws-iam-authenticator (v0.6.13, built from its Go module) parse, verify with the
+    /// credentials that made them, and are recognised as that client's format.
+    #[test]
+    fn the_real_authenticator_tokens_verify() {
+        for (client, token, host, region) in [
+            (1, REFERENCE_CLIENTS[1].1, "sts.us-west-2.amazonaws.com", "us-west-2"),
+            (2, REFERENCE_CLIENTS[2].1, "sts.amazonaws.com", "us-east-1"),
+        ] {
+            let t = token.trim();
+            let parsed = parse(t).unwrap();
+            assert_eq!(parsed.host, host);
+            assert_eq!(parsed.region, region);
+            assert_eq!(parsed.presigned.expires, Duration::ZERO);
+            let at = parsed.presigned.date;
+            let creds = verify(
+                &parsed,
+                CLUSTER,
+                &golden_store(far()),
+                at + Duration::from_secs(14 * 60),
+            )
+            .unwrap();
+            assert_eq!(creds.access_key_id, GOLDEN_KEY);
+            assert!(verify(&parsed, "other-cluster", &golden_store(far()), at).is_err());
+            assert!(verify(
+                &parsed,
+                CLUSTER,
+                &golden_store(far()),
+                at + Duration::from_secs(16 * 60)
+            )
+            .is_err());
+            assert_eq!(known_client(t), Some(REFERENCE_CLIENTS[client].0));
+        }
+        assert_eq!(known_client(REFERENCE_TOKEN.trim()), Some(REFERENCE_CLIENTS[0].0));
+        // A padded token, or one with its parameters reordered, is no real client's format.
+        let t = REFERENCE_CLIENTS[1].1.trim();
+        assert_eq!(known_client(&format!("{t}=")), None);
+        let url = parse(t).unwrap().url;
+        let swapped = url.replace(
+            "Action=GetCallerIdentity&Version=2011-06-15",
+            "Version=2011-06-15&Action=GetCallerIdentity",
+        );
+        assert_eq!(known_client(&reencode(&swapped)), None);
     }
 
     #[test]

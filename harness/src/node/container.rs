@@ -28,6 +28,8 @@ pub struct NodeSpec<'a> {
     pub network: &'a RunNetwork,
     pub run_id: &'a str,
     pub files: Vec<NodeFile>,
+    /// Environment of the entrypoint (PID 1), e.g. the instance's DMI identity.
+    pub env: Vec<(String, String)>,
 }
 
 pub struct NodeContainer {
@@ -69,6 +71,9 @@ impl NodeContainer {
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
             });
+        for (k, v) in spec.env {
+            request = request.with_env_var(k, v);
+        }
         for f in spec.files {
             request = request.with_copy_to(CopyTargetOptions::new(f.path).with_mode(f.mode), f.content);
         }

@@ -1,6 +1,8 @@
 //! The node image, built locally with no registry: a debootstrap rootfs imported as a base image, then a small
-//! `docker build` on top adding the kubelet of the chosen version, nodeadm, the pause image and our unit files.
+//! `docker build` on top adding the kubelet of the chosen version, the Go tools (nodeadm, aws-iam-authenticator,
+//! crictl), the pause image and our unit files.
 //! Both images are tagged by a hash of their inputs, so they are rebuilt only when an input changes.
+use crate::assets::tools::NodeTools;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
 use crate::progress::Steps;
@@ -110,8 +112,8 @@ fn file_digest(path: &Path) -> Result<String> {
 /// `fixtures/node-image/registry/Dockerfile` on a machine with a registry). Give it a new tag when it changes.
 pub const ENV_BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
 
-/// The tags the current recipe, kubelet and nodeadm produce.
-pub fn expected(assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
+/// The tags the current recipe, kubelet and Go tools produce.
+pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
     let dir = recipe_dir();
     let base_tag = match std::env::var(ENV_BASE_IMAGE) {
         Ok(tag) if !tag.trim().is_empty() => tag.trim().to_string(),
@@ -130,7 +132,10 @@ pub fn expected(assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
         hash_path(&mut node, &dir.join(input))?;
     }
     node.update(file_digest(&assets.kubelet)?.as_bytes());
-    node.update(file_digest(nodeadm)?.as_bytes());
+    for (name, bin) in tools.binaries() {
+        node.update(name.as_bytes());
+        node.update(file_digest(bin)?.as_bytes());
+    }
     Ok(NodeImage {
         tag: format!(
             "nodejoin-node:{}-{}",
@@ -163,8 +168,12 @@ async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets, nodeadm: &Path) -> Result<NodeImage> {
-    let image = expected(assets, nodeadm)?;
+pub async fn ensure(
+    docker: &testcontainers::bollard::Docker,
+    assets: &K8sAssets,
+    tools: &NodeTools,
+) -> Result<NodeImage> {
+    let image = expected(assets, tools)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
@@ -187,7 +196,7 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, assets: &K8sAssets
         }
         build_base(&image.base, work.path()).await?;
     }
-    build_node(&image, assets, nodeadm, work.path()).await?;
+    build_node(&image, assets, tools, work.path()).await?;
     Ok(image)
 }
 
@@ -355,7 +364,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn build_node(image: &NodeImage, assets: &K8sAssets, nodeadm: &Path, work: &Path) -> Result<()> {
+async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, work: &Path) -> Result<()> {
     let steps = Steps::new(&format!("node image {}", image.tag), 3);
     steps.step(0, "pause image");
     build_pause(work).await?;
@@ -364,7 +373,9 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, nodeadm: &Path, work:
     copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
     std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
-    std::fs::copy(nodeadm, ctx.join("nodeadm")).map_err(|e| Error::io(nodeadm, e))?;
+    for (name, bin) in tools.binaries() {
+        std::fs::copy(bin, ctx.join(name)).map_err(|e| Error::io(bin, e))?;
+    }
     std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
     run(

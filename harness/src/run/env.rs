@@ -207,8 +207,8 @@ impl Environment {
         let i = match std::env::var(image::ENV_IMAGE) {
             Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag, image::ENV_IMAGE).await?,
             _ => {
-                let nodeadm = assets::nodeadm::resolve().await?;
-                image::ensure(&self.docker, assets, &nodeadm).await?
+                let tools = assets::tools::NodeTools::resolve().await?;
+                image::ensure(&self.docker, assets, &tools).await?
             }
         };
         cache.insert(assets.version.clone(), i.clone());
@@ -364,21 +364,31 @@ impl Environment {
         leftovers
     }
 
-    /// Makes the fake registry serve the EKS sandbox image (`eks/pause:3.5`, what nodeadm pulls), taken from
-    /// `node`'s image: the `docker save` archive of our pause image at `/opt/nodejoin/pause.tar`. Once per run.
-    pub async fn ensure_sandbox_image(&self, node: &crate::node::container::NodeContainer) -> Result<()> {
+    /// Makes the fake registry serve the EKS sandbox image (`eks/pause:3.5` under every region's EKS ECR name,
+    /// what AMI units and nodeadm pull), taken from the node image's `docker save` archive of our pause image at
+    /// `/opt/nodejoin/pause.tar`. Once per run, before the first node boots.
+    pub async fn serve_sandbox_image(&self, node_image: &NodeImage) -> Result<()> {
         use crate::fakes::registry::{OciImage, SANDBOX_REPOSITORY, SANDBOX_TAG};
         let _once = self.sandbox_lock.lock().await;
         if self.registry.has(SANDBOX_REPOSITORY, SANDBOX_TAG) {
             return Ok(());
         }
-        let archive = node.read_bytes(PAUSE_ARCHIVE).await.map_err(|e| {
-            Error::node(
-                &node.name,
-                format!("the node image has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {e}"),
-            )
-        })?;
-        let image = OciImage::from_docker_archive(&archive).map_err(|e| Error::node(&node.name, e))?;
+        let out = tokio::process::Command::new("docker")
+            .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/cat"])
+            .args(["--label", &format!("{}={}", docker::RUN_LABEL, self.run_id)])
+            .arg(&node_image.tag)
+            .arg(PAUSE_ARCHIVE)
+            .output()
+            .await
+            .map_err(|e| Error::Docker(format!("docker run {}: {e}", node_image.tag)))?;
+        if !out.status.success() {
+            return Err(Error::Image(format!(
+                "{} has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {}",
+                node_image.tag,
+                crate::process::last_lines(&String::from_utf8_lossy(&out.stderr), 3, " | ")
+            )));
+        }
+        let image = OciImage::from_docker_archive(&out.stdout).map_err(Error::Image)?;
         self.registry.add(SANDBOX_REPOSITORY, SANDBOX_TAG, image);
         Ok(())
     }

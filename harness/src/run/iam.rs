@@ -239,12 +239,15 @@ pub fn checks(
                 m.source
             ));
         }
-        let want = crate::eks::token::shape(crate::eks::token::REFERENCE_TOKEN);
+        let client = crate::eks::token::known_client(&d.token);
         checks.push(Check::new(
             c("IAM token format"),
-            crate::eks::token::shape(&d.token) == want,
-            "the AWS CLI's format (k8s-aws-v1. + unpadded base64url presigned STS GetCallerIdentity)",
-            crate::eks::token::shape(&d.token),
+            client.is_some(),
+            "a real token client's format (aws eks get-token or aws-iam-authenticator: k8s-aws-v1. + unpadded base64url presigned STS GetCallerIdentity)",
+            match client {
+                Some(name) => format!("{name}: {}", crate::eks::token::shape(&d.token)),
+                None => crate::eks::token::shape(&d.token),
+            },
         ));
     } else if sc.cluster.auth == crate::scenario::model::AuthMode::Iam {
         let last = decisions

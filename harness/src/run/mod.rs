@@ -2,6 +2,7 @@
 //! pipeline of small named actions, and the reports.
 pub mod artifacts;
 pub mod env;
+pub mod failfast;
 pub mod files;
 pub mod iam;
 pub mod report;

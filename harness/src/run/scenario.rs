@@ -60,6 +60,9 @@ struct RunningNode {
     invocation: Option<(Vec<String>, Vec<String>)>,
     /// The programs the bootstrap ran (from its exec trace), when it could be traced.
     executables: Option<BTreeMap<String, usize>>,
+    /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
+    /// started, or the bootstrap or cloud-init finished).
+    stopped: Option<(super::failfast::Stop, Duration)>,
 }
 
 impl RunningNode {
@@ -141,6 +144,12 @@ async fn run_inner(
     let assets = env.assets(&sc.cluster.kubernetes_version).await?;
     t = phase(report, "assets", t);
     let image = env.image(&assets).await?;
+    // The EKS pause image under its ECR name, for AMI units and nodeadm alike (a user's image may not carry it).
+    if let Err(e) = env.serve_sandbox_image(&image).await {
+        report
+            .notes
+            .push(format!("the fake ECR registry serves no sandbox image: {e}"));
+    }
     let mut group_images = Vec::new();
     for g in &sc.nodes {
         let img = env.group_image(&image, g.image.as_ref()).await?;
@@ -319,6 +328,13 @@ async fn run_inner(
                 n.cloud_init.as_ref(),
                 n.nodeadm.as_ref(),
             ));
+        }
+        // Derived from what the tool did, so it holds for any nodeadm version; other nodes ask for it.
+        let nodeadm_ok = n.nodeadm.as_ref().is_some_and(|r| r.succeeded()) && n.expect().joins;
+        if nodeadm_ok || n.expect().sandbox_image {
+            report
+                .checks
+                .push(super::userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
         }
         if sc.cluster.auth == AuthMode::Iam {
             if n.expect().joins {
@@ -536,6 +552,7 @@ async fn boot_node(
             mode: 0o644,
         },
     ]);
+    let (instance_id, mac) = Instance::new_ids();
     let t0 = Instant::now();
     let container = NodeContainer::start(
         &env.docker,
@@ -546,6 +563,7 @@ async fn boot_node(
             network: &env.network,
             run_id: &env.run_id,
             files,
+            env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
         },
     )
     .await?;
@@ -558,7 +576,6 @@ async fn boot_node(
             },
         );
     }
-    let (instance_id, mac) = Instance::new_ids();
     let instance = env.instances.register(Instance {
         instance_id,
         instance_type: group.instance_type.clone(),
@@ -645,6 +662,7 @@ async fn boot_node(
         booted: t0,
         invocation: None,
         executables: None,
+        stopped: None,
     };
     if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -698,9 +716,6 @@ async fn run_bootstrap(
         let (served, description) =
             super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
         let nodeadm = crate::userdata::carries_node_config(&served);
-        if nodeadm {
-            env.ensure_sandbox_image(&node.container).await?;
-        }
         let mut with_data = (*node.instance).clone();
         with_data.user_data = Some(served);
         node.instance = env.instances.register(with_data);
@@ -928,6 +943,9 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
             if check_evidence && !n.expect().evidence.is_empty() {
                 gather_evidence(env, cluster, n).await;
             }
+            if check_evidence && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
+                probe_failure(n).await;
+            }
             let deadline_passed = since > n.expect().within;
             n.done = if n.expect().joins {
                 let evidence_complete = n.evidence.iter().all(Option::is_some);
@@ -937,7 +955,7 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
                     && csr_settled(n.expect().serving_csr, &n.serving_csr)
                     && csr_settled(n.expect().client_csr, &n.client_csr)
                     && evidence_complete;
-                settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some()
+                settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
             } else {
                 let evidence_complete = n.evidence.iter().all(Option::is_some);
                 (evidence_complete && since > NEGATIVE_HOLD)
@@ -958,6 +976,45 @@ async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [Runnin
         gather_evidence(env, cluster, n).await;
     }
     None
+}
+
+/// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
+/// started it, nodeadm failed), keeping the cause.
+async fn probe_failure(n: &mut RunningNode) {
+    let user_data = n.group.user_data.is_some();
+    let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
+    let cloud_init = n.cloud_init.clone();
+    let output = if user_data {
+        n.container
+            .read_file("/var/log/cloud-init-output.log")
+            .await
+            .unwrap_or_default()
+    } else {
+        n.bootstrap
+            .as_ref()
+            .map(|b| format!("{}\n{}", b.stdout, b.stderr))
+            .unwrap_or_default()
+    };
+    let cause = move || {
+        let errors = cloud_init.map(|c| c.errors).unwrap_or_default();
+        let tail = crate::process::last_lines(&output, 3, " / ");
+        match (user_data, errors.first(), tail.is_empty()) {
+            (true, Some(e), _) => format!("cloud-init: {e}; output: {tail}"),
+            (true, None, false) => format!("cloud-init reported no error; its output ends: {tail}"),
+            (true, None, true) => "cloud-init reported no error and printed nothing".into(),
+            (false, _, false) => format!("its output ends: {tail}"),
+            (false, _, true) => "it printed nothing".into(),
+        }
+    };
+    let origin = if user_data {
+        "cloud-init finished"
+    } else {
+        "the bootstrap exited 0"
+    };
+    let finished = (origin, n.kubelet_start.elapsed());
+    if let Some(stop) = super::failfast::probe(&n.container, finished, nodeadm_failure, cause).await {
+        n.stopped = Some((stop, n.kubelet_start.elapsed()));
+    }
 }
 
 /// Whether a CSR has reached the state its expectation waits for (`Pending`: it exists; the approver decides
@@ -1026,6 +1083,20 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
     let e = n.expect().clone();
     let name = n.node_name.clone();
     let c = |what: &str| format!("{name}/{what}");
+    if let Some((stop, after)) = &n.stopped {
+        report.checks.push(Check::new(
+            c(stop.check),
+            false,
+            stop.expected.clone(),
+            stop.cause.clone(),
+        ));
+        report.notes.push(format!(
+            "{name}: stopped waiting {} after the bootstrap finished (of {:?} allowed): {} failed",
+            super::report::secs(*after),
+            e.within,
+            stop.check
+        ));
+    }
     let exit = n.bootstrap.as_ref().map(|b| b.exit_code);
     let exit_expectation = match (e.bootstrap_exit, e.joins) {
         (ExitExpectation::Any, true) => ExitExpectation::Success,
@@ -1087,11 +1158,19 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
             return;
         }
         let names = names_of_nodes(cluster).await;
+        let waited = match &n.stopped {
+            Some((stop, after)) => format!(
+                "not registered when the harness stopped waiting after {} ({} failed); nodes in the cluster: {names:?}",
+                super::report::secs(*after),
+                stop.check
+            ),
+            None => format!("nodes in the cluster: {names:?}"),
+        };
         report.checks.push(Check::new(
             c("registered"),
             false,
             format!("a Node named {name} within {:?}", e.within),
-            format!("nodes in the cluster: {names:?}"),
+            waited,
         ));
         return;
     };

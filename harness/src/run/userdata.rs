@@ -237,6 +237,80 @@ async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
     Ok((NodeadmReport::parse(&show, &journal), journal))
 }
 
+/// The sandbox (pause) image the node's containerd is configured with: the `sandbox_image` (containerd 1.x) or
+/// `sandbox` (2.x) key of `/etc/containerd/config.toml`.
+pub fn configured_sandbox_image(config_toml: &str) -> Option<String> {
+    config_toml.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        matches!(k.trim(), "sandbox_image" | "sandbox")
+            .then(|| v.trim().trim_matches('"').to_string())
+            .filter(|v| !v.is_empty())
+    })
+}
+
+/// Whether the node has the sandbox image its containerd was configured with (by nodeadm, or an AMI's
+/// bootstrap), derived from what that tool did: an image on an ECR registry must have been pulled with an ECR
+/// token signed by this instance (the 2024 nodeadm does that); a local one (current nodeadm's
+/// `localhost/kubernetes/pause`) must only be in containerd's image store.
+pub async fn sandbox_check(env: &Environment, container: &NodeContainer, node: &str, instance_id: &str) -> Check {
+    let name = format!("{node}/sandbox image");
+    let config = container
+        .read_file("/etc/containerd/config.toml")
+        .await
+        .unwrap_or_default();
+    let Some(image) = configured_sandbox_image(&config) else {
+        return Check::new(
+            name,
+            false,
+            "a sandbox image in /etc/containerd/config.toml",
+            "none configured",
+        );
+    };
+    let listed = container
+        .exec(&["ctr", "-n", "k8s.io", "images", "ls", "-q"], &[])
+        .await
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    let present = listed.lines().any(|l| l.trim() == image);
+    let host = image.split('/').next().unwrap_or_default();
+    if host.contains(".dkr.ecr.") {
+        let tokens = env.ecr.tokens_for(instance_id);
+        let pulls = env.registry.pulls_by(instance_id);
+        let pulled: Vec<String> = pulls
+            .iter()
+            .map(|p| format!("{}:{}", p.repository, p.reference))
+            .collect();
+        Check::new(
+            name,
+            present && tokens > 0 && !pulls.is_empty(),
+            format!("{image} (an ECR image): an ECR token for this instance, a pull with it, the image in containerd"),
+            format!(
+                "{tokens} ECR token(s); pulls: {}; {}",
+                if pulled.is_empty() {
+                    "none".to_string()
+                } else {
+                    pulled.join(", ")
+                },
+                if present { "in containerd" } else { "not in containerd" }
+            ),
+        )
+    } else {
+        Check::new(
+            name,
+            present,
+            format!("{image} (a local image) in containerd's k8s.io image store"),
+            if present {
+                "present".to_string()
+            } else {
+                format!(
+                    "absent; images: {}",
+                    listed.split_whitespace().collect::<Vec<_>>().join(", ")
+                )
+            },
+        )
+    }
+}
+
 /// Checks for one user-data node: cloud-init's status (done unless the scenario says otherwise) and the
 /// CloudFormation signal.
 pub fn checks(
@@ -268,29 +342,6 @@ pub fn checks(
     match (nodeadm, nodeadm_want) {
         (Some(r), Some(want)) => {
             out.push(nodeadm_report::check(node, r, want));
-            if want == crate::scenario::model::NodeadmExpectation::Succeeded {
-                // nodeadm's run phase caches the EKS sandbox image: an ECR token signed with the instance's
-                // credentials, then a pull from the (fake) ECR registry with it.
-                let tokens = env.ecr.tokens_for(instance_id);
-                let pulls = env.registry.pulls_by(instance_id);
-                out.push(Check::new(
-                    format!("{node}/sandbox image pulled"),
-                    tokens > 0 && !pulls.is_empty(),
-                    "an ECR token for this instance, then a pull of eks/pause with it",
-                    format!(
-                        "{tokens} ECR token(s); pulls: {}",
-                        if pulls.is_empty() {
-                            "none".to_string()
-                        } else {
-                            pulls
-                                .iter()
-                                .map(|p| format!("{}:{}", p.repository, p.reference))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        }
-                    ),
-                ));
-            }
         }
         (None, Some(want)) if group.expect.nodeadm.is_some() => out.push(Check::new(
             format!("{node}/nodeadm"),
@@ -327,4 +378,25 @@ pub fn checks(
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::configured_sandbox_image;
+
+    #[test]
+    fn sandbox_image_from_containerd_configs() {
+        let v1 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.5\"\n";
+        assert_eq!(
+            configured_sandbox_image(v1).as_deref(),
+            Some("602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.5")
+        );
+        let v2 = "version = 3\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"localhost/kubernetes/pause\"\n";
+        assert_eq!(
+            configured_sandbox_image(v2).as_deref(),
+            Some("localhost/kubernetes/pause")
+        );
+        assert_eq!(configured_sandbox_image("version = 2\n"), None);
+        assert_eq!(configured_sandbox_image("sandbox_image = \"\"\n"), None);
+    }
 }

@@ -201,9 +201,6 @@ fn check_user_data(
             }
         ));
     }
-    if n.imds.tokens == super::model::ImdsTokens::Required {
-        return Err("set imds.tokens: optional: cloud-init inside a container cannot identify the platform as AWS (it ignores DMI in containers and there is no /sys/hypervisor/uuid), so it reads IMDS without a token, which an IMDSv2-only instance refuses".into());
-    }
     if !n.bootstrap.args.is_empty() || !n.bootstrap.env.is_empty() {
         return Err("bootstrap.args and bootstrap.env are for the harness-run bootstrap; with userData the user data calls /etc/eks/bootstrap.sh".into());
     }
@@ -387,8 +384,9 @@ mod tests {
         assert!(p(&none).unwrap_err().to_string().contains("found none"));
         let missing = format!("{base}    userData: {{ file: fixtures/user-data/nope.mime }}\n");
         assert!(p(&missing).unwrap_err().to_string().contains("nope.mime"));
+        // IMDSv2-only instances run user data: cloud-init recognises AWS from the node's DMI and uses tokens.
         let v2 = "cluster: { auth: iam }\nnodes:\n  - name: a\n    userData: { eksManaged: {} }\n";
-        assert!(p(v2).unwrap_err().to_string().contains("tokens: optional"));
+        assert!(p(v2).is_ok());
         let token = "nodes:\n  - name: a\n    imds: { tokens: optional }\n    userData: { eksctl: {} }\n";
         assert!(p(token).unwrap_err().to_string().contains("auth: iam"));
         let args = format!("{base}    bootstrap: {{ args: [x] }}\n    userData: {{ eksManaged: {{}} }}\n");

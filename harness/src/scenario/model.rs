@@ -838,6 +838,10 @@ pub struct Expect {
     /// The programs the bootstrap ran (traced with strace; harness-run bootstraps).
     #[serde(default)]
     pub executables: Option<ExecutableExpectation>,
+    /// The sandbox (pause) image the node's containerd is configured with is in containerd's store, pulled with an
+    /// ECR token of this instance when it is an ECR image. Always checked for nodes whose nodeadm succeeded.
+    #[serde(default)]
+    pub sandbox_image: bool,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -877,6 +881,7 @@ impl Default for Expect {
             idempotent: false,
             files: Vec::new(),
             executables: None,
+            sandbox_image: false,
             failing_checks: Vec::new(),
         }
     }

@@ -1,0 +1,261 @@
+//! The Go programs the node image carries besides the kubelet, each built from a Go module and cached like the
+//! Kubernetes binaries: an explicit binary (`NODEJOIN_<TOOL>`), the cache, or a Go build through
+//! `fixtures/<dir>/build.sh`.
+//! - nodeadm, the AL2023 bootstrap, unmodified from its module (`/usr/bin/nodeadm`, as on AL2023);
+//! - aws-iam-authenticator, the AL2 AMI's token client (`/usr/bin/aws-iam-authenticator`, as on AL2);
+//! - crictl: our own CRI client (fixtures/cri-client) for the subset of crictl the AMI's scripts call, because
+//!   cri-tools is not on the Go module proxy this project's machines reach.
+use crate::error::{Error, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// One Go program and where it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoTool {
+    /// The binary's name, in the cache and in the node image (`/usr/bin/<name>`).
+    pub name: &'static str,
+    /// `fixtures/<build_dir>/build.sh VERSION OUT_DIR` builds it.
+    pub build_dir: &'static str,
+    /// The Go module it is built from.
+    pub module: &'static str,
+    /// The module version built by default; empty for our own sources (versioned by their hash).
+    pub default_version: &'static str,
+    /// A binary to use as-is.
+    pub env_bin: &'static str,
+    /// The module version to build instead of the default.
+    pub env_version: &'static str,
+    /// How many `step N/M` lines its build script prints.
+    pub steps: u64,
+}
+
+/// nodeadm has no semver tags, only pseudo-versions; this is the newest one the Go module proxy serves as
+/// `@latest` (a branch query such as `@main` is refused by the proxy this project's CI uses).
+pub const NODEADM: GoTool = GoTool {
+    name: "nodeadm",
+    build_dir: "nodeadm-build",
+    module: "github.com/awslabs/amazon-eks-ami/nodeadm",
+    default_version: "v0.0.0-20240229193347-cfab22a10647",
+    env_bin: "NODEJOIN_NODEADM",
+    env_version: "NODEJOIN_NODEADM_VERSION",
+    steps: 2,
+};
+
+/// The token client of the AL2 AMI's kubeconfig (`aws-iam-authenticator token -i CLUSTER --region R`); v0.6.13 is
+/// the newest version the Go module proxy serves here.
+pub const AWS_IAM_AUTHENTICATOR: GoTool = GoTool {
+    name: "aws-iam-authenticator",
+    build_dir: "aws-iam-authenticator-build",
+    module: "sigs.k8s.io/aws-iam-authenticator",
+    default_version: "v0.6.13",
+    env_bin: "NODEJOIN_AWS_IAM_AUTHENTICATOR",
+    env_version: "NODEJOIN_AWS_IAM_AUTHENTICATOR_VERSION",
+    steps: 2,
+};
+
+/// Our own CRI client (fixtures/cri-client), versioned by the hash of its sources.
+pub const CRICTL: GoTool = GoTool {
+    name: "crictl",
+    build_dir: "cri-client",
+    module: "nodejoin.local/crictl (fixtures/cri-client)",
+    default_version: "",
+    env_bin: "NODEJOIN_CRICTL",
+    env_version: "",
+    steps: 2,
+};
+
+/// Every tool the node image carries, in the order the image lists them.
+pub const ALL: [GoTool; 3] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL];
+
+/// The resolved binaries the node image is built with.
+#[derive(Debug, Clone)]
+pub struct NodeTools {
+    pub nodeadm: PathBuf,
+    pub aws_iam_authenticator: PathBuf,
+    pub crictl: PathBuf,
+}
+
+impl NodeTools {
+    /// `(name in the image, binary)` pairs.
+    pub fn binaries(&self) -> [(&'static str, &Path); 3] {
+        [
+            (NODEADM.name, self.nodeadm.as_path()),
+            (AWS_IAM_AUTHENTICATOR.name, self.aws_iam_authenticator.as_path()),
+            (CRICTL.name, self.crictl.as_path()),
+        ]
+    }
+
+    /// Resolves every tool, building the missing ones.
+    pub async fn resolve() -> Result<Self> {
+        Ok(Self {
+            nodeadm: NODEADM.resolve().await?,
+            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.resolve().await?,
+            crictl: CRICTL.resolve().await?,
+        })
+    }
+
+    /// Only what needs no work (environment and cache); `None` if any tool is missing.
+    pub fn find() -> Option<Self> {
+        Some(Self {
+            nodeadm: NODEADM.find()?,
+            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.find()?,
+            crictl: CRICTL.find()?,
+        })
+    }
+}
+
+impl GoTool {
+    /// The version asked for: the environment, the default, or (our own sources) `src-<hash>`.
+    pub fn version(&self) -> String {
+        if let Some(v) = std::env::var(self.env_version)
+            .ok()
+            .filter(|v| !self.env_version.is_empty() && !v.is_empty())
+        {
+            return v;
+        }
+        if self.default_version.is_empty() {
+            return format!("src-{}", self.source_hash());
+        }
+        self.default_version.to_string()
+    }
+
+    /// A hash of our own sources' files (`*.go`, go.mod, go.sum, build.sh) in fixtures/<build_dir>.
+    fn source_hash(&self) -> String {
+        let dir = crate::paths::fixtures_dir().join(self.build_dir);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let mut h = Sha256::new();
+        for f in files {
+            h.update(
+                f.file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default(),
+            );
+            h.update(std::fs::read(&f).unwrap_or_default());
+        }
+        hex::encode(h.finalize())[..12].to_string()
+    }
+
+    /// `<cache>/<name>/<version>/`.
+    pub fn cache_dir(&self, version: &str) -> PathBuf {
+        crate::paths::cache_dir().join(self.name).join(version)
+    }
+
+    fn unavailable(&self, version: &str, tried: impl Into<String>) -> Error {
+        Error::ToolUnavailable {
+            tool: self.name,
+            version: version.to_string(),
+            tried: tried.into(),
+            env_bin: self.env_bin,
+        }
+    }
+
+    /// Only the sources that need no work: the environment and the cache.
+    pub fn find(&self) -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os(self.env_bin) {
+            let p = PathBuf::from(p);
+            return super::is_executable(&p).then_some(p);
+        }
+        let bin = self.cache_dir(&self.version()).join(self.name);
+        super::is_executable(&bin).then_some(bin)
+    }
+
+    /// Where `find` looks, for doctor: "not in <cache> and <ENV> unset".
+    pub fn missing_detail(&self) -> String {
+        format!(
+            "not in {} and {} unset",
+            self.cache_dir(&self.version()).display(),
+            self.env_bin
+        )
+    }
+
+    /// Resolves the binary, building it into the cache when needed.
+    pub async fn resolve(&self) -> Result<PathBuf> {
+        let version = self.version();
+        if let Some(p) = std::env::var_os(self.env_bin) {
+            let p = PathBuf::from(p);
+            return if super::is_executable(&p) {
+                Ok(p)
+            } else {
+                Err(self.unavailable(
+                    &version,
+                    format!("{}={} (not an executable file)", self.env_bin, p.display()),
+                ))
+            };
+        }
+        check_version(&version).map_err(|e| self.unavailable(&version, e))?;
+        let cache = self.cache_dir(&version);
+        let bin = cache.join(self.name);
+        if super::is_executable(&bin) {
+            return Ok(bin);
+        }
+        let _lock = crate::paths::CacheLock::acquire(self.name)
+            .await
+            .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        if super::is_executable(&bin) {
+            return Ok(bin);
+        }
+        let staging = cache.with_extension("partial");
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        let title = format!("build {} {version} from Go modules", self.name);
+        if let Err(e) = super::run_go_build_script(self.build_dir, &title, self.steps, &version, &staging).await {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(self.unavailable(
+                &version,
+                format!(
+                    "{} (unset); cache {} (empty); Go module build ({e})",
+                    self.env_bin,
+                    cache.display()
+                ),
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+        std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
+        Ok(bin)
+    }
+}
+
+/// A Go module version: `vMAJOR.MINOR.PATCH` with an optional pre-release such as a pseudo-version's
+/// `-20240229193347-cfab22a10647`, or our `src-<hash>`; nothing that could escape the cache directory or the
+/// shell.
+pub fn check_version(version: &str) -> std::result::Result<(), String> {
+    let ok = (version.starts_with('v') || version.starts_with("src-"))
+        && version.len() < 80
+        && version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        && !version.contains("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{version}' is not a Go module version (like {})",
+            NODEADM.default_version
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_checked() {
+        assert!(check_version(NODEADM.default_version).is_ok());
+        assert!(check_version("v1.2.3").is_ok());
+        assert!(check_version("src-0123456789ab").is_ok());
+        for bad in ["main", "v1/../../x", "v1;rm -rf", "", "1.2.3", "src-../x"] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn our_own_sources_are_versioned_by_their_hash() {
+        let v = CRICTL.version();
+        assert!(v.starts_with("src-") && v.len() == 16, "{v}");
+        assert_eq!(v, CRICTL.version());
+        assert_eq!(AWS_IAM_AUTHENTICATOR.version(), "v0.6.13");
+    }
+}

@@ -1,0 +1,200 @@
+//! Deciding early that a node will not join, and why. Waiting out `within` (minutes) for a node whose kubelet
+//! crash-loops, or whose user data failed while cloud-init still reported done, tells a bootstrap author nothing;
+//! these probes end the wait as soon as the outcome is decided and quote the cause.
+use crate::node::container::NodeContainer;
+use std::time::Duration;
+
+/// The kubelet unit restarted this many times: it will not come up by itself.
+pub const KUBELET_RESTARTS: u32 = 3;
+/// How long after cloud-init finished a kubelet that never started counts as never starting.
+pub const NEVER_STARTED_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a node was given up on, as the first failing check of that node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// The check's name after `node/`.
+    pub check: &'static str,
+    pub expected: String,
+    /// The cause, quoted from the node (journal, cloud-init, nodeadm).
+    pub cause: String,
+}
+
+/// The kubelet unit's state, from `systemctl show`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitState {
+    pub active_state: String,
+    pub result: String,
+    pub restarts: u32,
+    /// Whether the unit was ever active (its ActiveEnterTimestampMonotonic is set).
+    pub ever_started: bool,
+}
+
+/// Parses `systemctl show -p NRestarts -p ActiveState -p Result -p ActiveEnterTimestampMonotonic`.
+pub fn parse_unit_state(text: &str) -> UnitState {
+    let mut s = UnitState::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('=') else { continue };
+        match k {
+            "ActiveState" => s.active_state = v.to_string(),
+            "Result" => s.result = v.to_string(),
+            "NRestarts" => s.restarts = v.trim().parse().unwrap_or(0),
+            "ActiveEnterTimestampMonotonic" => s.ever_started = v.trim().parse::<u64>().is_ok_and(|t| t > 0),
+            _ => {}
+        }
+    }
+    s
+}
+
+pub async fn kubelet_state(container: &NodeContainer) -> Option<UnitState> {
+    let out = container
+        .exec(
+            &[
+                "systemctl",
+                "show",
+                "kubelet.service",
+                "-p",
+                "NRestarts",
+                "-p",
+                "ActiveState",
+                "-p",
+                "Result",
+                "-p",
+                "ActiveEnterTimestampMonotonic",
+            ],
+            &[],
+        )
+        .await
+        .ok()?;
+    (out.exit_code == 0).then(|| parse_unit_state(&out.stdout))
+}
+
+/// The kubelet's own error line in its journal: the last line that says why it exited (`Error: unknown flag`,
+/// `failed to run Kubelet`, a klog `E` line), without the journal's prefix.
+pub fn kubelet_error_line(journal: &str) -> Option<String> {
+    let strip = |l: &str| -> String {
+        // "Nov 23 09:30:01 host kubelet[123]: message" → "message".
+        let msg = l.split_once("]: ").map(|(_, m)| m).unwrap_or(l);
+        msg.trim().chars().take(300).collect()
+    };
+    let is_klog_error = |m: &str| {
+        let b = m.as_bytes();
+        b.len() > 5 && b[0] == b'E' && b[1..5].iter().all(u8::is_ascii_digit)
+    };
+    let messages: Vec<String> = journal.lines().map(strip).collect();
+    let strong = [
+        "Error:",
+        "unknown flag",
+        "failed to run Kubelet",
+        "command failed",
+        "failed to load",
+    ];
+    messages
+        .iter()
+        .rev()
+        .find(|m| strong.iter().any(|s| m.contains(s)))
+        .or_else(|| messages.iter().rev().find(|m| is_klog_error(m)))
+        .cloned()
+}
+
+/// Whether the kubelet unit has given up or keeps failing: restarted [`KUBELET_RESTARTS`] times, or failed for
+/// good (systemd's start limit).
+pub fn kubelet_crash_looping(state: &UnitState) -> bool {
+    state.restarts >= KUBELET_RESTARTS || (state.active_state == "failed" && state.result != "success")
+}
+
+/// Looks at one node that was expected to join and is not there yet. `finished` says what started the kubelet
+/// ("cloud-init finished", "the bootstrap exited 0") and how long ago; `never_started` explains, from that
+/// origin's output, a kubelet that was never started; `nodeadm_failure` is nodeadm's failure if it failed.
+pub async fn probe(
+    container: &NodeContainer,
+    finished: (&str, Duration),
+    nodeadm_failure: Option<String>,
+    never_started: impl FnOnce() -> String,
+) -> Option<Stop> {
+    if let Some(cause) = nodeadm_failure {
+        return Some(Stop {
+            check: "nodeadm",
+            expected: "nodeadm's config and run phases succeed".into(),
+            cause,
+        });
+    }
+    let state = kubelet_state(container).await?;
+    if kubelet_crash_looping(&state) {
+        let journal = container.journal(Some("kubelet")).await;
+        let line = kubelet_error_line(&journal).unwrap_or_else(|| "no error line in the kubelet's journal".into());
+        return Some(Stop {
+            check: "kubelet running",
+            expected: format!("kubelet.service running (fewer than {KUBELET_RESTARTS} restarts)"),
+            cause: format!(
+                "kubelet.service restarted {} times ({}{}): {line}",
+                state.restarts,
+                state.active_state,
+                if state.result.is_empty() || state.result == "success" {
+                    String::new()
+                } else {
+                    format!(", {}", state.result)
+                }
+            ),
+        });
+    }
+    let (origin, done_for) = finished;
+    if !state.ever_started && done_for >= NEVER_STARTED_GRACE {
+        return Some(Stop {
+            check: "kubelet started",
+            expected: "the bootstrap starts kubelet.service".into(),
+            cause: format!(
+                "{origin} {:.1}s ago and kubelet.service never started: {}",
+                done_for.as_secs_f64(),
+                never_started()
+            ),
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_states() {
+        let s = parse_unit_state(
+            "NRestarts=4\nActiveState=activating\nResult=exit-code\nActiveEnterTimestampMonotonic=0\n",
+        );
+        assert_eq!(s.restarts, 4);
+        assert!(!s.ever_started);
+        assert!(kubelet_crash_looping(&s));
+        let ok =
+            parse_unit_state("NRestarts=0\nActiveState=active\nResult=success\nActiveEnterTimestampMonotonic=123\n");
+        assert!(ok.ever_started && !kubelet_crash_looping(&ok));
+        let limit = parse_unit_state("NRestarts=1\nActiveState=failed\nResult=start-limit-hit\n");
+        assert!(kubelet_crash_looping(&limit));
+        let never =
+            parse_unit_state("NRestarts=0\nActiveState=inactive\nResult=success\nActiveEnterTimestampMonotonic=0\n");
+        assert!(!kubelet_crash_looping(&never) && !never.ever_started);
+    }
+
+    #[test]
+    fn the_kubelets_own_error_line() {
+        let journal = "Nov 23 09:30:01 n kubelet[80]: Flag --foo has been deprecated\n\
+                       Nov 23 09:30:01 n kubelet[80]: E1123 09:30:01.1 80 run.go:72] \"command failed\" err=\"unknown flag: --pod-infra-container-image\"\n\
+                       Nov 23 09:30:01 n systemd[1]: kubelet.service: Main process exited, code=exited, status=1/FAILURE\n";
+        let line = kubelet_error_line(journal).unwrap();
+        assert!(
+            line.starts_with("E1123") && line.contains("unknown flag: --pod-infra-container-image"),
+            "{line}"
+        );
+        let cobra =
+            "Nov 23 09:30:01 n kubelet[80]: Error: unknown flag: --bogus\nNov 23 09:30:01 n kubelet[80]: Usage:\n";
+        assert_eq!(
+            kubelet_error_line(cobra).as_deref(),
+            Some("Error: unknown flag: --bogus")
+        );
+        let klog = "Nov 23 n kubelet[1]: I1123 fine\nNov 23 n kubelet[1]: E1123 09:30:01 1 x.go:1] boom\n";
+        assert_eq!(
+            kubelet_error_line(klog).as_deref(),
+            Some("E1123 09:30:01 1 x.go:1] boom")
+        );
+        assert_eq!(kubelet_error_line("Nov 23 n kubelet[1]: I1123 all good\n"), None);
+    }
+}
