@@ -1,6 +1,8 @@
-//! The DMI identity an EC2 instance shows in `/sys/class/dmi/id`, derived from its instance id and type. The node
-//! entrypoint writes these values (passed as `NODEJOIN_DMI_<FILE>` variables) so cloud-init recognises AWS as
-//! it does on a Nitro instance: `product_uuid` starting with `ec2` and equal to `product_serial`.
+//! The identity an EC2 instance shows its software, derived from its instance id and type: the DMI in
+//! `/sys/class/dmi/id` (Nitro: `product_uuid` starting with `ec2` and equal to `product_serial`, board asset tag =
+//! instance id) and `/sys/hypervisor/uuid` (Xen instances: the same uuid, lower case). The node entrypoint writes
+//! them from `NODEJOIN_DMI_<FILE>` and `NODEJOIN_HYPERVISOR_UUID`. cloud-init 22.4 ignores DMI inside a container
+//! but reads the hypervisor uuid, so that is how it recognises AWS (and uses IMDSv2) in a node.
 use sha2::{Digest, Sha256};
 
 /// `(file in /sys/class/dmi/id, value)` pairs for one instance.
@@ -30,9 +32,15 @@ pub fn ec2_identity(instance_id: &str, instance_type: &str) -> Vec<(&'static str
 
 /// The container environment that carries [`ec2_identity`] to the node's entrypoint.
 pub fn entrypoint_env(instance_id: &str, instance_type: &str) -> Vec<(String, String)> {
-    ec2_identity(instance_id, instance_type)
-        .into_iter()
+    let dmi = ec2_identity(instance_id, instance_type);
+    let uuid = dmi
+        .iter()
+        .find(|(f, _)| *f == "product_uuid")
+        .map(|(_, v)| v.to_lowercase())
+        .unwrap_or_default();
+    dmi.into_iter()
         .map(|(file, value)| (format!("NODEJOIN_DMI_{}", file.to_uppercase()), value))
+        .chain([("NODEJOIN_HYPERVISOR_UUID".to_string(), uuid)])
         .collect()
 }
 
@@ -58,5 +66,9 @@ mod tests {
         assert_ne!(ec2_identity("i-0fedcba9876543210", "m5.large")[6], id[6]);
         let env = entrypoint_env("i-0123456789abcdef0", "m5.large");
         assert!(env.iter().any(|(k, v)| k == "NODEJOIN_DMI_PRODUCT_UUID" && *v == uuid));
+        // cloud-init reads /sys/hypervisor/uuid in containers, lower-cases it and wants an "ec2" prefix.
+        assert!(env
+            .iter()
+            .any(|(k, v)| k == "NODEJOIN_HYPERVISOR_UUID" && *v == uuid.to_lowercase() && v.starts_with("ec2")));
     }
 }

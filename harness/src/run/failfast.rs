@@ -96,10 +96,44 @@ pub fn kubelet_error_line(journal: &str) -> Option<String> {
         .cloned()
 }
 
+/// The lines of a failed program's output that say why: the last lines mentioning an error (a usage text printed
+/// after it is not the cause), else its last lines.
+pub fn quote_cause(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let error_like = |l: &&&str| {
+        let l = l.to_ascii_lowercase();
+        ["error", "unknown", "fail", "fatal", "refused", "denied", "cannot", "invalid"]
+            .iter()
+            .any(|w| l.contains(w))
+    };
+    let errors: Vec<&str> = lines.iter().filter(error_like).copied().collect();
+    let picked: Vec<&str> = if errors.is_empty() {
+        lines.iter().rev().take(3).rev().copied().collect()
+    } else {
+        errors.iter().rev().take(2).rev().copied().collect()
+    };
+    picked.join(" / ").chars().take(600).collect()
+}
+
 /// Whether the kubelet unit has given up or keeps failing: restarted [`KUBELET_RESTARTS`] times, or failed for
 /// good (systemd's start limit).
 pub fn kubelet_crash_looping(state: &UnitState) -> bool {
     state.restarts >= KUBELET_RESTARTS || (state.active_state == "failed" && state.result != "success")
+}
+
+/// Errors the kubelet reports before it does anything, from its command line or config files: they repeat
+/// identically on every restart (nothing rewrites the kubelet's flags once the bootstrap has finished), so the
+/// first exit with one decides, without waiting for [`KUBELET_RESTARTS`] restarts.
+pub fn is_startup_config_error(line: &str) -> bool {
+    [
+        "unknown flag",
+        "failed to parse kubelet flag",
+        "failed to load kubelet config file",
+        "failed to validate kubelet",
+        "invalid configuration",
+    ]
+    .iter()
+    .any(|s| line.contains(s))
 }
 
 /// Looks at one node that was expected to join and is not there yet. `finished` says what started the kubelet
@@ -119,15 +153,26 @@ pub async fn probe(
         });
     }
     let state = kubelet_state(container).await?;
-    if kubelet_crash_looping(&state) {
-        let journal = container.journal(Some("kubelet")).await;
-        let line = kubelet_error_line(&journal).unwrap_or_else(|| "no error line in the kubelet's journal".into());
+    let exited = state.restarts > 0 || state.result == "exit-code" || state.active_state == "failed";
+    let journal = if exited {
+        container.journal(Some("kubelet")).await
+    } else {
+        String::new()
+    };
+    let error_line = kubelet_error_line(&journal);
+    let deterministic = exited && error_line.as_deref().is_some_and(is_startup_config_error);
+    if kubelet_crash_looping(&state) || deterministic {
+        let line = error_line.unwrap_or_else(|| "no error line in the kubelet's journal".into());
         return Some(Stop {
             check: "kubelet running",
-            expected: format!("kubelet.service running (fewer than {KUBELET_RESTARTS} restarts)"),
+            expected: format!("kubelet.service running (fewer than {KUBELET_RESTARTS} restarts, no startup config error)"),
             cause: format!(
-                "kubelet.service restarted {} times ({}{}): {line}",
-                state.restarts,
+                "kubelet.service {} ({}{}): {line}",
+                if state.restarts > 0 {
+                    format!("restarted {} times", state.restarts)
+                } else {
+                    "exited".to_string()
+                },
                 state.active_state,
                 if state.result.is_empty() || state.result == "success" {
                     String::new()
@@ -155,6 +200,14 @@ pub async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_are_the_error_lines_not_the_usage_text() {
+        let stderr = "bootstrap: unknown flag --kubelet-extra-argz\nusage: bootstrap.sh CLUSTER [options]\n  --apiserver-endpoint URL\n";
+        assert_eq!(quote_cause(stderr), "bootstrap: unknown flag --kubelet-extra-argz");
+        assert_eq!(quote_cause("one\ntwo\nthree\nfour\n"), "two / three / four");
+        assert_eq!(quote_cause(""), "");
+    }
 
     #[test]
     fn unit_states() {
@@ -196,5 +249,7 @@ mod tests {
             Some("E1123 09:30:01 1 x.go:1] boom")
         );
         assert_eq!(kubelet_error_line("Nov 23 n kubelet[1]: I1123 all good\n"), None);
+        assert!(is_startup_config_error(&line));
+        assert!(!is_startup_config_error("E1123 x.go:1] \"Unable to register node\" err=\"connection refused\""));
     }
 }

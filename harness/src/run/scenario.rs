@@ -1112,7 +1112,7 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
             let tail = n
                 .bootstrap
                 .as_ref()
-                .map(|b| crate::process::last_lines(&b.stderr, 3, " / "))
+                .map(|b| super::failfast::quote_cause(&b.stderr))
                 .unwrap_or_default();
             report.checks.push(Check::new(
                 c("bootstrap exit"),
