@@ -1,6 +1,6 @@
 //! Cluster DNS IP derivation, as EKS bootstrap does it (the documented EKS bootstrap contract).
-use ipnet::IpNet;
-use std::net::IpAddr;
+use ipnet::{IpNet, Ipv4Net};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The kube-dns service IP for a service CIDR: the network address with its last octet set to 10
 /// (`10.100.0.0/16` → `10.100.0.10`); for IPv6 the network address plus `a`.
@@ -18,17 +18,24 @@ pub fn from_service_cidr(cidr: &IpNet) -> IpAddr {
     }
 }
 
-/// The legacy fallback when no service CIDR is known: `172.20.0.10` if any VPC CIDR block starts with `10.`,
-/// otherwise `10.100.0.10` (the service CIDR EKS picks must not overlap the VPC).
-pub fn legacy_fallback(vpc_cidrs: &[IpNet]) -> IpAddr {
+/// The service CIDR EKS picks when CreateCluster names none: `172.20.0.0/16` if any VPC CIDR block starts with
+/// `10.`, otherwise `10.100.0.0/16` (the service range must not overlap the VPC).
+pub fn eks_default_service_cidr(vpc_cidrs: &[IpNet]) -> Ipv4Net {
     let vpc_in_ten = vpc_cidrs
         .iter()
         .any(|c| matches!(c.network(), IpAddr::V4(v4) if v4.octets()[0] == 10));
-    if vpc_in_ten {
-        IpAddr::from([172, 20, 0, 10])
+    let (network, prefix) = if vpc_in_ten {
+        (Ipv4Addr::new(172, 20, 0, 0), 16)
     } else {
-        IpAddr::from([10, 100, 0, 10])
-    }
+        (Ipv4Addr::new(10, 100, 0, 0), 16)
+    };
+    Ipv4Net::new(network, prefix).unwrap_or_default()
+}
+
+/// The legacy fallback when no service CIDR is known: the DNS IP of the service CIDR EKS would have picked,
+/// `172.20.0.10` if any VPC CIDR block starts with `10.`, otherwise `10.100.0.10`.
+pub fn legacy_fallback(vpc_cidrs: &[IpNet]) -> IpAddr {
+    from_service_cidr(&IpNet::V4(eks_default_service_cidr(vpc_cidrs)))
 }
 
 /// `--dns-cluster-ip` wins, then the service CIDR, then the VPC heuristic.
@@ -65,6 +72,11 @@ mod tests {
         assert_eq!(legacy_fallback(&[net("10.0.0.0/16")]).to_string(), "172.20.0.10");
         assert_eq!(legacy_fallback(&[net("192.168.0.0/16")]).to_string(), "10.100.0.10");
         assert_eq!(legacy_fallback(&[]).to_string(), "10.100.0.10");
+        // Any block counts, not only the primary; IPv6 blocks never do.
+        let secondary = [net("192.168.0.0/16"), net("10.1.0.0/16")];
+        assert_eq!(legacy_fallback(&secondary).to_string(), "172.20.0.10");
+        assert_eq!(legacy_fallback(&[net("2600:1f14::/56")]).to_string(), "10.100.0.10");
+        assert_eq!(eks_default_service_cidr(&secondary).to_string(), "172.20.0.0/16");
     }
 
     #[test]

@@ -86,13 +86,15 @@ fn instance_xml(i: &Instance, empty_dns: bool) -> String {
     format!(
         "<item><instanceId>{id}</instanceId><imageId>{ami}</imageId><instanceState><code>16</code><name>running</name></instanceState>\
 <privateDnsName>{dns}</privateDnsName><dnsName></dnsName><instanceType>{ty}</instanceType><placement><availabilityZone>{az}</availabilityZone><tenancy>default</tenancy></placement>\
-<privateIpAddress>{ip}</privateIpAddress><architecture>x86_64</architecture>{lifecycle}</item>",
+<privateIpAddress>{ip}</privateIpAddress><subnetId>{subnet}</subnetId><vpcId>{vpc}</vpcId><architecture>x86_64</architecture>{lifecycle}</item>",
         id = xml_escape(&i.instance_id),
         ami = xml_escape(&i.ami_id),
         dns = if empty_dns { String::new() } else { xml_escape(&i.private_dns_name()) },
         ty = xml_escape(&i.instance_type),
         az = xml_escape(&i.availability_zone),
         ip = i.private_ip,
+        subnet = xml_escape(&i.vpc.subnet_id),
+        vpc = xml_escape(&i.vpc.vpc_id),
         lifecycle = if i.lifecycle == "spot" { "<instanceLifecycle>spot</instanceLifecycle>" } else { "" },
     )
 }
@@ -283,6 +285,12 @@ mod tests {
             text.contains(&format!("<privateDnsName>{}</privateDnsName>", i.private_dns_name())),
             "{text}"
         );
+        // The scenario's VPC, not one made up per instance.
+        let vpc = format!(
+            "<subnetId>{}</subnetId><vpcId>{}</vpcId>",
+            i.vpc.subnet_id, i.vpc.vpc_id
+        );
+        assert!(text.contains(&vpc), "{text}");
         // Signed for another region than the instance's.
         let r = call(describe, "eu-west-1").await.unwrap();
         assert_eq!(r.status(), 401);

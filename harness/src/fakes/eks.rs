@@ -24,6 +24,8 @@ pub struct ClusterRecord {
     pub endpoint: String,
     pub ca_base64: String,
     pub service_ipv4_cidr: String,
+    /// The scenario's VPC: `resourcesVpcConfig` names it and its subnet.
+    pub vpc: Arc<super::vpc::Vpc>,
     pub version: String,
     pub id: String,
     pub created: SystemTime,
@@ -60,6 +62,15 @@ impl ClusterRecord {
             "version": self.version,
             "roleArn": format!("arn:aws:iam::{}:role/eks-cluster-role", self.account_id),
             "kubernetesNetworkConfig": { "serviceIpv4Cidr": self.service_ipv4_cidr, "ipFamily": "ipv4", "elasticLoadBalancing": { "enabled": false } },
+            "resourcesVpcConfig": {
+                "vpcId": self.vpc.vpc_id,
+                "subnetIds": [self.vpc.subnet_id],
+                "securityGroupIds": [],
+                "clusterSecurityGroupId": "sg-0nodejoin",
+                "endpointPublicAccess": true,
+                "endpointPrivateAccess": false,
+                "publicAccessCidrs": ["0.0.0.0/0"],
+            },
             "status": status,
             "platformVersion": "eks.1",
             "id": self.id,
@@ -269,6 +280,7 @@ mod tests {
             endpoint: "https://172.18.0.1:6443".into(),
             ca_base64: "Q0E=".into(),
             service_ipv4_cidr: "10.100.0.0/16".into(),
+            vpc: crate::fakes::vpc::Vpc::new("demo", &Default::default()),
             version: "1.36".into(),
             id: "c0ffee".into(),
             created: SystemTime::now(),
@@ -333,6 +345,9 @@ mod tests {
         assert_eq!(c["certificateAuthority"]["data"], "Q0E=");
         assert_eq!(c["kubernetesNetworkConfig"]["serviceIpv4Cidr"], "10.100.0.0/16");
         assert_eq!(c["kubernetesNetworkConfig"]["ipFamily"], "ipv4");
+        let vpc = crate::fakes::vpc::Vpc::new("demo", &Default::default());
+        assert_eq!(c["resourcesVpcConfig"]["vpcId"], vpc.vpc_id.as_str());
+        assert_eq!(c["resourcesVpcConfig"]["subnetIds"], serde_json::json!([vpc.subnet_id]));
         assert_eq!(c["arn"], "arn:aws:eks:eu-west-1:111122223333:cluster/demo");
         assert_eq!(c["accessConfig"]["authenticationMode"], "CONFIG_MAP");
         assert_eq!(c["id"], "c0ffee");

@@ -264,8 +264,6 @@ pub fn tree(i: &Instance, served: Option<&Served>) -> BTreeMap<String, String> {
     let ip = i.private_ip.to_string();
     let mac = &i.mac;
     let eni = format!("eni-{}", &i.instance_id.trim_start_matches("i-"));
-    let vpc_id = format!("vpc-{}", &i.instance_id.trim_start_matches("i-")[..8]);
-    let subnet_id = format!("subnet-{}", &i.instance_id.trim_start_matches("i-")[..8]);
     put("meta-data/ami-id", i.ami_id.clone());
     put("meta-data/ami-launch-index", "0".into());
     put("meta-data/hostname", dns.clone());
@@ -292,11 +290,9 @@ pub fn tree(i: &Instance, served: Option<&Served>) -> BTreeMap<String, String> {
     put(&format!("{m}/mac"), mac.clone());
     put(&format!("{m}/owner-id"), i.account_id.clone());
     put(&format!("{m}/security-group-ids"), "sg-0nodejoin".into());
-    put(&format!("{m}/subnet-id"), subnet_id);
-    put(&format!("{m}/subnet-ipv4-cidr-block"), i.vpc_cidr.to_string());
-    put(&format!("{m}/vpc-id"), vpc_id);
-    put(&format!("{m}/vpc-ipv4-cidr-block"), i.vpc_cidr.to_string());
-    put(&format!("{m}/vpc-ipv4-cidr-blocks"), i.vpc_cidr.to_string());
+    for (leaf, value) in i.vpc.interface_leaves() {
+        put(&format!("{m}/{leaf}"), value);
+    }
     if let (Some(role), Some(role_arn), Some(served)) = (&i.role_name, i.role_arn(), served) {
         let c = &served.credentials;
         let updated = super::rfc3339(c.issued);
@@ -357,7 +353,10 @@ mod tests {
             ami_id: "ami-0nodejoin".into(),
             private_ip: ip.parse().unwrap(),
             mac: "02:aa:bb:cc:dd:ee".into(),
-            vpc_cidr: "127.0.0.0/8".parse().unwrap(),
+            vpc: crate::fakes::vpc::Vpc::new(
+                "imds-test",
+                &crate::fakes::vpc::tests::network("vpcCidrs: [10.0.0.0/16, 100.64.0.0/16]"),
+            ),
             user_data: user_data.map(|u| u.as_bytes().to_vec()),
             imds_v2_required: v2_required,
             ..crate::fakes::instances::tests::instance()
@@ -484,8 +483,6 @@ mod tests {
             get("/latest/meta-data/network/interfaces/macs/").await.1,
             "02:aa:bb:cc:dd:ee/"
         );
-        let (_, cidrs) = get("/latest/meta-data/network/interfaces/macs/02:aa:bb:cc:dd:ee/vpc-ipv4-cidr-blocks").await;
-        assert_eq!(cidrs, "127.0.0.0/8");
         let (_, doc) = get("/latest/dynamic/instance-identity/document").await;
         let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
         assert_eq!(doc["region"], "eu-west-1");
@@ -503,6 +500,50 @@ mod tests {
         assert_eq!(get("/2021-03-23/meta-data/instance-id").await.1, "i-0123456789abcdef0");
         assert_eq!(get("/latest/meta-data/no-such-thing").await.0, 404);
         assert_eq!(get("/nonsense/meta-data/").await.0, 404);
+    }
+
+    /// The VPC leaves come from the scenario's network, not from the caller's address; `local-ipv4` stays the
+    /// caller's real address.
+    #[tokio::test]
+    async fn network_leaves_serve_the_declared_vpc() {
+        let network = "vpcCidrs: [10.0.0.0/16, 100.64.0.0/16]\nsubnetCidr: 10.0.32.0/20\nvpcIpv6Cidrs: [\"2600:1f14:abc:de00::/56\"]";
+        let vpc = crate::fakes::vpc::Vpc::new("demo", &crate::fakes::vpc::tests::network(network));
+        let instances = Instances::new();
+        instances.register(Instance {
+            vpc: vpc.clone(),
+            ..instance("127.0.0.1", false, None)
+        });
+        let s = FakeServer::start("imds", "127.0.0.1".parse().unwrap(), Imds::new(instances).router())
+            .await
+            .unwrap();
+        let c = reqwest::Client::new();
+        let get = |p: String| {
+            let c = c.clone();
+            let url = format!("{}/latest/meta-data/{p}", s.url());
+            async move {
+                let r = c.get(url).send().await.unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            }
+        };
+        let m = |leaf: &str| format!("network/interfaces/macs/02:aa:bb:cc:dd:ee/{leaf}");
+        for (leaf, want) in [
+            ("vpc-ipv4-cidr-block", "10.0.0.0/16".to_string()),
+            ("vpc-ipv4-cidr-blocks", "10.0.0.0/16\n100.64.0.0/16".to_string()),
+            ("subnet-ipv4-cidr-block", "10.0.32.0/20".to_string()),
+            ("vpc-ipv6-cidr-blocks", "2600:1f14:abc:de00::/56".to_string()),
+            ("subnet-ipv6-cidr-blocks", "2600:1f14:abc:de00::/64".to_string()),
+            ("vpc-id", vpc.vpc_id.clone()),
+            ("subnet-id", vpc.subnet_id.clone()),
+            ("local-ipv4s", "127.0.0.1".to_string()),
+        ] {
+            assert_eq!(get(m(leaf)).await, (200, want), "{leaf}");
+        }
+        assert_eq!(get(m("ipv6s")).await.0, 404, "the container holds no IPv6 address");
+        assert_eq!(get("local-ipv4".into()).await.1, "127.0.0.1");
+        let (_, listing) = get(m("")).await;
+        for leaf in ["vpc-ipv4-cidr-blocks", "vpc-ipv6-cidr-blocks", "subnet-id", "vpc-id"] {
+            assert!(listing.lines().any(|l| l == leaf), "{leaf} missing from {listing}");
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,5 @@
 //! The fake EC2 world: which instances exist, and who they are. IMDS, EC2, the CSR approver and the cloud-node
 //! controller all read it, so a node's identity is defined once.
-use ipnet::Ipv4Net;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, RwLock};
@@ -20,7 +19,9 @@ pub struct Instance {
     pub ami_id: String,
     pub private_ip: Ipv4Addr,
     pub mac: String,
-    pub vpc_cidr: Ipv4Net,
+    /// The scenario's VPC and subnet, the same for all its instances. `private_ip` (the container's real address)
+    /// is not inside it: see `scenario::network`.
+    pub vpc: Arc<super::vpc::Vpc>,
     /// The IAM role of the instance profile, if any.
     pub role_name: Option<String>,
     /// Raw user data (served decoded, as IMDS does); `None` → 404.
@@ -182,7 +183,7 @@ pub(crate) mod tests {
             ami_id: "ami-1".into(),
             private_ip: Ipv4Addr::new(172, 18, 0, 5),
             mac: "02:00:00:00:00:01".into(),
-            vpc_cidr: "172.18.0.0/16".parse().unwrap_or_default(),
+            vpc: super::super::vpc::Vpc::new("test", &Default::default()),
             role_name: Some("NodeRole".into()),
             user_data: None,
             imds_v2_required: true,

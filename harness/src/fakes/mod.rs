@@ -12,6 +12,7 @@ pub mod instances;
 pub mod registry;
 pub mod sigv4;
 pub mod sts;
+pub mod vpc;
 
 use crate::error::{Error, Result};
 use rand::distr::{Alphanumeric, SampleString};

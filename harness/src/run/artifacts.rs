@@ -75,13 +75,17 @@ pub async fn collect_node(
         dir,
         "instance.txt",
         &format!(
-            "instance-id: {}\nprivate-ip: {}\nprivate-dns-name: {}\ninstance-type: {}\naz: {}\nimds-v2-required: {}\n",
+            "instance-id: {}\nprivate-ip: {}\nprivate-dns-name: {}\ninstance-type: {}\naz: {}\nimds-v2-required: {}\nvpc: {} {}\nsubnet: {} {}\n",
             instance.instance_id,
             instance.private_ip,
             instance.private_dns_name(),
             instance.instance_type,
             instance.availability_zone,
-            instance.imds_v2_required
+            instance.imds_v2_required,
+            instance.vpc.vpc_id,
+            instance.vpc.ipv4_cidrs.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
+            instance.vpc.subnet_id,
+            instance.vpc.subnet_ipv4,
         ),
     );
     let nodes: Api<Node> = Api::all(cluster.client.clone());

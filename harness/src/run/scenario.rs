@@ -131,7 +131,7 @@ async fn run_inner(
     let probe = ClusterSpec {
         provider: provider.into(),
         version: sc.cluster.kubernetes_version.clone(),
-        service_cidr: sc.cluster.service_ipv4_cidr,
+        service_cidr: sc.cluster.service_cidr(),
         owner: None,
     };
     if let Some(reason) = p.unavailable(&probe, &env.docker).await {
@@ -164,7 +164,7 @@ async fn run_inner(
     let spec = ClusterSpec {
         provider: provider.into(),
         version: assets.version.clone(),
-        service_cidr: sc.cluster.service_ipv4_cidr,
+        service_cidr: sc.cluster.service_cidr(),
         // aws-auth and the authentication mode are cluster-wide: an IAM scenario gets a control plane of its own.
         owner: (sc.cluster.auth == AuthMode::Iam).then(|| sc.name.clone()),
     };
@@ -228,7 +228,7 @@ async fn run_inner(
         .await?;
         let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_ipv4_cidr));
+        let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_cidr()));
         let vars = BTreeMap::from([
             ("cluster.name".to_string(), cluster_name.clone()),
             ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
@@ -236,7 +236,7 @@ async fn run_inner(
             ("cluster.region".to_string(), sc.cluster.region.clone()),
             (
                 "cluster.serviceIpv4Cidr".to_string(),
-                sc.cluster.service_ipv4_cidr.to_string(),
+                sc.cluster.service_cidr().to_string(),
             ),
             ("cluster.dnsIp".to_string(), dns_ip.to_string()),
             ("bootstrapToken".to_string(), token.token()),
@@ -470,7 +470,8 @@ fn announce_cluster(
         account_id: sc.cluster.account_id.clone(),
         endpoint: cluster.endpoint.clone(),
         ca_base64: base64::engine::general_purpose::STANDARD.encode(&cluster.ca_pem),
-        service_ipv4_cidr: sc.cluster.service_ipv4_cidr.to_string(),
+        service_ipv4_cidr: sc.cluster.service_cidr().to_string(),
+        vpc: crate::fakes::vpc::Vpc::new(name, &sc.cluster.network),
         version,
         id: crate::fakes::random_hex(32).to_uppercase(),
         created: SystemTime::now(),
@@ -592,7 +593,7 @@ async fn boot_node(
         ami_id: "ami-0nodejoin000000001".into(),
         private_ip: container.ip,
         mac,
-        vpc_cidr: env.network.subnet,
+        vpc: crate::fakes::vpc::Vpc::new(&sc.cluster_name(), &sc.cluster.network),
         role_name: Some(group.role.clone()),
         user_data: None,
         imds_v2_required: group.imds.tokens == ImdsTokens::Required,

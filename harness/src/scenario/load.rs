@@ -24,7 +24,42 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
             .unwrap_or_else(|| "scenario".into());
     }
     validate(&scenario, file)?;
+    check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
+}
+
+/// EKS refuses a service range that overlaps the VPC. The check needs two sections, so serde cannot point at it;
+/// the error names the line of the key to change (`serviceIpv4Cidr`, else `network`).
+fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
+    let service = ipnet::IpNet::V4(s.cluster.service_cidr());
+    let vpc = s.cluster.network.all_cidrs();
+    let Some(block) = vpc.iter().find(|b| super::network::overlap(b, &service)) else {
+        return Ok(());
+    };
+    let (key, message) = if s.cluster.service_ipv4_cidr.is_some() {
+        (
+            "serviceIpv4Cidr",
+            format!("serviceIpv4Cidr {service} overlaps VPC block {block}; EKS needs a service range outside the VPC"),
+        )
+    } else {
+        (
+            "network",
+            format!("VPC block {block} overlaps {service}, the service range EKS would pick; set serviceIpv4Cidr outside the VPC"),
+        )
+    };
+    let found = text
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find(&format!("{key}:")).map(|c| (i + 1, c + 1)));
+    Err(match found {
+        Some((line, column)) => Error::ScenarioParse {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message: format!("cluster: {message}"),
+        },
+        None => invalid(file, format!("cluster: {message}")),
+    })
 }
 
 fn invalid(file: &Path, message: String) -> Error {
@@ -304,7 +339,8 @@ mod tests {
         assert_eq!(s.cluster_name(), "test");
         assert_eq!(s.cluster.provider, Provider::Local);
         assert_eq!(s.cluster.kubernetes_version, crate::scenario::model::default_version());
-        assert_eq!(s.cluster.service_ipv4_cidr.to_string(), "10.100.0.0/16");
+        assert_eq!(s.cluster.service_cidr().to_string(), "10.100.0.0/16");
+        assert_eq!(s.cluster.network.vpc_cidrs()[0].to_string(), "192.168.0.0/16");
         assert_eq!(s.nodes[0].instance_type, "m5.large");
         assert_eq!(s.nodes[0].imds.tokens, ImdsTokens::Required);
         assert!(s.nodes[0].expect.joins);
@@ -344,6 +380,30 @@ mod tests {
         let (line, _, msg) = parse_error(&format!("{MINIMAL}    expect:\n      within: soon\n"));
         assert_eq!(line, 6);
         assert!(msg.contains("duration"), "{msg}");
+    }
+
+    #[test]
+    fn network_errors_have_line() {
+        let (line, col, msg) =
+            parse_error("cluster:\n  network:\n    vpcCidrs: [10.0.0.0/16]\n    subnetCidr: 10.1.0.0/20\nnodes: []\n");
+        assert_eq!((line, col), (2, 3), "{msg}");
+        assert!(msg.contains("not inside a VPC block (10.0.0.0/16)"), "{msg}");
+        let (line, _, msg) = parse_error("cluster:\n  serviceIpv4Cidr: 10.0.0.0/8\nnodes: []\n");
+        assert_eq!(line, 2);
+        assert!(msg.contains("/12 to /24"), "{msg}");
+        let overlapping = format!(
+            "cluster:\n  network: {{ vpcCidrs: [10.0.0.0/16] }}\n  serviceIpv4Cidr: 10.0.0.0/16\n{}",
+            MINIMAL
+        );
+        let (line, col, msg) = parse_error(&overlapping);
+        assert_eq!((line, col), (3, 3));
+        assert!(msg.contains("overlaps VPC block 10.0.0.0/16"), "{msg}");
+        let picked = format!("cluster:\n  network: {{ vpcCidrs: [10.0.0.0/16, 172.20.0.0/16] }}\n{MINIMAL}");
+        let (line, _, msg) = parse_error(&picked);
+        assert_eq!(line, 2);
+        assert!(msg.contains("172.20.0.0/16, the service range EKS would pick"), "{msg}");
+        let ok = format!("cluster:\n  network: {{ vpcCidrs: [10.0.0.0/16] }}\n{MINIMAL}");
+        assert_eq!(p(&ok).unwrap().cluster.service_cidr().to_string(), "172.20.0.0/16");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! cluster must see afterwards.
 pub mod load;
 pub mod model;
+pub mod network;
 pub mod template;
 pub mod trials;
 

@@ -73,8 +73,12 @@ pub struct Cluster {
     pub region: String,
     #[serde(default = "default_account")]
     pub account_id: String,
-    #[serde(default = "default_service_cidr")]
-    pub service_ipv4_cidr: Ipv4Net,
+    /// Default: what EKS picks for the VPC (see [`Cluster::service_cidr`], which callers use).
+    #[serde(default, deserialize_with = "super::network::service_cidr")]
+    pub service_ipv4_cidr: Option<Ipv4Net>,
+    /// The VPC and subnet IMDS, EC2 and EKS report (not the Docker network; see `scenario::network`).
+    #[serde(default)]
+    pub network: super::network::Network,
     #[serde(default)]
     pub auth: AuthMode,
     /// DescribeCluster answers CREATING this many times before ACTIVE.
@@ -148,7 +152,8 @@ impl Default for Cluster {
             name: None,
             region: default_region(),
             account_id: default_account(),
-            service_ipv4_cidr: default_service_cidr(),
+            service_ipv4_cidr: None,
+            network: Default::default(),
             auth: AuthMode::default(),
             creating_for_calls: 0,
             creating_for: None,
@@ -171,9 +176,6 @@ fn default_region() -> String {
 }
 fn default_account() -> String {
     "111122223333".to_string()
-}
-fn default_service_cidr() -> Ipv4Net {
-    Ipv4Net::new(std::net::Ipv4Addr::new(10, 100, 0, 0), 16).unwrap_or_default()
 }
 
 fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
