@@ -4,6 +4,7 @@ pub mod load;
 pub mod model;
 pub mod template;
 pub mod trials;
+pub mod user_data;
 
 pub use load::{discover, load_file};
 pub use model::Scenario;
