@@ -197,8 +197,8 @@ pub fn prepare(
             layers: peeled.layers,
         });
     }
-    let text = rendered.ok_or(Problem::NotText { peeled: Vec::new() })?;
-    let mut out = text.into_bytes();
+    // Binary content has nothing to render; gzip and base64 take it as it is (mime cannot type it).
+    let mut out = rendered.map_or(peeled.inner, String::into_bytes);
     let mut layers = Vec::new();
     for step in encode {
         match step {
@@ -320,9 +320,12 @@ mod tests {
         let p = prepare(&gz, &[], render).unwrap();
         assert_eq!(p.bytes, gz);
         assert_eq!(p.layers, vec![Layer::Gzip]);
-        // Binary content without placeholders passes through.
+        // Binary content without placeholders passes through, or is encoded as it is.
         let bin = [0u8, 0xff, 0xfe, 1];
         assert_eq!(prepare(&bin, &[], render).unwrap().bytes, bin);
+        let b = prepare(&bin, &[EncodeStep::Base64], render).unwrap();
+        assert_eq!(crate::userdata::from_api(&b.bytes).unwrap(), bin);
+        assert!(prepare(&bin, &[EncodeStep::Mime], render).is_err());
     }
 
     #[test]
