@@ -128,18 +128,8 @@ impl ScenarioReport {
         }
         let passed = self.checks.iter().filter(|c| c.passed).count();
         out.push_str(&format!("  checks: {passed}/{} passed\n", self.checks.len()));
-        for c in self.checks.iter().filter(|c| c.passed && c.xfail) {
-            out.push_str(&format!(
-                "  failed as expected: {}\n    found: {}\n",
-                c.name,
-                c.actual.replace('\n', "\n           ")
-            ));
-        }
-        for c in self.checks.iter().filter(|c| !c.passed) {
-            out.push_str(&format!(
-                "  FAIL {}\n    expected: {}\n    actual:   {}\n",
-                c.name, c.expected, c.actual
-            ));
+        for c in &self.checks {
+            out.push_str(&format!("  {}\n", check_line(c).replace('\n', "\n          ")));
         }
         if let Outcome::Error { message, hint } = &self.outcome {
             out.push_str(&format!("  error: {message}\n  hint: {hint}\n"));
@@ -152,6 +142,27 @@ impl ScenarioReport {
         }
         out
     }
+}
+
+/// What a check's result is called: `PASS`, `FAIL`, or `XFAIL` for a check that failed as the scenario said it
+/// would (`failingChecks`; one of those that passed instead is a `FAIL`).
+pub fn check_mark(c: &Check) -> &'static str {
+    match (c.passed, c.xfail) {
+        (true, false) => "PASS",
+        (true, true) => "XFAIL",
+        (false, _) => "FAIL",
+    }
+}
+
+/// One check, passed or not, with what was expected and what was found: `PASS name: expected X, got Y`.
+pub fn check_line(c: &Check) -> String {
+    format!(
+        "{:<5} {}: expected {}, got {}",
+        check_mark(c),
+        c.name,
+        c.expected,
+        c.actual
+    )
 }
 
 pub fn secs(d: Duration) -> String {
@@ -196,7 +207,8 @@ pub fn summary_table(reports: &[ScenarioReport]) -> String {
     out
 }
 
-/// JUnit XML (one test case per scenario) for CI systems.
+/// JUnit XML (one test case per scenario) for CI systems. Every check, passed ones too, is a property of its
+/// scenario's test case (name: the check's name; value: `PASS: expected X, got Y`) and a line of system-out.
 pub fn junit(reports: &[ScenarioReport], run_id: &str) -> Result<String, String> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new(format!("nodejoin-{run_id}"));
@@ -224,9 +236,94 @@ pub fn junit(reports: &[ScenarioReport], run_id: &str) -> Result<String, String>
         let mut case = TestCase::new(r.name.clone(), status);
         case.set_classname("nodejoin.scenarios");
         case.set_time(r.wall);
+        case.set_assertions(r.checks.len());
+        case.add_properties(r.checks.iter().map(|c| {
+            quick_junit::Property::new(
+                c.name.clone(),
+                format!("{}: expected {}, got {}", check_mark(c), c.expected, c.actual),
+            )
+        }));
         case.set_system_out(format!("{}{}", r.render(), r.call_log));
         suite.add_test_case(case);
     }
     report.add_test_suite(suite);
     report.to_string().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> ScenarioReport {
+        let mut r = ScenarioReport::new("demo", PathBuf::from("scenarios/demo.yaml"));
+        r.checks = vec![
+            Check::new("node-a/labels", true, "{team: a}", "{team: a, zone: x}"),
+            Check::new("node-a/capacity pods", false, "29", "110"),
+            Check {
+                xfail: true,
+                ..Check::new(
+                    "node-a/cloud-init status",
+                    true,
+                    "to fail (failingChecks), i.e. not: done",
+                    "error\nstage init: boom",
+                )
+            },
+        ];
+        r.outcome = Outcome::Failed;
+        r
+    }
+
+    #[test]
+    fn every_check_is_listed_with_expected_and_actual() {
+        let text = report().render();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("  checks: 2/3 passed"))
+            .unwrap();
+        assert_eq!(
+            lines[at + 1..at + 5],
+            [
+                "  PASS  node-a/labels: expected {team: a}, got {team: a, zone: x}",
+                "  FAIL  node-a/capacity pods: expected 29, got 110",
+                "  XFAIL node-a/cloud-init status: expected to fail (failingChecks), i.e. not: done, got error",
+                "          stage init: boom",
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            report().failure_lines(),
+            vec!["node-a/capacity pods: expected 29, got 110"]
+        );
+    }
+
+    #[test]
+    fn a_passed_scenario_lists_its_checks_too() {
+        let mut r = ScenarioReport::new("ok", PathBuf::from("scenarios/ok.yaml"));
+        r.checks = vec![Check::new("node-a/Ready", true, "True", "True")];
+        let text = r.render();
+        assert!(
+            text.contains("  checks: 1/1 passed\n  PASS  node-a/Ready: expected True, got True\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn junit_carries_every_check() {
+        let mut ok = ScenarioReport::new("ok", PathBuf::from("scenarios/ok.yaml"));
+        ok.checks = vec![Check::new("node-a/Ready", true, "True", "True")];
+        let xml = junit(&[ok, report()], "run-1").unwrap();
+        assert!(xml.contains("assertions=\"1\""), "{xml}");
+        assert!(xml.contains("assertions=\"3\""), "{xml}");
+        for property in [
+            "<property name=\"node-a/Ready\" value=\"PASS: expected True, got True\"/>",
+            "<property name=\"node-a/labels\" value=\"PASS: expected {team: a}, got {team: a, zone: x}\"/>",
+            "<property name=\"node-a/capacity pods\" value=\"FAIL: expected 29, got 110\"/>",
+        ] {
+            assert!(xml.contains(property), "{property} not in {xml}");
+        }
+        assert!(xml.contains("XFAIL: expected to fail (failingChecks)"), "{xml}");
+        // system-out of the passed scenario lists its passed check.
+        assert!(xml.contains("PASS  node-a/Ready: expected True, got True"), "{xml}");
+    }
 }

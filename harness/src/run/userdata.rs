@@ -10,13 +10,11 @@ use crate::error::{Error, Result};
 use crate::fakes::instances::Instance;
 use crate::node::container::NodeContainer;
 use crate::scenario::model::{
-    CloudInitExpectation, CloudInitStatus, FileEncoding, Lifecycle, NodeGroup, Scenario, SignalExpectation,
-    UserDataSpec,
+    CloudInitExpectation, CloudInitStatus, Lifecycle, NodeGroup, Scenario, SignalExpectation, UserDataSpec,
 };
 use crate::scenario::template::render;
 use crate::userdata::generate::{self, ClusterFacts};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 /// The eksctl-style helper our eksctl generator embeds (fixtures/user-data/eksctl/).
@@ -45,13 +43,8 @@ pub fn build(
     };
     let render_list = |l: &[String]| l.iter().map(|t| r(t)).collect::<std::result::Result<Vec<_>, _>>();
     let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
-        let path = crate::paths::resolve(Path::new(file));
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("user data {}: {e}", path.display()))?;
-        let rendered = r(&text)?;
-        match spec.encoding {
-            FileEncoding::Raw => (rendered.into_bytes(), None),
-            FileEncoding::Base64 => (crate::userdata::from_api(&rendered)?, Some(rendered.into_bytes())),
-        }
+        let f = spec.file_user_data(file, r).map_err(|e| e.to_string())?;
+        (f.served, f.api_form)
     } else if let Some(m) = &spec.eks_managed {
         let max_pods = match m.max_pods {
             Some(n) => n,

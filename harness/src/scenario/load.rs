@@ -239,13 +239,9 @@ fn check_user_data(
     if !n.bootstrap.args.is_empty() || !n.bootstrap.env.is_empty() {
         return Err("bootstrap.args and bootstrap.env are for the harness-run bootstrap; with userData the user data calls /etc/eks/bootstrap.sh".into());
     }
+    // A file was read and checked while parsing (user_data.rs), where its line is known.
     let mut texts: Vec<&String> = Vec::new();
-    let file_text;
-    if let Some(f) = &ud.file {
-        let path = crate::paths::resolve(Path::new(f));
-        file_text = std::fs::read_to_string(&path).map_err(|e| format!("file {}: {e}", path.display()))?;
-        texts.push(&file_text);
-    } else if s.cluster.auth != super::model::AuthMode::Iam {
+    if ud.file.is_none() && s.cluster.auth != super::model::AuthMode::Iam {
         return Err(format!(
             "{} user data logs the kubelet in the way EKS does (an IAM token): set cluster.auth: iam",
             sources[0]

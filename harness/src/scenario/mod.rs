@@ -5,6 +5,7 @@ pub mod model;
 pub mod network;
 pub mod template;
 pub mod trials;
+pub mod user_data;
 
 pub use load::{discover, load_file};
 pub use model::Scenario;

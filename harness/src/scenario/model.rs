@@ -5,6 +5,11 @@ use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use super::user_data::{
+    CloudFormationSpec, EksManagedSpec, EksctlSpec, FileEncoding, NodeadmClusterField, NodeadmPart, NodeadmSpec,
+    UserDataSpec,
+};
+
 /// One scenario file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -489,172 +494,6 @@ pub struct GroupImage {
     /// `/etc/eks/bootstrap.sh` unless `bootstrap.script` names one.
     #[serde(default)]
     pub tag: Option<String>,
-}
-
-/// User data for a node group: exactly one of a file or a generator.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct UserDataSpec {
-    /// A file (relative to the workspace), placeholders filled in; served as it is unless `encoding: base64`.
-    #[serde(default)]
-    pub file: Option<String>,
-    #[serde(default)]
-    pub encoding: FileEncoding,
-    /// What EKS injects for a managed node group.
-    #[serde(default)]
-    pub eks_managed: Option<EksManagedSpec>,
-    /// A CloudFormation template's self-managed nodes (bootstrap.sh, then cfn-signal).
-    #[serde(default)]
-    pub cloud_formation: Option<CloudFormationSpec>,
-    /// eksctl's self-managed node group (base64(gzip(#cloud-config))).
-    #[serde(default)]
-    pub eksctl: Option<EksctlSpec>,
-    /// AL2023: MIME `application/node.eks.aws` NodeConfig parts, run by the node's nodeadm.
-    #[serde(default)]
-    pub nodeadm: Option<NodeadmSpec>,
-}
-
-impl UserDataSpec {
-    /// The sources given, by name (exactly one is valid).
-    pub fn sources(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        if self.file.is_some() {
-            v.push("file");
-        }
-        if self.eks_managed.is_some() {
-            v.push("eksManaged");
-        }
-        if self.cloud_formation.is_some() {
-            v.push("cloudFormation");
-        }
-        if self.eksctl.is_some() {
-            v.push("eksctl");
-        }
-        if self.nodeadm.is_some() {
-            v.push("nodeadm");
-        }
-        v
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum FileEncoding {
-    /// The file is what IMDS serves.
-    #[default]
-    Raw,
-    /// The file is what RunInstances takes: EC2 base64-decodes it before IMDS serves it.
-    Base64,
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksManagedSpec {
-    /// Defaults to the node group's name.
-    #[serde(default)]
-    pub nodegroup: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// `key=value:Effect`.
-    #[serde(default)]
-    pub taints: Vec<String>,
-    #[serde(default = "default_launch_template")]
-    pub launch_template_id: String,
-    #[serde(default = "default_launch_template_version")]
-    pub launch_template_version: String,
-    /// Defaults to the ENI formula for the instance type, as EKS computes it.
-    #[serde(default)]
-    pub max_pods: Option<u32>,
-}
-
-fn default_launch_template() -> String {
-    "lt-0nodejoin0000000001".into()
-}
-fn default_launch_template_version() -> String {
-    "1".into()
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CloudFormationSpec {
-    #[serde(default = "default_stack")]
-    pub stack: String,
-    #[serde(default = "default_resource")]
-    pub resource: String,
-    /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
-    #[serde(default)]
-    pub bootstrap_arguments: String,
-}
-
-fn default_stack() -> String {
-    "nodejoin-nodes".into()
-}
-fn default_resource() -> String {
-    "NodeGroup".into()
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksctlSpec {
-    /// Defaults to the node group's name.
-    #[serde(default)]
-    pub nodegroup: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// `key=value:Effect`.
-    #[serde(default)]
-    pub taints: Vec<String>,
-    #[serde(default)]
-    pub max_pods: Option<u32>,
-    /// A partial KubeletConfiguration (`kubelet-extra.json`) merged over the node's.
-    #[serde(default)]
-    pub kubelet_extra_config: Option<serde_json::Value>,
-}
-
-/// AL2023 user data: a first NodeConfig with the cluster's details, as EKS and Karpenter write it, then the
-/// scenario's own NodeConfig parts; nodeadm merges them in order.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeadmSpec {
-    /// `spec.cluster` fields left out of the generated first part (`name`, `apiServerEndpoint`,
-    /// `certificateAuthority`, `cidr`): how a negative scenario hands nodeadm an incomplete config.
-    #[serde(default)]
-    pub omit: Vec<NodeadmClusterField>,
-    /// How the generated first part is wrapped.
-    #[serde(default)]
-    pub encoding: crate::userdata::generate::PartEncoding,
-    /// Further parts, in order.
-    #[serde(default)]
-    pub parts: Vec<NodeadmPart>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum NodeadmClusterField {
-    Name,
-    ApiServerEndpoint,
-    CertificateAuthority,
-    Cidr,
-}
-
-impl NodeadmClusterField {
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Name => "name",
-            Self::ApiServerEndpoint => "apiServerEndpoint",
-            Self::CertificateAuthority => "certificateAuthority",
-            Self::Cidr => "cidr",
-        }
-    }
-}
-
-/// One more NodeConfig part: its `spec` (strings may hold placeholders) and how the part is wrapped.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeadmPart {
-    pub spec: serde_yaml_ng::Value,
-    #[serde(default)]
-    pub encoding: crate::userdata::generate::PartEncoding,
 }
 
 /// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).

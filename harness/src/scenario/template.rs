@@ -21,8 +21,12 @@ pub const KNOWN: &[&str] = &[
 /// Checks `text` uses only known placeholders, so a typo fails when the scenario is loaded, not after a
 /// control plane and containers were started.
 pub fn check(text: &str) -> Result<(), String> {
-    let vars = KNOWN.iter().map(|k| (k.to_string(), String::new())).collect();
-    render(text, &vars).map(|_| ())
+    render(text, &empty_vars()).map(|_| ())
+}
+
+/// Every known placeholder with an empty value: for checks at load time, before the run knows the values.
+pub fn empty_vars() -> BTreeMap<String, String> {
+    KNOWN.iter().map(|k| (k.to_string(), String::new())).collect()
 }
 
 /// Replaces every `{{key}}` with its value; unknown keys are an error naming them.

@@ -14,6 +14,15 @@ pub enum Layer {
     Base64,
 }
 
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Gzip => "gzip",
+            Layer::Base64 => "base64",
+        })
+    }
+}
+
 /// What the content is, by the rules cloud-init documents (first line or MIME type).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -109,7 +118,12 @@ fn detect_at(
     })
 }
 
-fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
+/// Does `bytes` start with gzip's magic number (what cloud-init checks before decompressing)?
+pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&GZIP_MAGIC)
+}
+
+pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(bytes)
         .read_to_end(&mut out)
@@ -118,7 +132,7 @@ fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
 }
 
 /// Base64 text that decodes to gzip or to a recognisable start; anything else is left as it is.
-fn base64_layer(bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn base64_layer(bytes: &[u8]) -> Option<Vec<u8>> {
     let compact: Vec<u8> = bytes.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
     if compact.len() < 8 || !compact.len().is_multiple_of(4) {
         return None;
@@ -292,7 +306,7 @@ impl fmt::Display for Part {
     /// One line: `gzip(base64(...))` wrappers, then the kind; multipart lists its parts.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for l in &self.layers {
-            write!(f, "{}(", if *l == Layer::Gzip { "gzip" } else { "base64" })?;
+            write!(f, "{l}(")?;
         }
         match &self.kind {
             Kind::Multipart(parts) => {

@@ -213,6 +213,11 @@ pub fn nodeadm(configs: &[(serde_yaml_ng::Value, PartEncoding)]) -> Vec<u8> {
     multipart(parts)
 }
 
+/// A `multipart/mixed` document with one part: how a plain user-data file is wrapped in MIME (`encode: [mime]`).
+pub fn single_part(content_type: &'static str, text: String, enc: PartEncoding) -> Vec<u8> {
+    multipart(vec![text_part(content_type, text, enc)])
+}
+
 fn text_part(content_type: &'static str, text: String, enc: PartEncoding) -> MimePart<'static> {
     match enc {
         // Raw 7bit keeps scripts readable; cloud-init reads them as they are.

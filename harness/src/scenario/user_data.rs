@@ -1,0 +1,491 @@
+//! A node group's `userData`: a file of the user's or one of the generators. The file form is checked while
+//! the scenario is parsed (it is read, its layers decode, its placeholders are known, and `encode` and
+//! `encoding` fit it), so a mistake is reported with the scenario's file, line and column.
+use crate::userdata::file::{self as udfile, EncodeStep, FileError, Problem};
+use crate::userdata::format::Layer;
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// User data for a node group: exactly one of a file or a generator.
+#[derive(Debug, Clone, Default)]
+pub struct UserDataSpec {
+    /// A file (relative to the workspace): plain text, or already gzip, base64 or base64(gzip(...)); its
+    /// placeholders are filled in the innermost text and it is wrapped again in the same layers.
+    pub file: Option<String>,
+    /// What the file's final bytes are (default: `base64` when its outermost layer is base64, else `raw`).
+    pub encoding: Option<FileEncoding>,
+    /// Steps applied to a plain-text file after its placeholders are filled in (empty: none).
+    pub encode: Vec<EncodeStep>,
+    /// What EKS injects for a managed node group.
+    pub eks_managed: Option<EksManagedSpec>,
+    /// A CloudFormation template's self-managed nodes (bootstrap.sh, then cfn-signal).
+    pub cloud_formation: Option<CloudFormationSpec>,
+    /// eksctl's self-managed node group (base64(gzip(#cloud-config))).
+    pub eksctl: Option<EksctlSpec>,
+    /// AL2023: MIME `application/node.eks.aws` NodeConfig parts, run by the node's nodeadm.
+    pub nodeadm: Option<NodeadmSpec>,
+}
+
+/// `userData` as written; [`UserDataSpec`] is this once the file checks passed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Fields {
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    encoding: Option<FileEncoding>,
+    #[serde(default)]
+    encode: Option<Vec<EncodeStep>>,
+    #[serde(default)]
+    eks_managed: Option<EksManagedSpec>,
+    #[serde(default)]
+    cloud_formation: Option<CloudFormationSpec>,
+    #[serde(default)]
+    eksctl: Option<EksctlSpec>,
+    #[serde(default)]
+    nodeadm: Option<NodeadmSpec>,
+}
+
+impl<'de> Deserialize<'de> for UserDataSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Checking inside the map visitor makes the YAML deserializer attach userData's line and column.
+        d.deserialize_map(Checked)
+    }
+}
+
+struct Checked;
+
+impl<'de> Visitor<'de> for Checked {
+    type Value = UserDataSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a userData mapping")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<UserDataSpec, A::Error> {
+        let f = Fields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        if f.encode.as_ref().is_some_and(Vec::is_empty) {
+            return Err(A::Error::custom(
+                "encode: the list is empty; leave encode out to use the file as it is",
+            ));
+        }
+        let spec = UserDataSpec {
+            file: f.file,
+            encoding: f.encoding,
+            encode: f.encode.unwrap_or_default(),
+            eks_managed: f.eks_managed,
+            cloud_formation: f.cloud_formation,
+            eksctl: f.eksctl,
+            nodeadm: f.nodeadm,
+        };
+        spec.check_file().map_err(A::Error::custom)?;
+        Ok(spec)
+    }
+}
+
+/// What a `userData.file` becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileUserData {
+    /// What IMDS serves at `/latest/user-data`.
+    pub served: Vec<u8>,
+    /// What RunInstances was given, when that differs (`encoding: base64`).
+    pub api_form: Option<Vec<u8>>,
+}
+
+impl UserDataSpec {
+    /// The sources given, by name (exactly one is valid).
+    pub fn sources(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.file.is_some() {
+            v.push("file");
+        }
+        if self.eks_managed.is_some() {
+            v.push("eksManaged");
+        }
+        if self.cloud_formation.is_some() {
+            v.push("cloudFormation");
+        }
+        if self.eksctl.is_some() {
+            v.push("eksctl");
+        }
+        if self.nodeadm.is_some() {
+            v.push("nodeadm");
+        }
+        v
+    }
+
+    /// `encode` and `encoding` belong to a file; with a file, it must go through [`Self::file_user_data`] with
+    /// every placeholder known (each filled in with an empty value here).
+    fn check_file(&self) -> Result<(), String> {
+        let Some(file) = &self.file else {
+            if !self.encode.is_empty() || self.encoding.is_some() {
+                return Err("encode and encoding apply to userData.file; the generators write their own format".into());
+            }
+            return Ok(());
+        };
+        let vars = super::template::empty_vars();
+        self.file_user_data(file, |t| super::template::render(t, &vars))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Reads `file`, fills its placeholders with `render` (inside its gzip/base64 layers), applies `encode`,
+    /// and then does what EC2 does with the result: with `encoding: base64` (the default when the outermost
+    /// layer is base64) the result is the RunInstances form and IMDS serves it base64-decoded; with `raw`, IMDS
+    /// serves the result itself.
+    pub fn file_user_data(
+        &self,
+        file: &str,
+        render: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<FileUserData, FileError> {
+        let err = |problem| FileError {
+            file: file.to_string(),
+            problem,
+        };
+        let path = crate::paths::resolve(Path::new(file));
+        let bytes = std::fs::read(&path).map_err(|e| err(Problem::Read(format!("{}: {e}", path.display()))))?;
+        let prepared = udfile::prepare(&bytes, &self.encode, render).map_err(err)?;
+        let default = if prepared.is_base64() {
+            FileEncoding::Base64
+        } else {
+            FileEncoding::Raw
+        };
+        match self.encoding.unwrap_or(default) {
+            FileEncoding::Raw => Ok(FileUserData {
+                served: prepared.bytes,
+                api_form: None,
+            }),
+            FileEncoding::Base64 => {
+                if prepared.layers.first() == Some(&Layer::Gzip) {
+                    return Err(err(Problem::Encoding(format!(
+                        "encoding: base64 says the result is the RunInstances form, but it is {} (binary); {}",
+                        udfile::describe(&prepared.layers),
+                        if self.encode.is_empty() {
+                            "leave encoding out to have IMDS serve it as it is"
+                        } else {
+                            "end encode with base64"
+                        }
+                    ))));
+                }
+                let served = crate::userdata::from_api(&prepared.bytes).map_err(|m| err(Problem::Encoding(m)))?;
+                Ok(FileUserData {
+                    served,
+                    api_form: Some(prepared.bytes),
+                })
+            }
+        }
+    }
+}
+
+/// What a user-data file's final bytes (after placeholders and `encode`) are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileEncoding {
+    /// What IMDS serves, as they are.
+    Raw,
+    /// What RunInstances and launch templates take: EC2 base64-decodes it before IMDS serves it.
+    Base64,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EksManagedSpec {
+    /// Defaults to the node group's name.
+    #[serde(default)]
+    pub nodegroup: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default = "default_launch_template")]
+    pub launch_template_id: String,
+    #[serde(default = "default_launch_template_version")]
+    pub launch_template_version: String,
+    /// Defaults to the ENI formula for the instance type, as EKS computes it.
+    #[serde(default)]
+    pub max_pods: Option<u32>,
+}
+
+fn default_launch_template() -> String {
+    "lt-0nodejoin0000000001".into()
+}
+fn default_launch_template_version() -> String {
+    "1".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CloudFormationSpec {
+    #[serde(default = "default_stack")]
+    pub stack: String,
+    #[serde(default = "default_resource")]
+    pub resource: String,
+    /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
+    #[serde(default)]
+    pub bootstrap_arguments: String,
+}
+
+fn default_stack() -> String {
+    "nodejoin-nodes".into()
+}
+fn default_resource() -> String {
+    "NodeGroup".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EksctlSpec {
+    /// Defaults to the node group's name.
+    #[serde(default)]
+    pub nodegroup: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default)]
+    pub max_pods: Option<u32>,
+    /// A partial KubeletConfiguration (`kubelet-extra.json`) merged over the node's.
+    #[serde(default)]
+    pub kubelet_extra_config: Option<serde_json::Value>,
+}
+
+/// AL2023 user data: a first NodeConfig with the cluster's details, as EKS and Karpenter write it, then the
+/// scenario's own NodeConfig parts; nodeadm merges them in order.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeadmSpec {
+    /// `spec.cluster` fields left out of the generated first part (`name`, `apiServerEndpoint`,
+    /// `certificateAuthority`, `cidr`): how a negative scenario hands nodeadm an incomplete config.
+    #[serde(default)]
+    pub omit: Vec<NodeadmClusterField>,
+    /// How the generated first part is wrapped.
+    #[serde(default)]
+    pub encoding: crate::userdata::generate::PartEncoding,
+    /// Further parts, in order.
+    #[serde(default)]
+    pub parts: Vec<NodeadmPart>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeadmClusterField {
+    Name,
+    ApiServerEndpoint,
+    CertificateAuthority,
+    Cidr,
+}
+
+impl NodeadmClusterField {
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Name => "name",
+            Self::ApiServerEndpoint => "apiServerEndpoint",
+            Self::CertificateAuthority => "certificateAuthority",
+            Self::Cidr => "cidr",
+        }
+    }
+}
+
+/// One more NodeConfig part: its `spec` (strings may hold placeholders) and how the part is wrapped.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeadmPart {
+    pub spec: serde_yaml_ng::Value,
+    #[serde(default)]
+    pub encoding: crate::userdata::generate::PartEncoding,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::userdata::format::{self, Kind};
+    use crate::userdata::generate::gzip;
+    use base64::Engine;
+
+    const ENCODED: &str = "fixtures/user-data/eksctl/encoded.b64";
+    const SOURCE: &str = "fixtures/user-data/eksctl/encoded.cloud-config";
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A scenario with one userData node group; `user_data` is the flow mapping's inside, on line 5.
+    fn scenario(user_data: &str) -> Result<crate::scenario::Scenario, Error> {
+        let text = format!(
+            "cluster: {{ auth: iam }}\nnodes:\n  - name: a\n    imds: {{ tokens: optional }}\n    userData: {{ {user_data} }}\n"
+        );
+        crate::scenario::load::parse(&text, Path::new("scenarios/t.yaml"))
+    }
+
+    fn parse_error(user_data: &str) -> (usize, String) {
+        match scenario(user_data) {
+            Err(Error::ScenarioParse { line, message, .. }) => (line, message),
+            other => panic!("expected a parse error for {user_data}, got {other:?}"),
+        }
+    }
+
+    fn temp_file(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
+    fn vars() -> BTreeMap<String, String> {
+        let mut v = crate::scenario::template::empty_vars();
+        v.insert("cluster.name".into(), "demo".into());
+        v.insert("cluster.endpoint".into(), "https://172.20.0.1:6443".into());
+        v.insert("cluster.caBase64".into(), "LS0tQ0EtLS0=".into());
+        v.insert("cluster.dnsIp".into(), "10.100.0.10".into());
+        v
+    }
+
+    fn served(spec: &UserDataSpec) -> FileUserData {
+        let vars = vars();
+        let file = spec.file.clone().unwrap();
+        spec.file_user_data(&file, |t| crate::scenario::template::render(t, &vars))
+            .unwrap()
+    }
+
+    /// encoded.b64 must stay base64(gzip(encoded.cloud-config)); the comment at the top of the source says how
+    /// to regenerate it. Its helper must stay the one our eksctl generator embeds.
+    #[test]
+    fn encoded_fixture_is_its_source_gzipped_and_base64_encoded() {
+        let root = crate::paths::workspace_root();
+        let source = std::fs::read(root.join(SOURCE)).unwrap();
+        let encoded = std::fs::read(root.join(ENCODED)).unwrap();
+        let peeled = udfile::peel(&encoded).unwrap();
+        assert_eq!(peeled.layers, vec![Layer::Base64, Layer::Gzip]);
+        assert!(
+            peeled.inner == source,
+            "{ENCODED} is out of date: regenerate it from {SOURCE}"
+        );
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(&source).unwrap();
+        let helper = std::fs::read_to_string(crate::paths::fixtures_dir().join("user-data/eksctl/bootstrap.helper.sh"));
+        let embedded = doc["write_files"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str() == Some(crate::userdata::generate::EKSCTL_HELPER))
+            .and_then(|f| f["content"].as_str());
+        assert_eq!(embedded, Some(helper.unwrap().as_str()));
+    }
+
+    #[test]
+    fn the_encoded_file_and_the_encoded_source_serve_the_same_rendered_cloud_config() {
+        let file = scenario(&format!("file: {ENCODED}, encoding: base64")).unwrap();
+        let plain = scenario(&format!("file: {SOURCE}, encode: [gzip, base64]")).unwrap();
+        let (file, plain) = (
+            served(file.nodes[0].user_data.as_ref().unwrap()),
+            served(plain.nodes[0].user_data.as_ref().unwrap()),
+        );
+        for ud in [&file, &plain] {
+            let api = ud.api_form.as_deref().unwrap();
+            assert_eq!(format::detect(api).unwrap().to_string(), "base64(gzip(cloud-config))");
+            // IMDS serves what EC2 decoded: gzip, as for eksctl's nodes.
+            let p = format::detect(&ud.served).unwrap();
+            assert_eq!(
+                (p.layers.clone(), p.kind.clone()),
+                (vec![Layer::Gzip], Kind::CloudConfig)
+            );
+            let text = String::from_utf8(p.content).unwrap();
+            assert!(text.contains("API_SERVER_URL=https://172.20.0.1:6443\n"), "{text}");
+            assert!(text.contains("B64_CLUSTER_CA=LS0tQ0EtLS0=\n"), "{text}");
+            assert!(!text.contains("{{"), "{text}");
+        }
+        assert_eq!(
+            udfile::peel(&file.served).unwrap().inner,
+            udfile::peel(&plain.served).unwrap().inner
+        );
+    }
+
+    #[test]
+    fn encoding_defaults_to_base64_for_a_base64_result_and_raw_keeps_the_text() {
+        let s = scenario(&format!("file: {ENCODED}")).unwrap();
+        let ud = s.nodes[0].user_data.as_ref().unwrap();
+        assert_eq!(ud.encoding, None);
+        assert!(format::is_gzip(&served(ud).served));
+        // encoding: raw: IMDS serves the base64 text itself (a tool that base64-encodes it again).
+        let s = scenario(&format!("file: {SOURCE}, encode: [gzip, base64], encoding: raw")).unwrap();
+        let ud = served(s.nodes[0].user_data.as_ref().unwrap());
+        assert_eq!(ud.api_form, None);
+        assert_eq!(
+            format::detect(&ud.served).unwrap().to_string(),
+            "base64(gzip(cloud-config))"
+        );
+    }
+
+    #[test]
+    fn a_raw_gzip_file_loads_and_is_served_as_gzip() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = temp_file(&dir, "ud.gz", &gzip(b"#!/bin/bash\necho {{cluster.name}}\n"));
+        let s = scenario(&format!("file: {f}")).unwrap();
+        let ud = served(s.nodes[0].user_data.as_ref().unwrap());
+        assert_eq!(ud.api_form, None);
+        let p = format::detect(&ud.served).unwrap();
+        assert_eq!(p.layers, vec![Layer::Gzip]);
+        assert_eq!(p.content, b"#!/bin/bash\necho demo\n");
+    }
+
+    #[test]
+    fn bad_files_and_combinations_fail_with_the_scenario_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gz = gzip(b"#cloud-config\nruncmd: []\n");
+        gz.truncate(gz.len() / 2);
+        let corrupt = temp_file(&dir, "x.b64", b64(&gz).as_bytes());
+        let (line, msg) = parse_error(&format!("file: {corrupt}"));
+        assert_eq!(line, 5);
+        assert!(
+            msg.contains(&format!(
+                "user data {corrupt}: base64 layer decodes but gzip layer is corrupt: "
+            )),
+            "{msg}"
+        );
+        let typo = temp_file(&dir, "typo.sh", b"#!/bin/sh\necho {{cluster.nmae}}\n");
+        let (line, msg) = parse_error(&format!("file: {typo}, encode: [gzip]"));
+        assert_eq!(line, 5);
+        assert!(msg.contains("cluster.nmae"), "{msg}");
+        for (user_data, says) in [
+            (
+                format!("file: {ENCODED}, encode: [gzip, base64]"),
+                "already base64(gzip(...))",
+            ),
+            (
+                format!("file: {SOURCE}, encode: [base64, gzip]"),
+                "base64 must come last",
+            ),
+            (format!("file: {SOURCE}, encode: [gzip, mime]"), "mime must come first"),
+            (format!("file: {SOURCE}, encode: []"), "empty"),
+            (
+                format!("file: {SOURCE}, encode: [gzip], encoding: base64"),
+                "end encode with base64",
+            ),
+            (format!("file: {SOURCE}, encoding: base64"), "not valid base64"),
+            ("eksctl: {}, encode: [gzip]".to_string(), "apply to userData.file"),
+            ("file: fixtures/user-data/nope.mime".to_string(), "nope.mime"),
+        ] {
+            let (line, msg) = parse_error(&user_data);
+            assert_eq!(line, 5, "{user_data}: {msg}");
+            assert!(msg.contains(says), "{user_data}: {msg}");
+        }
+        let (line, msg) = parse_error(&format!("file: {SOURCE}, encode: [zip]"));
+        assert_eq!(line, 5);
+        assert!(msg.contains("unknown variant `zip`"), "{msg}");
+    }
+
+    #[test]
+    fn a_corrupt_gzip_file_names_its_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let raw = temp_file(&dir, "ud.gz", &[0x1f, 0x8b, 8, 0, 0]);
+        let (_, msg) = parse_error(&format!("file: {raw}"));
+        assert!(
+            msg.contains(&format!("user data {raw}: gzip layer is corrupt")),
+            "{msg}"
+        );
+    }
+}
