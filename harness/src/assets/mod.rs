@@ -262,6 +262,7 @@ async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> 
         "k8s-build",
         &format!("build Kubernetes {version} from Go modules"),
         4,
+        &[],
         version,
         out,
     )
@@ -274,6 +275,7 @@ pub(crate) async fn run_go_build_script(
     dir: &str,
     title: &str,
     steps: u64,
+    args: &[&str],
     version: &str,
     out: &Path,
 ) -> std::result::Result<(), String> {
@@ -287,7 +289,7 @@ pub(crate) async fn run_go_build_script(
     let steps = Steps::new(title, steps);
     let log = out.with_extension("build.log");
     let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg(&script).arg(version).arg(out);
+    cmd.arg(&script).args(args).arg(version).arg(out);
     crate::progress::run_with_steps(&mut cmd, &steps, &log)
         .await
         .map_err(|e| format!("{e} (full log: {})", log.display()))?;

@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 pub struct GoTool {
     /// The binary's name, in the cache and in the node image (`/usr/bin/<name>`).
     pub name: &'static str,
-    /// `fixtures/<build_dir>/build.sh VERSION OUT_DIR` builds it.
+    /// `fixtures/<build_dir>/build.sh [MODULE PACKAGE] VERSION OUT_DIR` builds it (`go-install`: the module's
+    /// own command, unmodified; else a build of our own sources).
     pub build_dir: &'static str,
     /// The Go module it is built from.
     pub module: &'static str,
+    /// The command's import path within the module (`go install PACKAGE@VERSION`).
+    pub package: &'static str,
     /// The module version built by default; empty for our own sources (versioned by their hash).
     pub default_version: &'static str,
     /// A binary to use as-is.
@@ -32,8 +35,9 @@ pub struct GoTool {
 /// `@latest` (a branch query such as `@main` is refused by the proxy this project's CI uses).
 pub const NODEADM: GoTool = GoTool {
     name: "nodeadm",
-    build_dir: "nodeadm-build",
+    build_dir: "go-install",
     module: "github.com/awslabs/amazon-eks-ami/nodeadm",
+    package: "github.com/awslabs/amazon-eks-ami/nodeadm/cmd/nodeadm",
     default_version: "v0.0.0-20240229193347-cfab22a10647",
     env_bin: "NODEJOIN_NODEADM",
     env_version: "NODEJOIN_NODEADM_VERSION",
@@ -44,8 +48,9 @@ pub const NODEADM: GoTool = GoTool {
 /// the newest version the Go module proxy serves here.
 pub const AWS_IAM_AUTHENTICATOR: GoTool = GoTool {
     name: "aws-iam-authenticator",
-    build_dir: "aws-iam-authenticator-build",
+    build_dir: "go-install",
     module: "sigs.k8s.io/aws-iam-authenticator",
+    package: "sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator",
     default_version: "v0.6.13",
     env_bin: "NODEJOIN_AWS_IAM_AUTHENTICATOR",
     env_version: "NODEJOIN_AWS_IAM_AUTHENTICATOR_VERSION",
@@ -57,6 +62,7 @@ pub const CRICTL: GoTool = GoTool {
     name: "crictl",
     build_dir: "cri-client",
     module: "nodejoin.local/crictl (fixtures/cri-client)",
+    package: "",
     default_version: "",
     env_bin: "NODEJOIN_CRICTL",
     env_version: "",
@@ -200,7 +206,13 @@ impl GoTool {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
         let title = format!("build {} {version} from Go modules", self.name);
-        if let Err(e) = super::run_go_build_script(self.build_dir, &title, self.steps, &version, &staging).await {
+        let args: Vec<&str> = if self.package.is_empty() {
+            Vec::new()
+        } else {
+            vec![self.module, self.package]
+        };
+        if let Err(e) = super::run_go_build_script(self.build_dir, &title, self.steps, &args, &version, &staging).await
+        {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(self.unavailable(
                 &version,

@@ -102,9 +102,11 @@ pub fn quote_cause(output: &str) -> String {
     let lines: Vec<&str> = output.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let error_like = |l: &&&str| {
         let l = l.to_ascii_lowercase();
-        ["error", "unknown", "fail", "fatal", "refused", "denied", "cannot", "invalid"]
-            .iter()
-            .any(|w| l.contains(w))
+        [
+            "error", "unknown", "fail", "fatal", "refused", "denied", "cannot", "invalid",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
     };
     let errors: Vec<&str> = lines.iter().filter(error_like).copied().collect();
     let picked: Vec<&str> = if errors.is_empty() {
@@ -165,7 +167,9 @@ pub async fn probe(
         let line = error_line.unwrap_or_else(|| "no error line in the kubelet's journal".into());
         return Some(Stop {
             check: "kubelet running",
-            expected: format!("kubelet.service running (fewer than {KUBELET_RESTARTS} restarts, no startup config error)"),
+            expected: format!(
+                "kubelet.service running (fewer than {KUBELET_RESTARTS} restarts, no startup config error)"
+            ),
             cause: format!(
                 "kubelet.service {} ({}{}): {line}",
                 if state.restarts > 0 {
@@ -250,6 +254,8 @@ mod tests {
         );
         assert_eq!(kubelet_error_line("Nov 23 n kubelet[1]: I1123 all good\n"), None);
         assert!(is_startup_config_error(&line));
-        assert!(!is_startup_config_error("E1123 x.go:1] \"Unable to register node\" err=\"connection refused\""));
+        assert!(!is_startup_config_error(
+            "E1123 x.go:1] \"Unable to register node\" err=\"connection refused\""
+        ));
     }
 }

@@ -5,6 +5,7 @@ pub mod env;
 pub mod failfast;
 pub mod files;
 pub mod iam;
+pub mod pod;
 pub mod report;
 pub mod scenario;
 pub mod userdata;

@@ -75,6 +75,15 @@ impl RunningNode {
 pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> ScenarioReport {
     let start = Instant::now();
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
+    if let Some(reason) = scenario
+        .cluster
+        .kubernetes_versions
+        .as_ref()
+        .and_then(|v| v.unsupported(&scenario.cluster.kubernetes_version))
+    {
+        report.outcome = Outcome::Ignored(reason);
+        return report;
+    }
     let mut owned = None;
     let result = run_inner(env, scenario, &mut report, &mut owned).await;
     if let Some(spec) = owned {
@@ -1255,6 +1264,9 @@ async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut Scena
         let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
         let have = configz_cluster_dns(cluster, &name).await;
         report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+    }
+    if e.pod_runs {
+        report.checks.push(super::pod::check(&cluster.client, &name).await);
     }
 }
 

@@ -71,6 +71,10 @@ pub struct Cluster {
     pub providers: Vec<Provider>,
     #[serde(default = "default_version", deserialize_with = "version")]
     pub kubernetes_version: String,
+    /// The Kubernetes minor versions this scenario's bootstrap flavor works with (e.g. an AL2-style bootstrap that
+    /// passes a kubelet flag removed in 1.35); a trial for another version is reported ignored with the reason.
+    #[serde(default)]
+    pub kubernetes_versions: Option<VersionSupport>,
     /// The EKS cluster name the bootstrap is given; defaults to the scenario name.
     #[serde(default)]
     pub name: Option<String>,
@@ -101,6 +105,48 @@ pub struct Cluster {
     /// Access entries besides the node roles'.
     #[serde(default)]
     pub access_entries: Vec<AccessEntrySpec>,
+}
+
+/// A range of Kubernetes minor versions (`"1.35"`), both ends included, and why the others do not apply.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VersionSupport {
+    #[serde(default, deserialize_with = "opt_minor")]
+    pub min: Option<(u32, u32)>,
+    #[serde(default, deserialize_with = "opt_minor")]
+    pub max: Option<(u32, u32)>,
+    pub reason: String,
+}
+
+impl VersionSupport {
+    /// `None` when `version` (`v1.36.3`) is in range, else why the scenario does not apply to it.
+    pub fn unsupported(&self, version: &str) -> Option<String> {
+        let minor = parse_minor(version.trim_start_matches('v'))?;
+        let below = self.min.is_some_and(|m| minor < m);
+        let above = self.max.is_some_and(|m| minor > m);
+        let range = |b: Option<(u32, u32)>| b.map(|(a, b)| format!("{a}.{b}")).unwrap_or_else(|| "any".into());
+        (below || above).then(|| {
+            format!(
+                "Kubernetes {version} is outside this scenario's versions ({} to {}): {}",
+                range(self.min),
+                range(self.max),
+                self.reason
+            )
+        })
+    }
+}
+
+/// `1.35` or `v1.35.2` → (1, 35).
+fn parse_minor(s: &str) -> Option<(u32, u32)> {
+    let mut it = s.trim_start_matches('v').split('.');
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+fn opt_minor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(u32, u32)>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_minor(&s)
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("'{s}' is not a Kubernetes minor version like 1.35")))
 }
 
 /// EKS `accessConfig.authenticationMode`.
@@ -161,6 +207,7 @@ impl Default for Cluster {
             network: Default::default(),
             auth: AuthMode::default(),
             creating_for_calls: 0,
+            kubernetes_versions: None,
             creating_for: None,
             authentication_mode: AuthenticationMode::default(),
             aws_auth: None,
@@ -683,6 +730,10 @@ pub struct Expect {
     /// ECR token of this instance when it is an ECR image. Always checked for nodes whose nodeadm succeeded.
     #[serde(default)]
     pub sandbox_image: bool,
+    /// A pod bound to the node runs (our pause image, no pull) and gets an address from the CNI: a Ready node that
+    /// cannot run pods is not a joined node.
+    #[serde(default)]
+    pub pod_runs: bool,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -723,6 +774,7 @@ impl Default for Expect {
             files: Vec::new(),
             executables: None,
             sandbox_image: false,
+            pod_runs: false,
             failing_checks: Vec::new(),
         }
     }
@@ -731,5 +783,24 @@ impl Default for Expect {
 impl Scenario {
     pub fn cluster_name(&self) -> String {
         self.cluster.name.clone().unwrap_or_else(|| self.name.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_ranges() {
+        let v: VersionSupport =
+            serde_yaml_ng::from_str("{ min: \"1.35\", reason: the flag was removed in 1.35 }").unwrap();
+        assert_eq!(v.unsupported("v1.36.3"), None);
+        assert_eq!(v.unsupported("v1.35.0"), None);
+        let why = v.unsupported("v1.34.4").unwrap();
+        assert!(why.contains("1.35 to any") && why.contains("removed in 1.35"), "{why}");
+        let max: VersionSupport = serde_yaml_ng::from_str("{ max: v1.34.9, reason: r }").unwrap();
+        assert!(max.unsupported("v1.35.1").is_some() && max.unsupported("v1.34.4").is_none());
+        assert!(serde_yaml_ng::from_str::<VersionSupport>("{ min: latest, reason: r }").is_err());
+        assert!(serde_yaml_ng::from_str::<VersionSupport>("{ min: \"1.35\" }").is_err());
     }
 }
