@@ -1,5 +1,6 @@
 //! Declarative scenarios (`scenarios/*.yaml`): the cluster, the nodes and how they bootstrap, and what the
 //! cluster must see afterwards.
+pub mod expect;
 pub mod load;
 pub mod model;
 pub mod network;

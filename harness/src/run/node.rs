@@ -1,0 +1,105 @@
+//! A node of a scenario while it runs: its container, instance, what the bootstrap did and what the cluster saw,
+//! with the texts (bootstrap output, calls, IMDS requests) that evidence and artifacts quote.
+use super::env::Environment;
+use super::report::NodeTimeline;
+use crate::assert;
+use crate::docker::ExecOutput;
+use crate::fakes::instances::Instance;
+use crate::node::container::NodeContainer;
+use crate::scenario::model::{Expect, NodeGroup};
+use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A node of the scenario, from container start to teardown.
+pub(super) struct RunningNode {
+    pub(super) group: NodeGroup,
+    pub(super) container: NodeContainer,
+    pub(super) instance: Arc<Instance>,
+    pub(super) node_name: String,
+    pub(super) vars: BTreeMap<String, String>,
+    pub(super) bootstrap: Option<ExecOutput>,
+    pub(super) bootstrap_error: Option<String>,
+    /// When the bootstrap finished (≈ when it started the kubelet).
+    pub(super) kubelet_start: Instant,
+    pub(super) timeline: NodeTimeline,
+    pub(super) node: Option<Node>,
+    pub(super) serving: Option<assert::serving::ServingCert>,
+    pub(super) serving_error: String,
+    pub(super) client_csr: Option<assert::csr::CsrState>,
+    pub(super) serving_csr: Option<assert::csr::CsrState>,
+    pub(super) evidence: Vec<Option<String>>,
+    /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
+    pub(super) registered_as: Option<String>,
+    pub(super) done: bool,
+    /// `userData` nodes: what the user data was, and what cloud-init reported.
+    pub(super) user_data_note: Option<String>,
+    pub(super) cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
+    pub(super) nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
+    /// When the container was started: the origin of the call log's times.
+    pub(super) booted: Instant,
+    /// The harness-run bootstrap's command and environment, for the idempotency re-run.
+    pub(super) invocation: Option<(Vec<String>, Vec<String>)>,
+    /// The programs the bootstrap ran (from its exec trace), when it could be traced.
+    pub(super) executables: Option<BTreeMap<String, usize>>,
+    /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
+    /// started, or the bootstrap or cloud-init finished).
+    pub(super) stopped: Option<(super::failfast::Stop, Duration)>,
+}
+
+impl RunningNode {
+    pub(super) fn expect(&self) -> &Expect {
+        &self.group.expect
+    }
+}
+
+pub(super) fn bootstrap_failed(n: &RunningNode) -> bool {
+    n.bootstrap_error.is_some() || n.bootstrap.as_ref().is_some_and(|b| b.exit_code != 0)
+}
+
+pub(super) fn bootstrap_text(n: &RunningNode) -> String {
+    match (&n.bootstrap, &n.bootstrap_error) {
+        (Some(b), _) => format!(
+            "exit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            b.exit_code, b.stdout, b.stderr
+        ),
+        (None, Some(e)) => format!("bootstrap did not run to completion: {e}"),
+        (None, None) => "bootstrap not run".into(),
+    }
+}
+
+/// The node's calls to the fakes, one line each, timed from its container's start.
+pub(super) fn calls_text(env: &Environment, n: &RunningNode) -> String {
+    env.calls
+        .of(&n.instance.instance_id)
+        .iter()
+        .map(|c| c.line(n.booted))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub(super) fn imds_text(env: &Environment, n: &RunningNode) -> String {
+    env.instances
+        .requests_from(std::net::IpAddr::V4(n.instance.private_ip))
+        .iter()
+        // Addresses are reused by later containers: only this instance's lifetime counts.
+        .filter(|r| r.at >= n.instance.launch_time)
+        .map(|r| {
+            format!(
+                "{} {} {} -> {}{}{}",
+                crate::fakes::rfc3339(r.at),
+                r.method,
+                r.path,
+                r.status,
+                if r.with_token { " (token)" } else { " (no token)" },
+                if r.note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", r.note)
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

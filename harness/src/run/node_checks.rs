@@ -1,0 +1,262 @@
+//! Turning what was observed of one node into checks against its expectations.
+use super::env::SharedCluster;
+use super::node::RunningNode;
+use super::report::ScenarioReport;
+use crate::assert::{self, Check};
+use crate::scenario::model::{CsrExpectation, ExitExpectation, Expect};
+use crate::scenario::template::render;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use std::collections::BTreeMap;
+
+/// Compares what the cluster saw with the expectations of one node.
+pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut ScenarioReport) {
+    let e = n.expect().clone();
+    let name = n.node_name.clone();
+    let c = |what: &str| format!("{name}/{what}");
+    if let Some((stop, after)) = &n.stopped {
+        report.checks.push(Check::new(
+            c(stop.check),
+            false,
+            stop.expected.clone(),
+            stop.cause.clone(),
+        ));
+        report.notes.push(format!(
+            "{name}: stopped waiting {} after the bootstrap finished (of {:?} allowed): {} failed",
+            super::report::secs(*after),
+            e.within,
+            stop.check
+        ));
+    }
+    let exit = n.bootstrap.as_ref().map(|b| b.exit_code);
+    let exit_expectation = match (e.bootstrap_exit, e.joins) {
+        (ExitExpectation::Any, true) => ExitExpectation::Success,
+        (x, _) => x,
+    };
+    let exit_actual = match (&n.bootstrap_error, exit) {
+        (Some(err), _) => err.clone(),
+        (None, Some(code)) => format!("exit {code}"),
+        (None, None) => "not run".into(),
+    };
+    match exit_expectation {
+        ExitExpectation::Success => {
+            let tail = n
+                .bootstrap
+                .as_ref()
+                .map(|b| super::failfast::quote_cause(&b.stderr))
+                .unwrap_or_default();
+            report.checks.push(Check::new(
+                c("bootstrap exit"),
+                exit == Some(0) && n.bootstrap_error.is_none(),
+                "exit 0",
+                format!("{exit_actual} {tail}").trim().to_string(),
+            ));
+        }
+        ExitExpectation::Failure => {
+            report.checks.push(Check::new(
+                c("bootstrap exit"),
+                exit.is_some_and(|x| x != 0),
+                "non-zero exit",
+                exit_actual,
+            ));
+        }
+        ExitExpectation::Any => {}
+    }
+    if !e.joins {
+        report.checks.push(Check::new(
+            c("not registered"),
+            n.node.is_none() && n.registered_as.is_none(),
+            format!("no Node {name} within {:?}", e.within),
+            match (&n.timeline.registered, &n.registered_as) {
+                (Some(d), _) => format!("registered after {}", super::report::secs(*d)),
+                (None, Some(other)) => format!("registered under another name: '{other}'"),
+                (None, None) => "not registered".into(),
+            },
+        ));
+        evidence_checks(report, &name, &e, &n.evidence);
+        return;
+    }
+    let Some(node) = &n.node else {
+        if let Some(other) = &n.registered_as {
+            report.checks.push(Check::new(
+                c("registered"),
+                false,
+                format!("a Node named {name}"),
+                format!(
+                    "this instance registered as '{other}' (kubelet --hostname-override or the bootstrap's node name)"
+                ),
+            ));
+            return;
+        }
+        let names = names_of_nodes(cluster).await;
+        let waited = match &n.stopped {
+            Some((stop, after)) => format!(
+                "not registered when the harness stopped waiting after {} ({} failed); nodes in the cluster: {names:?}",
+                super::report::secs(*after),
+                stop.check
+            ),
+            None => format!("nodes in the cluster: {names:?}"),
+        };
+        report.checks.push(Check::new(
+            c("registered"),
+            false,
+            format!("a Node named {name} within {:?}", e.within),
+            waited,
+        ));
+        return;
+    };
+    report
+        .checks
+        .push(Check::new(c("registered"), true, name.clone(), name.clone()));
+    report.checks.push(Check::new(
+        c("ready"),
+        n.timeline.ready.is_some(),
+        format!("Ready within {:?}", e.within),
+        n.timeline
+            .ready
+            .map(|d| format!("Ready after {}", super::report::secs(d)))
+            .unwrap_or_else(|| "not Ready".into()),
+    ));
+    let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
+    if !e.labels.is_empty() {
+        let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
+        let miss = assert::node::label_mismatches(&want, &assert::node::labels(node));
+        report.checks.push(Check::new(
+            c("labels"),
+            miss.is_empty(),
+            format!("{want:?} (subset)"),
+            if miss.is_empty() {
+                "all present".into()
+            } else {
+                miss.join(", ")
+            },
+        ));
+    }
+    if let Some(taints) = &e.taints {
+        let mut want = taints.clone();
+        want.sort();
+        let have = assert::node::taints(node);
+        report.checks.push(Check::new(
+            c("taints"),
+            want == have,
+            assert::node::format_taints(&want),
+            assert::node::format_taints(&have),
+        ));
+    }
+    if let Some(pods) = e.capacity_pods {
+        report.checks.push(Check::eq(
+            c("capacity.pods"),
+            Some(pods.to_string()),
+            assert::node::capacity_pods(node),
+        ));
+    }
+    let want_pid = render_or(
+        e.provider_id
+            .as_deref()
+            .unwrap_or("aws:///{{instance.az}}/{{instance.id}}"),
+    );
+    report.checks.push(Check::eq(
+        c("providerID"),
+        Some(want_pid),
+        assert::node::provider_id(node),
+    ));
+    csr_check(report, c("client CSR"), e.client_csr, &n.client_csr);
+    csr_check(report, c("serving CSR"), e.serving_csr, &n.serving_csr);
+    evidence_checks(report, &name, &e, &n.evidence);
+    if e.serving_cert {
+        let expected = assert::serving::ServingCert {
+            subject_cn: format!("system:node:{name}"),
+            subject_o: vec!["system:nodes".into()],
+            dns_names: vec![n.instance.private_dns_name()],
+            ips: vec![std::net::IpAddr::V4(n.instance.private_ip)],
+        };
+        let actual = match &n.serving {
+            Some(cert) => format!("{cert:?}"),
+            None => format!("no CA-verified TLS on :10250 ({})", n.serving_error),
+        };
+        report.checks.push(Check::new(
+            c("serving cert"),
+            n.serving.as_ref() == Some(&expected),
+            format!("{expected:?}"),
+            actual,
+        ));
+    }
+    if let Some(dns) = &e.cluster_dns {
+        let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
+        let have = configz_cluster_dns(cluster, &name).await;
+        report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+    }
+    if e.pod_runs {
+        report.checks.push(super::pod::check(&cluster.client, &name).await);
+    }
+}
+
+/// The check for one CSR expectation.
+pub(super) fn csr_check(
+    report: &mut ScenarioReport,
+    name: String,
+    expect: CsrExpectation,
+    state: &Option<assert::csr::CsrState>,
+) {
+    let (passed, wanted) = match expect {
+        CsrExpectation::Issued => (state.as_ref().is_some_and(|c| c.issued), "issued"),
+        CsrExpectation::Pending => (state.as_ref().is_some_and(|c| !c.issued), "created, never issued"),
+        CsrExpectation::None => (state.is_none(), "none"),
+        CsrExpectation::Any => return,
+    };
+    let actual = match state {
+        Some(c) => format!(
+            "{} ({}, {})",
+            c.name.as_deref().unwrap_or("?"),
+            if c.approved { "approved" } else { "not approved" },
+            if c.issued { "issued" } else { "not issued" }
+        ),
+        None => "no CSR".into(),
+    };
+    report.checks.push(Check::new(name, passed, wanted, actual));
+}
+
+/// One check per expected piece of evidence, quoting the line found.
+pub(super) fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expect, found: &[Option<String>]) {
+    for (ev, line) in e.evidence.iter().zip(found) {
+        report.checks.push(Check::new(
+            format!("{node}/evidence in {} log", format!("{:?}", ev.source).to_lowercase()),
+            line.is_some(),
+            format!("a line containing {:?}", ev.contains),
+            line.clone()
+                .map(|l| format!("\"{l}\""))
+                .unwrap_or_else(|| "no such line".into()),
+        ));
+        if let Some(l) = line {
+            report.notes.push(format!("{node}: {:?} evidence: \"{l}\"", ev.source));
+        }
+    }
+}
+
+pub(super) async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
+    let api: Api<Node> = Api::all(cluster.client.clone());
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items.into_iter().filter_map(|n| n.metadata.name).collect())
+        .unwrap_or_default()
+}
+
+/// The kubelet's live `clusterDNS`, through the API server's node proxy to `/configz`.
+pub(super) async fn configz_cluster_dns(
+    cluster: &SharedCluster,
+    node: &str,
+) -> std::result::Result<Vec<String>, String> {
+    let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let text = cluster
+        .client
+        .request_text(req)
+        .await
+        .map_err(|e| format!("configz: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("configz: {e}"))?;
+    let dns = v["kubeletconfig"]["clusterDNS"]
+        .as_array()
+        .ok_or("configz has no kubeletconfig.clusterDNS")?;
+    Ok(dns.iter().filter_map(|d| d.as_str().map(str::to_string)).collect())
+}

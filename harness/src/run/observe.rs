@@ -1,0 +1,225 @@
+//! Watching the cluster while nodes join: CSRs, the Node, readiness, the serving certificate, evidence, and the
+//! early end of the wait when a node's outcome is already decided (fail fast).
+use super::env::{Environment, SharedCluster};
+use super::node::{bootstrap_failed, bootstrap_text, calls_text, imds_text, RunningNode};
+use crate::assert;
+use crate::scenario::model::{CsrExpectation, EvidenceSource};
+use crate::scenario::template::render;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use std::time::{Duration, Instant};
+
+/// Grace period a negative scenario keeps watching after its evidence appeared, to see the node stays out.
+pub(super) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
+
+/// Watches the cluster until every node has reached what its expectations need, or its deadline. Returns
+/// `Some(component)` if a control-plane process died meanwhile (the scenario cannot be judged then).
+pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
+    let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
+    let node_api: Api<Node> = Api::all(cluster.client.clone());
+    let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
+    let mut api_down_since: Option<Instant> = None;
+    loop {
+        // A failed list must not read as "no CSR / no Node": skip the round, and give up if the API stays away.
+        let lists = (
+            csr_api.list(&ListParams::default()).await,
+            node_api.list(&ListParams::default()).await,
+        );
+        let (csrs, all_nodes) = match lists {
+            (Ok(c), Ok(n)) => {
+                api_down_since = None;
+                (c.items, n.items)
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                let since = *api_down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(10) {
+                    return Some(format!("the Kubernetes API did not answer for 10s ({e})"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let check_evidence = last_evidence_check.elapsed() > Duration::from_millis(900);
+        if check_evidence {
+            last_evidence_check = Instant::now();
+        }
+        for n in nodes.iter_mut().filter(|n| !n.done) {
+            let since = n.kubelet_start.elapsed();
+            n.client_csr = assert::csr::client_csr(&csrs, &n.node_name);
+            n.serving_csr = assert::csr::serving_csr(&csrs, &n.node_name);
+            if n.client_csr.as_ref().is_some_and(|c| c.issued) {
+                n.timeline.client_csr_issued.get_or_insert(since);
+            }
+            if n.serving_csr.as_ref().is_some_and(|c| c.issued) {
+                n.timeline.serving_csr_issued.get_or_insert(since);
+            }
+            n.node = all_nodes
+                .iter()
+                .find(|x| x.metadata.name.as_deref() == Some(n.node_name.as_str()))
+                .cloned();
+            if n.node.is_none() {
+                // A Node with this instance's providerID under another name: the join "worked" under the wrong name.
+                n.registered_as = all_nodes
+                    .iter()
+                    .find(|x| {
+                        assert::node::provider_id(x)
+                            .is_some_and(|p| p.ends_with(&format!("/{}", n.instance.instance_id)))
+                    })
+                    .and_then(|x| x.metadata.name.clone());
+            }
+            if n.node.is_some() {
+                n.timeline.registered.get_or_insert(since);
+            }
+            let ready = n.node.as_ref().is_some_and(assert::node::is_ready);
+            if ready {
+                n.timeline.ready.get_or_insert(since);
+            }
+            let want_serving = n.expect().serving_cert;
+            if want_serving && ready && n.serving.is_none() {
+                match assert::serving::probe(std::net::IpAddr::V4(n.instance.private_ip), 10250, &cluster.ca_pem).await
+                {
+                    Ok(cert) => {
+                        n.serving = Some(cert);
+                        n.timeline.serving_cert_live.get_or_insert(n.kubelet_start.elapsed());
+                    }
+                    Err(e) => n.serving_error = e,
+                }
+            }
+            if check_evidence && !n.expect().evidence.is_empty() {
+                gather_evidence(env, cluster, n).await;
+            }
+            if check_evidence && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
+                probe_failure(n).await;
+            }
+            let deadline_passed = since > n.expect().within;
+            n.done = if n.expect().joins {
+                let evidence_complete = n.evidence.iter().all(Option::is_some);
+                let settled = ready
+                    && n.node.as_ref().is_some_and(|x| !assert::node::has_transient_taints(x))
+                    && (!want_serving || n.serving.is_some())
+                    && csr_settled(n.expect().serving_csr, &n.serving_csr)
+                    && csr_settled(n.expect().client_csr, &n.client_csr)
+                    && evidence_complete;
+                settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
+            } else {
+                let evidence_complete = n.evidence.iter().all(Option::is_some);
+                (evidence_complete && since > NEGATIVE_HOLD)
+                    || deadline_passed
+                    || n.node.is_some()
+                    || n.registered_as.is_some()
+            };
+        }
+        if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
+            return Some(dead);
+        }
+        if nodes.iter().all(|n| n.done) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for n in nodes.iter_mut().filter(|n| !n.expect().evidence.is_empty()) {
+        gather_evidence(env, cluster, n).await;
+    }
+    None
+}
+
+/// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
+/// started it, nodeadm failed), keeping the cause.
+pub(super) async fn probe_failure(n: &mut RunningNode) {
+    let user_data = n.group.user_data.is_some();
+    let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
+    let cloud_init = n.cloud_init.clone();
+    let output = if user_data {
+        n.container
+            .read_file("/var/log/cloud-init-output.log")
+            .await
+            .unwrap_or_default()
+    } else {
+        n.bootstrap
+            .as_ref()
+            .map(|b| format!("{}\n{}", b.stdout, b.stderr))
+            .unwrap_or_default()
+    };
+    let cause = move || {
+        let errors = cloud_init.map(|c| c.errors).unwrap_or_default();
+        let tail = crate::process::last_lines(&output, 3, " / ");
+        match (user_data, errors.first(), tail.is_empty()) {
+            (true, Some(e), _) => format!("cloud-init: {e}; output: {tail}"),
+            (true, None, false) => format!("cloud-init reported no error; its output ends: {tail}"),
+            (true, None, true) => "cloud-init reported no error and printed nothing".into(),
+            (false, _, false) => format!("its output ends: {tail}"),
+            (false, _, true) => "it printed nothing".into(),
+        }
+    };
+    let origin = if user_data {
+        "cloud-init finished"
+    } else {
+        "the bootstrap exited 0"
+    };
+    let finished = (origin, n.kubelet_start.elapsed());
+    if let Some(stop) = super::failfast::probe(&n.container, finished, nodeadm_failure, cause).await {
+        n.stopped = Some((stop, n.kubelet_start.elapsed()));
+    }
+}
+
+/// Whether a CSR has reached the state its expectation waits for (`Pending`: it exists; the approver decides
+/// once, so a refused CSR stays pending).
+pub(super) fn csr_settled(expect: CsrExpectation, state: &Option<assert::csr::CsrState>) -> bool {
+    match expect {
+        CsrExpectation::Issued => state.as_ref().is_some_and(|c| c.issued),
+        CsrExpectation::Pending => state.is_some(),
+        CsrExpectation::None | CsrExpectation::Any => true,
+    }
+}
+
+/// Looks for each expected piece of evidence in its source; keeps the first matching line.
+pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut RunningNode) {
+    let evidence = n.expect().evidence.clone();
+    let mut kubelet_log: Option<String> = None;
+    for (i, e) in evidence.iter().enumerate() {
+        if n.evidence[i].is_some() {
+            continue;
+        }
+        let text = match e.source {
+            EvidenceSource::Kubelet => {
+                if kubelet_log.is_none() {
+                    kubelet_log = Some(n.container.journal(Some("kubelet")).await);
+                }
+                kubelet_log.clone().unwrap_or_default()
+            }
+            EvidenceSource::Bootstrap => bootstrap_text(n),
+            EvidenceSource::Imds => imds_text(env, n),
+            EvidenceSource::Calls => calls_text(env, n),
+            EvidenceSource::Authenticator => super::iam::decision_lines(env, &n.instance.instance_id),
+            EvidenceSource::CloudInit => {
+                let log = n
+                    .container
+                    .read_file("/var/log/cloud-init.log")
+                    .await
+                    .unwrap_or_default();
+                let output = n
+                    .container
+                    .read_file("/var/log/cloud-init-output.log")
+                    .await
+                    .unwrap_or_default();
+                format!("{log}\n{output}")
+            }
+            EvidenceSource::Nodeadm => super::userdata::nodeadm_journal(&n.container).await,
+            EvidenceSource::Approver => {
+                let requester = format!("system:node:{}", n.node_name);
+                let decisions = cluster.approver.decisions();
+                let mine = decisions.iter().filter(|d| d.requester == requester);
+                mine.map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        };
+        // Placeholders were checked when the scenario was loaded.
+        let wanted = render(&e.contains, &n.vars).unwrap_or_else(|_| e.contains.clone());
+        n.evidence[i] = text
+            .lines()
+            .find(|l| l.contains(&wanted))
+            .map(|l| l.trim().chars().take(400).collect());
+    }
+}

@@ -1,0 +1,298 @@
+//! What a scenario expects of each node: the `expect` section of a node group. Like the rest of the format, every
+//! struct rejects unknown fields so mistakes are reported with file, line and column.
+use super::model::duration;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The programs (by file name, e.g. `aws`, `jq`, `apt-get`) a bootstrap may, may not or must run.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecutableExpectation {
+    /// None of these may run.
+    #[serde(default)]
+    pub forbid: Vec<String>,
+    /// Nothing else may run.
+    #[serde(default)]
+    pub only: Vec<String>,
+    /// Each of these must run.
+    #[serde(default)]
+    pub require: Vec<String>,
+}
+
+/// What one file the bootstrap wrote must hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileExpectation {
+    /// The file in the node.
+    pub path: String,
+    /// `dotted.path: value` pairs that must hold in the file (JSON or YAML); `clusterDNS.0` indexes a list.
+    #[serde(default)]
+    pub values: BTreeMap<String, serde_yaml_ng::Value>,
+    /// A golden file (relative to the workspace, placeholders filled in) the file must equal.
+    #[serde(default)]
+    pub golden: Option<String>,
+    /// Substrings the file must contain.
+    #[serde(default)]
+    pub contains: Vec<String>,
+}
+
+/// What a node's calls to the fakes must look like. Patterns are `service action` globs
+/// (`imds GET /latest/meta-data/*`, `ec2 DescribeInstances`, `eks *`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CallExpectation {
+    /// Every call must match one of these.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The exact multiset: every call matches one of these patterns, and each pattern matches exactly this
+    /// many calls.
+    #[serde(default)]
+    pub exactly: BTreeMap<String, u32>,
+    /// Exactly this many calls match (other calls are not constrained).
+    #[serde(default)]
+    pub count: BTreeMap<String, u32>,
+    /// At most this many calls match.
+    #[serde(default)]
+    pub max: BTreeMap<String, u32>,
+    /// No call matching these once the Node is Ready.
+    #[serde(default)]
+    pub none_after_ready: Vec<String>,
+}
+
+/// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CloudInitExpectation {
+    #[serde(default)]
+    pub status: CloudInitStatus,
+    /// Substrings each of which some cloud-init error must contain.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Substrings each of which some WARNING line of cloud-init's log must contain.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Modules that must have run (e.g. `write-files`, `runcmd`, `scripts-user`).
+    #[serde(default)]
+    pub modules: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloudInitStatus {
+    #[default]
+    Done,
+    Error,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeadmExpectation {
+    /// Both phases (config, run) exited 0.
+    Succeeded,
+    /// A phase failed (the error is in the report and in `nodeadm` evidence).
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignalExpectation {
+    /// `SUCCESS` was signalled for the instance.
+    Success,
+    /// `FAILURE` was signalled for the instance.
+    Failure,
+    /// No signal at all.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CsrExpectation {
+    /// A CSR exists and a certificate was issued.
+    Issued,
+    /// A CSR exists but no certificate was issued (for example the approver refused it).
+    Pending,
+    /// No such CSR exists.
+    None,
+    /// Not checked.
+    #[default]
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExitExpectation {
+    Success,
+    Failure,
+    #[default]
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvidenceSource {
+    Kubelet,
+    Bootstrap,
+    Imds,
+    Approver,
+    /// The token webhook's decisions about this node's tokens (accepted, or rejected with the reason).
+    Authenticator,
+    /// cloud-init's log and its output log (`userData` nodes).
+    CloudInit,
+    /// nodeadm's log (the journal of its two units), for user data carrying a NodeConfig.
+    Nodeadm,
+    /// The node's calls to the fakes (`service action -> status`, faults marked).
+    Calls,
+}
+
+/// The identity the API server saw the kubelet as (from its audit log).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IdentityExpectation {
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Groups that must all be present (the API server adds `system:authenticated`).
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// A text that must show up in a log: how a negative scenario proves *why* the node failed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Evidence {
+    pub source: EvidenceSource,
+    pub contains: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+/// What the cluster must see for each node of the group.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    /// `false` for negative scenarios: the node must not register, and `evidence` must be found.
+    #[serde(default = "yes")]
+    pub joins: bool,
+    /// Deadline for the whole join (or the observation window of a negative scenario).
+    #[serde(default = "default_within", deserialize_with = "duration")]
+    pub within: Duration,
+    /// Defaults to the instance's PrivateDnsName.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// Labels the Node must carry (others may be present too).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The Node's exact taints once Ready (`None`: not checked).
+    #[serde(default)]
+    pub taints: Option<Vec<Taint>>,
+    #[serde(default)]
+    pub capacity_pods: Option<u32>,
+    /// The kubelet's `clusterDNS` as reported by `/configz`.
+    #[serde(default, rename = "clusterDNS")]
+    pub cluster_dns: Option<Vec<String>>,
+    /// Defaults to `aws:///{{instance.az}}/{{instance.id}}`.
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<String>,
+    #[serde(default)]
+    pub client_csr: CsrExpectation,
+    #[serde(default)]
+    pub serving_csr: CsrExpectation,
+    /// The kubelet serves :10250 with a certificate chained to the cluster CA whose SANs are the node's.
+    #[serde(default)]
+    pub serving_cert: bool,
+    #[serde(default)]
+    pub bootstrap_exit: ExitExpectation,
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    /// Who the kubelet was to the API server.
+    #[serde(default)]
+    pub identity: Option<IdentityExpectation>,
+    /// The user that must have written the node role into aws-auth (audit log), before the Node registered.
+    #[serde(default)]
+    pub aws_auth_changed_by: Option<String>,
+    /// `userData` nodes: what cloud-init reported (default: status done, for nodes that join).
+    #[serde(default)]
+    pub cloud_init: Option<CloudInitExpectation>,
+    /// The CloudFormation signal the instance sent.
+    #[serde(default)]
+    pub cfn_signal: Option<SignalExpectation>,
+    /// Nodes whose user data carries a NodeConfig: how nodeadm's phases ended (default: succeeded, for nodes
+    /// that join).
+    #[serde(default)]
+    pub nodeadm: Option<NodeadmExpectation>,
+    /// The node's calls to the fakes.
+    #[serde(default)]
+    pub calls: Option<CallExpectation>,
+    /// The group's nodes must write identical files (kubelet config, kubeconfig, drop-ins, containerd config, env
+    /// files) once instance id, addresses and names are normalised. Needs `count: 2` or more.
+    #[serde(default)]
+    pub deterministic: bool,
+    /// Running the bootstrap a second time on a joined node must exit 0 and change none of those files.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Checks on files the bootstrap wrote.
+    #[serde(default)]
+    pub files: Vec<FileExpectation>,
+    /// The programs the bootstrap ran (traced with strace; harness-run bootstraps).
+    #[serde(default)]
+    pub executables: Option<ExecutableExpectation>,
+    /// The sandbox (pause) image the node's containerd is configured with is in containerd's store, pulled with an
+    /// ECR token of this instance when it is an ECR image. Always checked for nodes whose nodeadm succeeded.
+    #[serde(default)]
+    pub sandbox_image: bool,
+    /// A pod bound to the node runs (our pause image, no pull) and gets an address from the CNI: a Ready node that
+    /// cannot run pods is not a joined node.
+    #[serde(default)]
+    pub pod_runs: bool,
+    /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
+    /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
+    #[serde(default)]
+    pub failing_checks: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_within() -> Duration {
+    Duration::from_secs(90)
+}
+
+impl Default for Expect {
+    fn default() -> Self {
+        Self {
+            joins: true,
+            within: default_within(),
+            node_name: None,
+            labels: BTreeMap::new(),
+            taints: None,
+            capacity_pods: None,
+            cluster_dns: None,
+            provider_id: None,
+            client_csr: CsrExpectation::Any,
+            serving_csr: CsrExpectation::Any,
+            serving_cert: false,
+            bootstrap_exit: ExitExpectation::Any,
+            evidence: Vec::new(),
+            identity: None,
+            aws_auth_changed_by: None,
+            cloud_init: None,
+            cfn_signal: None,
+            nodeadm: None,
+            calls: None,
+            deterministic: false,
+            idempotent: false,
+            files: Vec::new(),
+            executables: None,
+            sandbox_image: false,
+            pod_runs: false,
+            failing_checks: Vec::new(),
+        }
+    }
+}
