@@ -87,14 +87,15 @@ pub async fn expectations(
         out.extend(files::values(node_name, &f.path, content.as_deref(), &wanted));
         for s in &f.contains {
             let wanted = render(s, vars).unwrap_or_else(|_| s.clone());
+            let found = content.as_deref().is_some_and(|c| c.contains(&wanted));
             out.push(Check::new(
                 format!("{node_name}/file {} contains {wanted:?}", f.path),
-                content.as_deref().is_some_and(|c| c.contains(&wanted)),
+                found,
                 "present",
-                if content.is_none() {
-                    "the file does not exist"
-                } else {
-                    "absent"
+                match (&content, found) {
+                    (None, _) => "the file does not exist",
+                    (Some(_), true) => "present",
+                    (Some(_), false) => "absent",
                 },
             ));
         }
