@@ -1,6 +1,7 @@
 //! Running scenarios: the shared environment of a process (network, fakes, control planes), the per-scenario
 //! pipeline of small named actions, and the reports.
 pub mod artifacts;
+mod boot;
 pub mod env;
 pub mod failfast;
 pub mod files;

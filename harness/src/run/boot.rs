@@ -1,0 +1,310 @@
+//! Starting a scenario's nodes: each container with its EC2 identity (instance, DMI, files the node reads), then
+//! its bootstrap, run by the harness (traced) or by the node's own cloud-init from user data.
+use super::env::Environment;
+use super::node::RunningNode;
+use super::report::NodeTimeline;
+use crate::cluster::objects::BootstrapToken;
+use crate::error::{Error, Result};
+use crate::fakes::iam::{CredentialMode, CredentialPolicy};
+use crate::fakes::instances::Instance;
+use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
+use crate::scenario::model::{AuthMode, CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, Scenario};
+use crate::scenario::template::render;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
+pub(super) async fn boot_node(
+    env: &Environment,
+    sc: &Scenario,
+    image: &crate::node::image::NodeImage,
+    group: &NodeGroup,
+    index: u32,
+) -> Result<RunningNode> {
+    let mut vars = BTreeMap::new();
+    let label = format!("{}-{}", group.name, index);
+    // The bootstrap the harness puts at /etc/eks/bootstrap.sh: the group's script, else ours, unless the group's
+    // own image brings one (an overlay with etc/eks/bootstrap.sh, or a user's image).
+    let image_brings_bootstrap = group.bootstrap.script.is_none()
+        && group.image.as_ref().is_some_and(|g| {
+            g.tag.is_some()
+                || g.overlay
+                    .as_ref()
+                    .is_some_and(|d| crate::node::image::overlay_has_bootstrap(&crate::paths::resolve(Path::new(d))))
+        });
+    let mut bootstrap_files = Vec::new();
+    if !image_brings_bootstrap {
+        let script_path = crate::paths::resolve(Path::new(
+            group
+                .bootstrap
+                .script
+                .as_deref()
+                .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
+        ));
+        let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
+        for (path, from, mode) in [
+            ("/etc/eks/bootstrap.sh", &script_path, 0o755),
+            ("/etc/eks/eni-limits.txt", &limits_path, 0o644),
+        ] {
+            bootstrap_files.push(NodeFile {
+                path: path.into(),
+                content: std::fs::read(from).map_err(|e| Error::io(from, e))?,
+                mode,
+            });
+        }
+    }
+    let endpoints = env.aws_endpoint_env();
+    let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
+    let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
+    let mut files = bootstrap_files;
+    files.extend([
+        NodeFile {
+            path: "/etc/nodejoin/node.env".into(),
+            content: format!("NODEJOIN_IMDS={}\n{aws_env}{}\n", env.imds_addr, env.sts_endpoint_env()).into_bytes(),
+            mode: 0o644,
+        },
+        // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
+        NodeFile {
+            path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
+            content: format!(
+                "[Manager]\nDefaultEnvironment={}\n",
+                endpoints
+                    .iter()
+                    .map(|e| format!("\"{e}\""))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+            .into_bytes(),
+            mode: 0o644,
+        },
+        // containerd pulls from the EKS ECR registry (nodeadm's sandbox image) go to the fake registry.
+        NodeFile {
+            path: format!("/etc/containerd/certs.d/{ecr_host}/hosts.toml"),
+            content: crate::fakes::registry::containerd_hosts_toml(&ecr_host, &env.registry_url).into_bytes(),
+            mode: 0o644,
+        },
+    ]);
+    let (instance_id, mac) = Instance::new_ids();
+    let t0 = Instant::now();
+    let container = NodeContainer::start(
+        &env.docker,
+        NodeSpec {
+            container_name: format!("nodejoin-{}-{}-{label}", env.run_id, sc.name),
+            hostname: label.clone(),
+            image,
+            network: &env.network,
+            run_id: &env.run_id,
+            files,
+            env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
+        },
+    )
+    .await?;
+    if let Some(info) = group.instance_type_info {
+        env.ec2.add_instance_type(
+            &group.instance_type,
+            crate::eks::max_pods::EniLimits {
+                enis: info.maximum_network_interfaces,
+                ipv4_per_eni: info.ipv4_addresses_per_interface,
+            },
+        );
+    }
+    let instance = env.instances.register(Instance {
+        instance_id,
+        instance_type: group.instance_type.clone(),
+        lifecycle: match group.lifecycle {
+            Lifecycle::OnDemand => "on-demand".into(),
+            Lifecycle::Spot => "spot".into(),
+        },
+        availability_zone: group
+            .availability_zone
+            .clone()
+            .unwrap_or_else(|| format!("{}a", sc.cluster.region)),
+        region: sc.cluster.region.clone(),
+        account_id: sc.cluster.account_id.clone(),
+        ami_id: "ami-0nodejoin000000001".into(),
+        private_ip: container.ip,
+        mac,
+        vpc: crate::fakes::vpc::Vpc::new(&sc.cluster_name(), &sc.cluster.network),
+        role_name: Some(group.role.clone()),
+        user_data: None,
+        imds_v2_required: group.imds.tokens == ImdsTokens::Required,
+        credentials: CredentialPolicy {
+            lifetime: group
+                .imds
+                .credential_lifetime
+                .unwrap_or(CredentialPolicy::default().lifetime),
+            mode: match group.imds.credentials {
+                CredentialsMode::Valid => CredentialMode::Valid,
+                CredentialsMode::Expired => CredentialMode::Expired,
+                CredentialsMode::WrongSecret => CredentialMode::WrongSecret,
+            },
+        },
+        launch_time: SystemTime::now(),
+    });
+    for f in group.faults.iter().filter(|f| f.empty_private_dns_name) {
+        env.ec2
+            .empty_private_dns_name_for(&instance.instance_id, f.first.unwrap_or(u32::MAX));
+    }
+    let faults: Vec<crate::fakes::calls::Fault> = group
+        .faults
+        .iter()
+        .filter(|f| !f.empty_private_dns_name)
+        .map(|f| crate::fakes::calls::Fault {
+            service: f.service.as_str().into(),
+            action: f.action.clone(),
+            first: f.first,
+            status: f.status,
+            latency: f.latency,
+            hang: f.hang,
+        })
+        .collect();
+    env.calls.inject(&instance.instance_id, &faults);
+    vars.insert("instance.id".into(), instance.instance_id.clone());
+    vars.insert("instance.privateDnsName".into(), instance.private_dns_name());
+    vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
+    vars.insert("instance.az".into(), instance.availability_zone.clone());
+    vars.insert("instance.type".into(), instance.instance_type.clone());
+    let expected_name = instance.private_dns_name();
+    let mut node = RunningNode {
+        group: group.clone(),
+        timeline: NodeTimeline {
+            node_name: expected_name.clone(),
+            instance_id: instance.instance_id.clone(),
+            ip: instance.private_ip.to_string(),
+            ..Default::default()
+        },
+        container,
+        instance,
+        node_name: expected_name,
+        vars,
+        bootstrap: None,
+        bootstrap_error: None,
+        kubelet_start: Instant::now(),
+        node: None,
+        serving: None,
+        serving_error: String::new(),
+        client_csr: None,
+        serving_csr: None,
+        evidence: vec![None; group.expect.evidence.len()],
+        registered_as: None,
+        done: false,
+        user_data_note: None,
+        cloud_init: None,
+        nodeadm: None,
+        booted: t0,
+        invocation: None,
+        executables: None,
+        stopped: None,
+    };
+    if let Err(e) = node.container.wait_systemd(Duration::from_secs(60)).await {
+        // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
+        node.bootstrap_error = Some(e.to_string());
+        node.timeline.container_up = None;
+        return Ok(node);
+    }
+    node.timeline.container_up = Some(t0.elapsed());
+    Ok(node)
+}
+
+/// Runs the bootstrap in a booted node, with the cluster's placeholders filled in.
+pub(super) async fn run_bootstrap(
+    env: &Environment,
+    sc: &Scenario,
+    node: &mut RunningNode,
+    cluster_vars: &BTreeMap<String, String>,
+    token: &BootstrapToken,
+) -> Result<()> {
+    if node.bootstrap_error.is_some() {
+        // systemd never came up; the failure is reported as a check.
+        return Ok(());
+    }
+    let label = node.container.name.clone();
+    let group = node.group.clone();
+    node.vars.extend(cluster_vars.clone());
+    if let Some(n) = &group.expect.node_name {
+        let name = render(n, &node.vars).map_err(|e| Error::node(&label, e))?;
+        node.timeline.node_name = name.clone();
+        node.node_name = name;
+    }
+    let args: Vec<String> = group
+        .bootstrap
+        .args
+        .iter()
+        .map(|a| render(a, &node.vars))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::node(&label, e))?;
+    let mut exec_env = env.aws_endpoint_env();
+    exec_env.push(env.sts_endpoint_env());
+    if sc.cluster.auth == AuthMode::BootstrapToken {
+        exec_env.push(format!("BOOTSTRAP_TOKEN={}", token.token()));
+    }
+    for (k, v) in &group.bootstrap.env {
+        exec_env.push(format!(
+            "{k}={}",
+            render(v, &node.vars).map_err(|e| Error::node(&label, e))?
+        ));
+    }
+    if let Some(spec) = &group.user_data {
+        let (served, description) =
+            super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
+        let nodeadm = crate::userdata::carries_node_config(&served);
+        let mut with_data = (*node.instance).clone();
+        with_data.user_data = Some(served);
+        node.instance = env.instances.register(with_data);
+        node.user_data_note = Some(description);
+        let t1 = Instant::now();
+        match super::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm).await {
+            Ok(run) => {
+                node.bootstrap = Some(run.output);
+                node.cloud_init = Some(run.report);
+                node.nodeadm = run.nodeadm;
+            }
+            Err(e) => node.bootstrap_error = Some(e.to_string()),
+        }
+        node.timeline.bootstrap = Some(t1.elapsed());
+        node.kubelet_start = Instant::now();
+        return Ok(());
+    }
+    let mut cmd = vec!["/etc/eks/bootstrap.sh"];
+    cmd.extend(args.iter().map(String::as_str));
+    node.invocation = Some((cmd.iter().map(|s| s.to_string()).collect(), exec_env.clone()));
+    // Traced with strace when the image has it: which programs the bootstrap ran (`expect.executables`).
+    let traced = node
+        .container
+        .exec(&["sh", "-c", "command -v strace"], &[])
+        .await
+        .is_ok_and(|o| o.exit_code == 0);
+    let mut run: Vec<&str> = Vec::new();
+    if traced {
+        run.extend([
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=execve",
+            "-e",
+            "signal=none",
+            "-o",
+            EXEC_TRACE,
+        ]);
+    }
+    run.extend(cmd.iter().copied());
+    let t1 = Instant::now();
+    match tokio::time::timeout(group.expect.within, node.container.exec(&run, &exec_env)).await {
+        Ok(Ok(out)) => node.bootstrap = Some(out),
+        Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
+        Err(_) => node.bootstrap_error = Some(format!("bootstrap did not finish within {:?}", group.expect.within)),
+    }
+    if traced {
+        if let Some(trace) = node.container.read_file(EXEC_TRACE).await {
+            node.executables = Some(crate::assert::executables::parse_strace(&trace));
+        }
+    }
+    node.timeline.bootstrap = Some(t1.elapsed());
+    node.kubelet_start = Instant::now();
+    Ok(())
+}
+
+/// Where the bootstrap's exec trace is written in the node.
+const EXEC_TRACE: &str = "/run/nodejoin-exec.trace";
