@@ -1,5 +1,6 @@
 //! The API server's audit log (JSON lines): who the API server took a caller to be, and who changed what when.
-//! The local provider's policy logs aws-auth at RequestResponse and nodes and CSRs at Metadata.
+//! The policy (cluster/apiserver.rs) logs aws-auth at RequestResponse, Node creations at Request and other Node
+//! and CSR traffic at Metadata.
 use serde::Deserialize;
 use std::path::Path;
 
@@ -88,11 +89,13 @@ pub fn read(path: &Path) -> Vec<Event> {
         .collect()
 }
 
-/// The successful creation of Node `name`: who registered it, and when.
-pub fn node_created<'a>(events: &'a [Event], name: &str) -> Option<&'a Event> {
+/// The successful creation of Node `name` at or after `since` (a shared control plane outlives scenarios and a
+/// node name can recur): who registered it, when, and (policy level Request) what it registered.
+pub fn node_created<'a>(events: &'a [Event], name: &str, since: std::time::SystemTime) -> Option<&'a Event> {
+    let since = humantime::format_rfc3339_micros(since).to_string();
     events
         .iter()
-        .find(|e| e.verb == "create" && e.is("nodes", name) && e.succeeded())
+        .find(|e| e.verb == "create" && e.is("nodes", name) && e.succeeded() && e.stage_timestamp >= since)
 }
 
 /// Successful writes of `kube-system/aws-auth` whose request mentions `needle` (a role ARN), oldest first.
@@ -125,10 +128,14 @@ mod tests {
         std::fs::write(&p, LOG).unwrap();
         let events = read(&p);
         assert_eq!(events.len(), 3);
-        let n = node_created(&events, "ip-1").unwrap();
+        let epoch = std::time::SystemTime::UNIX_EPOCH;
+        let n = node_created(&events, "ip-1", epoch).unwrap();
+        // A registration from before the node launched is another node's of the same name.
+        let launched = humantime::parse_rfc3339("2026-11-22T14:00:03.5Z").unwrap();
+        assert!(node_created(&events, "ip-1", launched).is_none());
         assert_eq!(n.acting_user().username, "system:node:ip-1");
         // A refused registration is not a registration.
-        assert!(node_created(&events, "ip-2").is_none());
+        assert!(node_created(&events, "ip-2", epoch).is_none());
         let w = aws_auth_writes(&events, "role/NodeRole");
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].user.username, "eks:node-manager");

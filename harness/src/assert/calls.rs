@@ -139,7 +139,11 @@ pub fn checks(
         out.push(Check::new(
             format!("{node}/no calls after Ready"),
             passed,
-            format!("none of {} once Ready", want.none_after_ready.join(", ")),
+            format!(
+                "none of {} once Ready (watched for {:?} after Ready)",
+                want.none_after_ready.join(", "),
+                want.after_ready_window
+            ),
             actual,
         ));
     }

@@ -7,6 +7,7 @@ pub mod executables;
 pub mod files;
 pub mod node;
 pub mod nodeadm;
+pub mod provenance;
 pub mod serving;
 
 /// One assertion's outcome.

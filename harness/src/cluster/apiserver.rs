@@ -21,6 +21,12 @@ rules:
     resources:
       - group: ""
         resources: ["configmaps"]
+  # The Node as its registrant sent it: which labels, taints and providerID the kubelet itself registered.
+  - level: Request
+    verbs: ["create"]
+    resources:
+      - group: ""
+        resources: ["nodes"]
   - level: Metadata
     resources:
       - group: ""

@@ -21,6 +21,8 @@ pub struct Decision {
     pub requester: String,
     pub approved: bool,
     pub reason: String,
+    /// When it was made: a shared control plane outlives scenarios, and a node name can come back.
+    pub at: std::time::SystemTime,
 }
 
 #[derive(Default)]
@@ -167,6 +169,7 @@ impl Approver {
                                         requester,
                                         approved: true,
                                         reason: format!("approved: SANs belong to {node}"),
+                                        at: std::time::SystemTime::now(),
                                     });
                                 }
                                 Err(e) => {
@@ -181,6 +184,7 @@ impl Approver {
                                 requester,
                                 approved: false,
                                 reason: format!("left pending: {reason}"),
+                                at: std::time::SystemTime::now(),
                             });
                         }
                     }

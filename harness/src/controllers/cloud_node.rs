@@ -45,9 +45,14 @@ async fn initialise(api: &Api<Node>, node: &Node, instances: &Instances) -> Resu
         { "type": "InternalDNS", "address": instance.private_dns_name() },
         { "type": "Hostname", "address": instance.private_dns_name() },
     ]);
+    // Its own field manager, so managedFields tell what it set from what the kubelet registered.
+    let pp = PatchParams {
+        field_manager: Some(crate::assert::provenance::CLOUD_NODE.into()),
+        ..PatchParams::default()
+    };
     api.patch_status(
         &name,
-        &PatchParams::default(),
+        &pp,
         &Patch::Merge(serde_json::json!({ "status": { "addresses": addresses } })),
     )
     .await
@@ -65,7 +70,7 @@ async fn initialise(api: &Api<Node>, node: &Node, instances: &Instances) -> Resu
         }},
         "spec": spec,
     });
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch(&name, &pp, &Patch::Merge(patch))
         .await
         .map_err(|e| format!("{name}: {e}"))?;
     tracing::info!(node = %name, instance = %instance.instance_id, "cloud-node: initialised");

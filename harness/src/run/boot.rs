@@ -187,6 +187,7 @@ pub(super) async fn boot_node(
         client_csr: None,
         serving_csr: None,
         evidence: vec![None; group.expect.evidence.len()],
+        evidence_complete_at: None,
         registered_as: None,
         done: false,
         user_data_note: None,

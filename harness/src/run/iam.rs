@@ -219,15 +219,16 @@ pub fn checks(
     cluster: &SharedCluster,
     sc: &Scenario,
     group: &NodeGroup,
-    instance_id: &str,
+    instance: &crate::fakes::instances::Instance,
     node_name: &str,
     render: &dyn Fn(&str) -> String,
 ) -> (Vec<Check>, Vec<String>) {
+    let instance_id = instance.instance_id.as_str();
     let mut checks = Vec::new();
     let mut notes = Vec::new();
     let c = |what: &str| format!("{node_name}/{what}");
     let events = audit::read(&cluster.logs_dir.join("audit.log"));
-    let created = audit::node_created(&events, node_name);
+    let created = audit::node_created(&events, node_name, instance.launch_time);
     let decisions = env.authenticator.decisions_for(instance_id);
     let accepted = decisions.iter().find(|d| d.granted.is_some());
     if let Some(d) = accepted {

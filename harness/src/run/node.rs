@@ -30,6 +30,8 @@ pub(super) struct RunningNode {
     pub(super) client_csr: Option<assert::csr::CsrState>,
     pub(super) serving_csr: Option<assert::csr::CsrState>,
     pub(super) evidence: Vec<Option<String>>,
+    /// When the last expected piece of evidence was found: a negative scenario keeps watching from then on.
+    pub(super) evidence_complete_at: Option<Instant>,
     /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
     pub(super) registered_as: Option<String>,
     pub(super) done: bool,

@@ -2,7 +2,9 @@
 use super::env::SharedCluster;
 use super::node::RunningNode;
 use super::report::ScenarioReport;
+use crate::assert::provenance::{self, Provenance};
 use crate::assert::{self, Check};
+use crate::scenario::expect::SetBy;
 use crate::scenario::model::{CsrExpectation, ExitExpectation, Expect};
 use crate::scenario::template::render;
 use k8s_openapi::api::core::v1::Node;
@@ -117,49 +119,12 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
             .map(|d| format!("Ready after {}", super::report::secs(d)))
             .unwrap_or_else(|| "not Ready".into()),
     ));
+    report.checks.push(kubelet_enabled(n).await);
     let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
-    if !e.labels.is_empty() {
-        let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
-        let miss = assert::node::label_mismatches(&want, &assert::node::labels(node));
-        report.checks.push(Check::new(
-            c("labels"),
-            miss.is_empty(),
-            format!("{want:?} (subset)"),
-            if miss.is_empty() {
-                "all present".into()
-            } else {
-                miss.join(", ")
-            },
-        ));
-    }
-    if let Some(taints) = &e.taints {
-        let mut want = taints.clone();
-        want.sort();
-        let have = assert::node::taints(node);
-        report.checks.push(Check::new(
-            c("taints"),
-            want == have,
-            assert::node::format_taints(&want),
-            assert::node::format_taints(&have),
-        ));
-    }
-    if let Some(pods) = e.capacity_pods {
-        report.checks.push(Check::eq(
-            c("capacity.pods"),
-            Some(pods.to_string()),
-            assert::node::capacity_pods(node),
-        ));
-    }
-    let want_pid = render_or(
-        e.provider_id
-            .as_deref()
-            .unwrap_or("aws:///{{instance.az}}/{{instance.id}}"),
-    );
-    report.checks.push(Check::eq(
-        c("providerID"),
-        Some(want_pid),
-        assert::node::provider_id(node),
-    ));
+    let events = assert::audit::read(&cluster.logs_dir.join("audit.log"));
+    let created = assert::audit::node_created(&events, &name, n.instance.launch_time);
+    let who = Provenance::of(node, created);
+    field_checks(report, &name, &e, node, &who, &render_or);
     csr_check(report, c("client CSR"), e.client_csr, &n.client_csr);
     csr_check(report, c("serving CSR"), e.serving_csr, &n.serving_csr);
     evidence_checks(report, &name, &e, &n.evidence);
@@ -188,6 +153,166 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
     }
     if e.pod_runs {
         report.checks.push(super::pod::check(&cluster.client, &name).await);
+    }
+}
+
+/// Labels, taints, capacity and providerID: each value, and who set it (the kubelet, so the bootstrap, unless
+/// the scenario says the cloud controller does it, as on real EKS).
+fn field_checks(
+    report: &mut ScenarioReport,
+    name: &str,
+    e: &Expect,
+    node: &Node,
+    who: &Provenance,
+    render_or: &dyn Fn(&str) -> String,
+) {
+    let c = |what: &str| format!("{name}/{what}");
+    let have = assert::node::labels(node);
+    if !e.labels.is_empty() {
+        let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
+        let mut wrong = assert::node::label_mismatches(&want, &have);
+        let mut setters = Vec::new();
+        for key in want.keys().filter(|k| have.contains_key(*k)) {
+            let by = who.label(key);
+            let allowed = e.set_by.label(key);
+            if !provenance::satisfies(&by, allowed) {
+                wrong.push(format!(
+                    "{key} {} (expected {})",
+                    provenance::describe(&by),
+                    describe_set_by(allowed)
+                ));
+            }
+            setters.push(format!("{key} {}", provenance::describe(&by)));
+        }
+        report.checks.push(Check::new(
+            c("labels"),
+            wrong.is_empty(),
+            format!("{want:?} (subset)"),
+            if wrong.is_empty() {
+                format!("all present ({})", setters.join("; "))
+            } else {
+                wrong.join(", ")
+            },
+        ));
+    }
+    if let Some(exact) = &e.labels_exactly {
+        let want: BTreeMap<String, String> = exact.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
+        let mut wrong = assert::node::label_mismatches(&want, &have);
+        wrong.extend(
+            have.iter()
+                .filter(|(k, _)| !want.contains_key(*k))
+                .map(|(k, v)| format!("unexpected {k}={v} ({})", provenance::describe(&who.label(k)))),
+        );
+        report.checks.push(Check::new(
+            c("labels exactly"),
+            wrong.is_empty(),
+            format!("exactly {} labels {want:?}", want.len()),
+            if wrong.is_empty() {
+                "the same set".into()
+            } else {
+                wrong.join(", ")
+            },
+        ));
+    }
+    if let Some(taints) = &e.taints {
+        let mut want = taints.clone();
+        want.sort();
+        let have = assert::node::taints(node);
+        let allowed = e.set_by.taints.unwrap_or(SetBy::Kubelet);
+        let mut wrong_setter = Vec::new();
+        let mut setters = Vec::new();
+        for t in have.iter().filter(|t| want.contains(t)) {
+            let by = who.taint(t);
+            let one = assert::node::format_taints(std::slice::from_ref(t));
+            if !provenance::satisfies(&by, allowed) {
+                let why = if who.has_registration() {
+                    ""
+                } else {
+                    " (no record of the Node's registration in the audit log)"
+                };
+                wrong_setter.push(format!(
+                    "{one} {}{why} (expected {})",
+                    provenance::describe(&by),
+                    describe_set_by(allowed)
+                ));
+            }
+            setters.push(format!("{one} {}", provenance::describe(&by)));
+        }
+        let actual = assert::node::format_taints(&have);
+        report.checks.push(Check::new(
+            c("taints"),
+            want == have && wrong_setter.is_empty(),
+            assert::node::format_taints(&want),
+            match (wrong_setter.is_empty(), setters.is_empty()) {
+                (false, _) => format!("{actual}: {}", wrong_setter.join(", ")),
+                (true, true) => actual,
+                (true, false) => format!("{actual} ({})", setters.join("; ")),
+            },
+        ));
+    }
+    if let Some(pods) = e.capacity_pods {
+        let have = assert::node::capacity_pods(node);
+        let by = who.capacity("pods");
+        let allowed = e.set_by.capacity_pods.unwrap_or(SetBy::Kubelet);
+        report.checks.push(Check::new(
+            c("capacity.pods"),
+            have.as_deref() == Some(pods.to_string().as_str()) && provenance::satisfies(&by, allowed),
+            format!("{pods}, {}", describe_set_by(allowed)),
+            format!("{}, {}", have.as_deref().unwrap_or("none"), provenance::describe(&by)),
+        ));
+    }
+    let want_pid = render_or(
+        e.provider_id
+            .as_deref()
+            .unwrap_or("aws:///{{instance.az}}/{{instance.id}}"),
+    );
+    let have_pid = assert::node::provider_id(node);
+    let by = who.provider_id();
+    let allowed = e.set_by.provider_id.unwrap_or(SetBy::Kubelet);
+    report.checks.push(Check::new(
+        c("providerID"),
+        have_pid.as_deref() == Some(want_pid.as_str()) && provenance::satisfies(&by, allowed),
+        format!("{want_pid}, {}", describe_set_by(allowed)),
+        format!(
+            "{}, {}",
+            have_pid.as_deref().unwrap_or("none"),
+            provenance::describe(&by)
+        ),
+    ));
+}
+
+/// The kubelet unit is enabled, not only started: a node whose bootstrap only started it loses its kubelet on
+/// the first reboot (EKS AMIs' bootstrap and nodeadm enable it).
+async fn kubelet_enabled(n: &RunningNode) -> Check {
+    let actual = match n
+        .container
+        .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
+        .await
+    {
+        Ok(out) => {
+            let state = out.stdout.trim().to_string();
+            if state.is_empty() {
+                format!("exit {}: {}", out.exit_code, out.stderr.trim())
+            } else {
+                state
+            }
+        }
+        Err(e) => format!("cannot ask systemd: {e}"),
+    };
+    Check::new(
+        format!("{}/kubelet enabled", n.node_name),
+        actual == "enabled",
+        "systemctl is-enabled kubelet.service: enabled",
+        actual,
+    )
+}
+
+/// "set by the kubelet", for the expected side of a check.
+fn describe_set_by(s: SetBy) -> &'static str {
+    match s {
+        SetBy::Kubelet => "set by the kubelet",
+        SetBy::CloudController => "set by the cloud-node controller",
+        SetBy::Any => "set by anyone",
     }
 }
 

@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use std::time::{Duration, Instant};
 
-/// Grace period a negative scenario keeps watching after its evidence appeared, to see the node stays out.
+/// How long a negative scenario keeps watching after its last piece of evidence appeared, to see the node stays
+/// out (a kubelet that retries could still register).
 pub(super) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
 
 /// Watches the cluster until every node has reached what its expectations need, or its deadline. Returns
@@ -93,21 +94,22 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                 probe_failure(n).await;
             }
             let deadline_passed = since > n.expect().within;
+            let evidence_complete = n.evidence.iter().all(Option::is_some);
+            if evidence_complete {
+                n.evidence_complete_at.get_or_insert_with(Instant::now);
+            }
             n.done = if n.expect().joins {
-                let evidence_complete = n.evidence.iter().all(Option::is_some);
                 let settled = ready
                     && n.node.as_ref().is_some_and(|x| !assert::node::has_transient_taints(x))
                     && (!want_serving || n.serving.is_some())
                     && csr_settled(n.expect().serving_csr, &n.serving_csr)
                     && csr_settled(n.expect().client_csr, &n.client_csr)
-                    && evidence_complete;
+                    && evidence_complete
+                    && after_ready_watched(n, since);
                 settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
             } else {
-                let evidence_complete = n.evidence.iter().all(Option::is_some);
-                (evidence_complete && since > NEGATIVE_HOLD)
-                    || deadline_passed
-                    || n.node.is_some()
-                    || n.registered_as.is_some()
+                let held = n.evidence_complete_at.is_some_and(|t| t.elapsed() > NEGATIVE_HOLD);
+                held || deadline_passed || n.node.is_some() || n.registered_as.is_some()
             };
         }
         if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
@@ -122,6 +124,15 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         gather_evidence(env, cluster, n).await;
     }
     None
+}
+
+/// Whether a Ready node whose scenario forbids calls after Ready (`calls.noneAfterReady`) has been watched for
+/// `calls.afterReadyWindow` since it became Ready (a bootstrap's leftover poller shows up only then).
+fn after_ready_watched(n: &RunningNode, since: Duration) -> bool {
+    match (&n.expect().calls, n.timeline.ready) {
+        (Some(c), Some(ready)) if !c.none_after_ready.is_empty() => since >= ready + c.after_ready_window,
+        _ => true,
+    }
 }
 
 /// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
@@ -209,7 +220,11 @@ pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();
-                let mine = decisions.iter().filter(|d| d.requester == requester);
+                // Decisions from before this instance launched are another scenario's (a node name can recur).
+                let launched = n.instance.launch_time;
+                let mine = decisions
+                    .iter()
+                    .filter(|d| d.requester == requester && d.at >= launched);
                 mine.map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
                     .collect::<Vec<_>>()
                     .join("\n")

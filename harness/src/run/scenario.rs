@@ -301,15 +301,8 @@ async fn run_inner(
             if n.expect().joins {
                 let vars = n.vars.clone();
                 let render_var = |v: &str| render(v, &vars).unwrap_or_else(|e| e);
-                let (checks, notes) = super::iam::checks(
-                    env,
-                    &cluster,
-                    sc,
-                    &n.group,
-                    &n.instance.instance_id,
-                    &n.node_name,
-                    &render_var,
-                );
+                let (checks, notes) =
+                    super::iam::checks(env, &cluster, sc, &n.group, &n.instance, &n.node_name, &render_var);
                 report.checks.extend(checks);
                 report.notes.extend(notes);
             } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {

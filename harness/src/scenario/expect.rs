@@ -39,7 +39,7 @@ pub struct FileExpectation {
 
 /// What a node's calls to the fakes must look like. Patterns are `service action` globs
 /// (`imds GET /latest/meta-data/*`, `ec2 DescribeInstances`, `eks *`).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CallExpectation {
     /// Every call must match one of these.
@@ -55,9 +55,70 @@ pub struct CallExpectation {
     /// At most this many calls match.
     #[serde(default)]
     pub max: BTreeMap<String, u32>,
-    /// No call matching these once the Node is Ready.
+    /// No call matching these once the Node is Ready (watched for `afterReadyWindow` after Ready).
     #[serde(default)]
     pub none_after_ready: Vec<String>,
+    /// How long the harness keeps watching a Ready node's calls for `noneAfterReady` (default 10s).
+    #[serde(default = "default_after_ready_window", deserialize_with = "duration")]
+    pub after_ready_window: Duration,
+}
+
+impl Default for CallExpectation {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            exactly: BTreeMap::new(),
+            count: BTreeMap::new(),
+            max: BTreeMap::new(),
+            none_after_ready: Vec::new(),
+            after_ready_window: default_after_ready_window(),
+        }
+    }
+}
+
+fn default_after_ready_window() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Who must have set a Node field a check asserts, from the Node's managedFields (and the kubelet's
+/// registration in the audit log for taints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SetBy {
+    /// The kubelet, from the bootstrap's flags and config (the default: the bootstrap is responsible).
+    Kubelet,
+    /// The cloud controller (the harness's cloud-node controller, as EKS's AWS cloud controller manager).
+    CloudController,
+    /// Either; the report still says who.
+    Any,
+}
+
+/// Per-field overrides of who must have set what (`labels` by key).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetByExpectation {
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<SetBy>,
+    #[serde(default)]
+    pub taints: Option<SetBy>,
+    #[serde(default)]
+    pub capacity_pods: Option<SetBy>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, SetBy>,
+}
+
+impl SetByExpectation {
+    /// Label `key`: as the scenario says, else either setter for the labels EKS's cloud controller sets
+    /// (instance type, zone, region), else the kubelet.
+    pub fn label(&self, key: &str) -> SetBy {
+        self.labels.get(key).copied().unwrap_or_else(|| {
+            if crate::assert::provenance::CLOUD_LABELS.contains(&key) {
+                SetBy::Any
+            } else {
+                SetBy::Kubelet
+            }
+        })
+    }
 }
 
 /// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).
@@ -189,6 +250,12 @@ pub struct Expect {
     /// Labels the Node must carry (others may be present too).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The Node's exact label set: every label it carries, and no other.
+    #[serde(default)]
+    pub labels_exactly: Option<BTreeMap<String, String>>,
+    /// Who must have set the asserted Node fields (default: the kubelet, except the cloud labels).
+    #[serde(default)]
+    pub set_by: SetByExpectation,
     /// The Node's exact taints once Ready (`None`: not checked).
     #[serde(default)]
     pub taints: Option<Vec<Taint>>,
@@ -271,6 +338,8 @@ impl Default for Expect {
             within: default_within(),
             node_name: None,
             labels: BTreeMap::new(),
+            labels_exactly: None,
+            set_by: SetByExpectation::default(),
             taints: None,
             capacity_pods: None,
             cluster_dns: None,

@@ -100,6 +100,7 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             .iter()
             .chain(n.bootstrap.env.values())
             .chain(e.labels.values())
+            .chain(e.labels_exactly.iter().flat_map(|l| l.values()))
             .chain(e.node_name.iter())
             .chain(e.provider_id.iter())
             .chain(e.cluster_dns.iter().flatten())
