@@ -64,6 +64,9 @@ pub enum Error {
 
     #[error("interrupted")]
     Interrupted,
+
+    #[error("mutation {mutation}: {message}")]
+    Mutation { mutation: String, message: String },
 }
 
 impl Error {
@@ -89,6 +92,9 @@ impl Error {
             Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane-<n>/",
             Error::ProviderUnavailable { .. } => "`nodejoin doctor` says how to get what the provider needs; `NODEJOIN_PROVIDERS=local` or `nodejoin run --provider local` runs without it",
             Error::Interrupted => "the run was interrupted; everything it started has been removed",
+            Error::Mutation { .. } => {
+                "the catalogue (harness/src/mutate/catalogue.rs) no longer matches the reference bootstrap or the scenario: update its anchor text or catchers"
+            }
         }
     }
 

@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod eks;
 pub mod error;
 pub mod fakes;
+pub mod mutate;
 pub mod node;
 pub mod paths;
 pub mod pki;

@@ -44,6 +44,19 @@ enum Command {
     },
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
+    /// Run the mutation catalogue: deliberate regressions planted in the reference bootstrap and user-data
+    /// generators, each against the scenario that must catch it. Exit 0 only when every one is caught.
+    Mutate {
+        /// Only these mutations (default: all).
+        #[arg(long = "only")]
+        only: Vec<String>,
+        /// List the catalogue and exit.
+        #[arg(long)]
+        list: bool,
+        /// Where the catchers' scenario files are.
+        #[arg(long, default_value = "scenarios")]
+        scenarios: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -165,6 +178,65 @@ async fn main() -> ExitCode {
             junit,
             provider,
         } => run(scenarios, junit, &provider).await,
+        Command::Mutate { only, list, scenarios } => mutate(&only, list, &scenarios).await,
+    }
+}
+
+async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> ExitCode {
+    use nodejoin::mutate;
+    let selected = match mutate::select(only) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}\n  hint: `nodejoin mutate --list` names every mutation");
+            return ExitCode::from(2);
+        }
+    };
+    if list {
+        for m in &selected {
+            let catchers: Vec<String> = m
+                .caught_by
+                .iter()
+                .map(|c| format!("{} ({})", c.scenario, c.check))
+                .collect();
+            println!("{:<24} {}; caught by {}", m.name, m.regression, catchers.join(", "));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let scratch = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: cannot create a scratch directory: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let env = match Environment::start().await {
+        Ok(env) => env,
+        Err(e) => return fail(&e),
+    };
+    let cleanup_id = env.run_id.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: removing this run's processes and containers");
+            nodejoin::reaper::emergency_cleanup(&cleanup_id).await;
+            std::process::exit(130);
+        }
+    });
+    let mut results = Vec::new();
+    for m in &selected {
+        let r = mutate::run(&env, m, scenarios, scratch.path()).await;
+        println!("{}", r.line());
+        results.push(r);
+    }
+    let leftovers = env.shutdown().await;
+    println!("\n{}", mutate::summary(&results));
+    if !leftovers.is_empty() {
+        eprintln!("error: objects left behind: {leftovers:?}");
+        return ExitCode::from(1);
+    }
+    if results.iter().all(|r| r.caught()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

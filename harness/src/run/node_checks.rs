@@ -119,7 +119,15 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
             .map(|d| format!("Ready after {}", super::report::secs(d)))
             .unwrap_or_else(|| "not Ready".into()),
     ));
-    report.checks.push(kubelet_enabled(n).await);
+    if n.nodeadm.is_some() {
+        // nodeadm only starts the kubelet; AL2023 brings it back on every boot through nodeadm-run.service, a
+        // unit of the AMI rather than of the user data.
+        report.notes.push(format!(
+            "{name}: kubelet enabled not checked: nodeadm starts the kubelet on every boot (nodeadm-run.service)"
+        ));
+    } else {
+        report.checks.push(kubelet_enabled(n).await);
+    }
     let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
     let events = assert::audit::read(&cluster.logs_dir.join("audit.log"));
     let created = assert::audit::node_created(&events, &name, n.instance.launch_time);

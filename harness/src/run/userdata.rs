@@ -109,6 +109,16 @@ pub fn build(
     } else {
         return Err("userData needs one of file, eksManaged, cloudFormation, eksctl, nodeadm".into());
     };
+    let served = match &sc.user_data_patch {
+        Some(patch) => {
+            let text = std::str::from_utf8(&served).map_err(|_| "mutation: the user data is not text".to_string())?;
+            patch
+                .apply(text)
+                .map_err(|e| format!("mutation of the user data: {e}"))?
+                .into_bytes()
+        }
+        None => served,
+    };
     let describe = |bytes: &[u8]| match crate::userdata::format::detect(bytes) {
         Ok(p) => p.to_string(),
         Err(e) => format!("unreadable ({e})"),

@@ -4,6 +4,7 @@ pub mod expect;
 pub mod load;
 pub mod model;
 pub mod network;
+pub mod patch;
 pub mod template;
 pub mod trials;
 pub mod user_data;

@@ -24,6 +24,9 @@ pub struct Scenario {
     #[serde(default)]
     pub cluster: Cluster,
     pub nodes: Vec<NodeGroup>,
+    /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
+    #[serde(skip)]
+    pub user_data_patch: Option<super::patch::TextPatch>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]

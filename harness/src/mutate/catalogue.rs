@@ -1,0 +1,139 @@
+//! The deliberate regressions: each is one edit to our reference bootstrap or to the user data our generators
+//! write, and the scenario (and check) that must catch it. Anchors are exact text of those sources, so a change
+//! to the bootstrap that moves one breaks the catalogue loudly instead of silently testing nothing.
+use super::{Catcher, Mutation, Target};
+
+const fn catcher(scenario: &'static str, check: &'static str) -> Catcher {
+    Catcher {
+        scenario,
+        check,
+        says: "",
+    }
+}
+
+pub const CATALOGUE: &[Mutation] = &[
+    Mutation {
+        name: "drop-provider-id",
+        regression: "the kubelet config loses providerID (the cloud controller fills it in, so the Node still has one)",
+        target: Target::ReferenceBootstrap,
+        find: "  providerID: $provider,\n",
+        replace: "",
+        caught_by: &[Catcher {
+            scenario: "basic-bootstrap-token",
+            check: "providerID",
+            says: "set by cloud-node controller",
+        }],
+    },
+    Mutation {
+        name: "wrong-max-pods",
+        regression: "max-pods from the ENI table without the +2 for host-network pods",
+        target: Target::ReferenceBootstrap,
+        find: "print $2 * ($3 - 1) + 2 }' /etc/eks/eni-limits.txt",
+        replace: "print $2 * ($3 - 1) }' /etc/eks/eni-limits.txt",
+        caught_by: &[catcher("basic-bootstrap-token", "capacity.pods")],
+    },
+    Mutation {
+        name: "lose-extra-args",
+        regression: "--kubelet-extra-args no longer reach the kubelet (labels and taints lost)",
+        target: Target::ReferenceBootstrap,
+        find: "if [[ -n \"$KUBELET_EXTRA_ARGS\" ]]; then\n  cat >",
+        replace: "if false; then\n  cat >",
+        caught_by: &[catcher("basic-bootstrap-token", "labels")],
+    },
+    Mutation {
+        name: "lose-taint",
+        regression: "--register-with-taints is dropped from the extra args (labels still arrive)",
+        target: Target::ReferenceBootstrap,
+        find: "mkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
+        replace: "KUBELET_EXTRA_ARGS=$(sed -E 's/--register-with-taints=[^ ]*//' <<<\"$KUBELET_EXTRA_ARGS\")\nmkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
+        caught_by: &[catcher("basic-bootstrap-token", "taints")],
+    },
+    Mutation {
+        name: "cluster-dns-off",
+        regression: "the kubelet config carries no clusterDNS",
+        target: Target::ReferenceBootstrap,
+        find: "clusterDNS: [ $dns ],",
+        replace: "clusterDNS: [],",
+        caught_by: &[catcher("basic-bootstrap-token", "configz clusterDNS")],
+    },
+    Mutation {
+        name: "kubelet-not-enabled",
+        regression: "the kubelet is started but not enabled (it would not come back after a reboot)",
+        target: Target::ReferenceBootstrap,
+        find: "systemctl enable kubelet\n",
+        replace: "",
+        caught_by: &[catcher("basic-bootstrap-token", "kubelet enabled")],
+    },
+    Mutation {
+        name: "wrong-ca",
+        regression: "the cluster CA file is the system trust bundle instead of --b64-cluster-ca",
+        target: Target::ReferenceBootstrap,
+        find: "base64 -d <<<\"$B64_CLUSTER_CA\" > /etc/kubernetes/pki/ca.crt",
+        replace: "cp /etc/ssl/certs/ca-certificates.crt /etc/kubernetes/pki/ca.crt",
+        caught_by: &[catcher("basic-bootstrap-token", "registered")],
+    },
+    Mutation {
+        name: "wrong-node-name",
+        regression: "the kubelet is named after the instance id instead of the PrivateDnsName",
+        target: Target::ReferenceBootstrap,
+        find: "--hostname-override=$PRIVATE_DNS_NAME",
+        replace: "--hostname-override=$INSTANCE_ID",
+        caught_by: &[catcher("basic-bootstrap-token", "registered")],
+    },
+    Mutation {
+        name: "extra-imds-polling",
+        regression: "IMDS asked for the instance id three more times",
+        target: Target::ReferenceBootstrap,
+        find: "INSTANCE_ID=$(imds meta-data/instance-id)\n",
+        replace: "INSTANCE_ID=$(imds meta-data/instance-id)\nfor _ in 1 2 3; do imds meta-data/instance-id >/dev/null; done\n",
+        caught_by: &[catcher("calls-imds-only", "calls exactly")],
+    },
+    Mutation {
+        name: "imds-poller-after-ready",
+        regression: "a poller left behind asks IMDS again once the node is Ready",
+        target: Target::ReferenceBootstrap,
+        find: "log \"kubelet started\"",
+        replace: "( sleep 4; imds meta-data/instance-id ) >/dev/null 2>&1 &\nlog \"kubelet started\"",
+        caught_by: &[catcher("calls-imds-only", "no calls after Ready")],
+    },
+    Mutation {
+        name: "extra-aws-call",
+        regression: "an extra EC2 DescribeInstances call",
+        target: Target::ReferenceBootstrap,
+        find: "IP_FAMILY=${IP_FAMILY:-ipv4}\n",
+        replace: "IP_FAMILY=${IP_FAMILY:-ipv4}\naws ec2 describe-instances --region \"$REGION\" --instance-ids \"$INSTANCE_ID\" >/dev/null || true\n",
+        caught_by: &[catcher("calls-imds-only", "calls allowed")],
+    },
+    Mutation {
+        name: "timestamp-in-file",
+        regression: "a kubelet drop-in stamped with the time the bootstrap ran",
+        target: Target::ReferenceBootstrap,
+        find: "systemctl daemon-reload\n",
+        replace: "echo \"# written $(date +%s.%N)\" >> /etc/systemd/system/kubelet.service.d/10-kubelet-args.conf\nsystemctl daemon-reload\n",
+        caught_by: &[catcher("determinism-two-nodes", "deterministic files")],
+    },
+    Mutation {
+        name: "user-data-label-lost",
+        regression: "managed node group user data loses the capacity-type label",
+        target: Target::UserData,
+        find: "eks.amazonaws.com/capacityType=ON_DEMAND,",
+        replace: "",
+        caught_by: &[catcher("userdata-eks-managed", "labels")],
+    },
+    Mutation {
+        name: "user-data-wrong-dns",
+        regression: "managed node group user data passes a cluster DNS IP outside the service CIDR",
+        target: Target::UserData,
+        find: "--dns-cluster-ip $K8S_CLUSTER_DNS_IP",
+        replace: "--dns-cluster-ip 172.20.0.10",
+        caught_by: &[catcher("userdata-eks-managed", "configz clusterDNS")],
+    },
+    Mutation {
+        name: "user-data-no-signal",
+        regression: "CloudFormation user data never runs cfn-signal",
+        target: Target::UserData,
+        find: "/opt/aws/bin/cfn-signal --exit-code",
+        replace: "true --exit-code",
+        caught_by: &[catcher("userdata-cloudformation", "cfn-signal")],
+    },
+];

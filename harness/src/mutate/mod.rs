@@ -1,0 +1,312 @@
+//! The mutation catalogue: deliberate regressions planted in our reference bootstrap and user-data generators,
+//! each run against the scenarios that should notice, to show the suite catches what it claims to. A mutation
+//! counts as caught only when its scenario fails on the check the catalogue names, so a scenario failing for an
+//! unrelated reason is reported as such, not as a catch.
+pub mod catalogue;
+
+use crate::error::{Error, Result};
+use crate::run::report::ScenarioReport;
+use crate::run::{Environment, Outcome};
+use crate::scenario::model::{Provider, Scenario};
+use crate::scenario::patch::TextPatch;
+use std::path::{Path, PathBuf};
+
+pub use catalogue::CATALOGUE;
+
+/// The reference bootstrap the harness installs unless a scenario names another.
+pub const REFERENCE_BOOTSTRAP: &str = "fixtures/bootstrap/bootstrap.sh";
+
+/// Where a mutation is planted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `fixtures/bootstrap/bootstrap.sh`, for every node group that runs it.
+    ReferenceBootstrap,
+    /// The user data a scenario's generator (eksManaged, cloudFormation, eksctl, nodeadm) writes.
+    UserData,
+}
+
+/// A scenario that must catch a mutation, and the check (glob on its name after `node/`) that must fail.
+#[derive(Debug, Clone, Copy)]
+pub struct Catcher {
+    pub scenario: &'static str,
+    pub check: &'static str,
+    /// Text the failed check's finding must contain (empty: any), e.g. who set a field.
+    pub says: &'static str,
+}
+
+/// One deliberate regression.
+#[derive(Debug, Clone, Copy)]
+pub struct Mutation {
+    pub name: &'static str,
+    /// The real-world regression it stands for.
+    pub regression: &'static str,
+    pub target: Target,
+    /// Text that occurs exactly once in the target, and what it becomes.
+    pub find: &'static str,
+    pub replace: &'static str,
+    /// Tried in order until one catches it.
+    pub caught_by: &'static [Catcher],
+}
+
+/// What became of one mutation.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// `scenario` failed on `check`; `failed` lists every failed check with what it found.
+    Caught {
+        scenario: String,
+        check: String,
+        failed: Vec<String>,
+    },
+    /// Every catcher ran and none failed on its check (each with its outcome).
+    Survived { tried: Vec<String> },
+    /// The mutation could not be applied or run (its anchor moved, a scenario is missing or errored).
+    Broken(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct MutationResult {
+    pub mutation: Mutation,
+    pub verdict: Verdict,
+}
+
+impl MutationResult {
+    pub fn caught(&self) -> bool {
+        matches!(self.verdict, Verdict::Caught { .. })
+    }
+
+    /// One line for the summary table.
+    pub fn line(&self) -> String {
+        let m = &self.mutation;
+        match &self.verdict {
+            Verdict::Caught { scenario, check, .. } => {
+                format!("CAUGHT    {:<24} by {scenario} ({check} failed)", m.name)
+            }
+            Verdict::Survived { tried } => format!("SURVIVED  {:<24} tried: {}", m.name, tried.join("; ")),
+            Verdict::Broken(why) => format!("BROKEN    {:<24} {why}", m.name),
+        }
+    }
+}
+
+/// The catalogue's entries named in `only` (all when empty); an unknown name is an error.
+pub fn select(only: &[String]) -> std::result::Result<Vec<Mutation>, String> {
+    if only.is_empty() {
+        return Ok(CATALOGUE.to_vec());
+    }
+    only.iter()
+        .map(|n| {
+            CATALOGUE.iter().find(|m| m.name == n).copied().ok_or_else(|| {
+                let known: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+                format!("unknown mutation '{n}' (known: {})", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// The mutated reference bootstrap, written under `dir`.
+fn mutated_bootstrap(m: &Mutation, dir: &Path) -> Result<PathBuf> {
+    let source = crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP));
+    let text = std::fs::read_to_string(&source).map_err(|e| Error::io(&source, e))?;
+    let patched = TextPatch::new(m.find, m.replace)
+        .apply(&text)
+        .map_err(|e| Error::Mutation {
+            mutation: m.name.into(),
+            message: format!("{}: {e}", source.display()),
+        })?;
+    let path = dir.join(format!("bootstrap-{}.sh", m.name));
+    std::fs::write(&path, patched).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
+}
+
+/// `sc` with `m` planted: node groups running the reference bootstrap get the mutated copy, or the user data
+/// generators get the patch. An error when the scenario has nothing the mutation applies to.
+pub fn plant(m: &Mutation, sc: &Scenario, scratch: &Path) -> Result<Scenario> {
+    let mut sc = sc.clone();
+    sc.name = format!("mutant-{}-{}", m.name, sc.name);
+    let broken = |message: String| Error::Mutation {
+        mutation: m.name.into(),
+        message,
+    };
+    match m.target {
+        Target::ReferenceBootstrap => {
+            let script = mutated_bootstrap(m, scratch)?;
+            let reference = crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP));
+            let mut planted = 0;
+            for g in &mut sc.nodes {
+                let runs_reference = match &g.bootstrap.script {
+                    Some(s) => crate::paths::resolve(Path::new(s)) == reference,
+                    None => g.image.is_none(),
+                };
+                if runs_reference {
+                    g.bootstrap.script = Some(script.display().to_string());
+                    planted += 1;
+                }
+            }
+            if planted == 0 {
+                return Err(broken(format!("scenario {} runs no reference bootstrap", sc.name)));
+            }
+        }
+        Target::UserData => {
+            if !sc.nodes.iter().any(|g| g.user_data.is_some()) {
+                return Err(broken(format!("scenario {} has no user data", sc.name)));
+            }
+            sc.user_data_patch = Some(TextPatch::new(m.find, m.replace));
+        }
+    }
+    Ok(sc)
+}
+
+/// Whether `report` shows the catcher's check failing, and the failed checks it quotes.
+fn judge(report: &ScenarioReport, catcher: &Catcher) -> (bool, Vec<String>) {
+    let failed: Vec<&crate::assert::Check> = report.checks.iter().filter(|c| !c.passed).collect();
+    let hit = failed.iter().any(|c| {
+        let after_node = c.name.split_once('/').map(|(_, rest)| rest).unwrap_or(&c.name);
+        crate::fakes::calls::glob(catcher.check, after_node) && c.actual.contains(catcher.says)
+    });
+    let quoted = failed
+        .iter()
+        .map(|c| {
+            let actual: String = c.actual.chars().take(200).collect();
+            format!("{}: expected {}, got {actual}", c.name, c.expected)
+        })
+        .collect();
+    (hit, quoted)
+}
+
+/// Runs `m` against its catchers on the local provider, in order, until one catches it.
+pub async fn run(env: &Environment, m: &Mutation, scenarios_dir: &Path, scratch: &Path) -> MutationResult {
+    let mut tried = Vec::new();
+    for catcher in m.caught_by {
+        let file = scenarios_dir.join(format!("{}.yaml", catcher.scenario));
+        let planted = crate::scenario::load_file(&file).and_then(|mut sc| {
+            sc.cluster.provider = Provider::Local;
+            plant(m, &sc, scratch)
+        });
+        let sc = match planted {
+            Ok(sc) => sc,
+            Err(e) => {
+                return MutationResult {
+                    mutation: *m,
+                    verdict: Verdict::Broken(e.to_string()),
+                }
+            }
+        };
+        let report = crate::run::scenario::run(env, &sc, &file).await;
+        let (hit, failed) = judge(&report, catcher);
+        let outcome = match &report.outcome {
+            Outcome::Error { message, .. } => {
+                return MutationResult {
+                    mutation: *m,
+                    verdict: Verdict::Broken(format!("{}: {message}", catcher.scenario)),
+                }
+            }
+            Outcome::Ignored(why) => format!("{} ignored: {why}", catcher.scenario),
+            _ if hit => {
+                return MutationResult {
+                    mutation: *m,
+                    verdict: Verdict::Caught {
+                        scenario: catcher.scenario.into(),
+                        check: catcher.check.into(),
+                        failed,
+                    },
+                }
+            }
+            Outcome::Passed => format!("{} passed", catcher.scenario),
+            _ => format!(
+                "{} failed, but not on '{}': {}",
+                catcher.scenario,
+                catcher.check,
+                failed.join(" | ")
+            ),
+        };
+        tried.push(outcome);
+    }
+    MutationResult {
+        mutation: *m,
+        verdict: Verdict::Survived { tried },
+    }
+}
+
+/// `N/M caught` and one line per mutation.
+pub fn summary(results: &[MutationResult]) -> String {
+    let caught = results.iter().filter(|r| r.caught()).count();
+    let mut out = format!("mutation catalogue: {caught}/{} caught\n", results.len());
+    for r in results {
+        out.push_str(&format!("  {}\n", r.line()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every anchor occurs exactly once in what it patches, so no mutation silently tests nothing.
+    #[test]
+    fn every_bootstrap_anchor_occurs_once() {
+        let text = std::fs::read_to_string(crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP))).unwrap();
+        for m in CATALOGUE.iter().filter(|m| m.target == Target::ReferenceBootstrap) {
+            let patched = TextPatch::new(m.find, m.replace).apply(&text);
+            assert!(patched.is_ok(), "{}: {patched:?}", m.name);
+            assert_ne!(patched.unwrap(), text, "{} changes nothing", m.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_selectable() {
+        let mut names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CATALOGUE.len());
+        assert_eq!(select(&[]).unwrap().len(), CATALOGUE.len());
+        assert_eq!(select(&["wrong-ca".into()]).unwrap()[0].name, "wrong-ca");
+        assert!(select(&["nope".into()]).unwrap_err().contains("known: "));
+    }
+
+    #[test]
+    fn planting_redirects_reference_bootstraps_and_refuses_scenarios_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let sc = crate::scenario::load::parse(
+            "nodes:\n  - name: a\n    bootstrap: {}\n",
+            Path::new("scenarios/x.yaml"),
+        )
+        .unwrap();
+        let m = select(&["wrong-ca".into()]).unwrap()[0];
+        let planted = plant(&m, &sc, dir.path()).unwrap();
+        let script = planted.nodes[0].bootstrap.script.clone().unwrap();
+        let text = std::fs::read_to_string(script).unwrap();
+        assert!(text.contains("cp /etc/ssl/certs/ca-certificates.crt"));
+        assert!(planted.name.starts_with("mutant-wrong-ca-"));
+        let ud = select(&["user-data-no-signal".into()]).unwrap()[0];
+        assert!(plant(&ud, &sc, dir.path())
+            .unwrap_err()
+            .to_string()
+            .contains("no user data"));
+    }
+
+    #[test]
+    fn a_failure_on_another_check_is_not_a_catch() {
+        let mut report = ScenarioReport::new("s", PathBuf::from("s.yaml"));
+        report
+            .checks
+            .push(crate::assert::Check::new("ip-1/labels", false, "team=a", "nothing"));
+        let labels = Catcher {
+            scenario: "s",
+            check: "labels",
+            says: "",
+        };
+        let taints = Catcher {
+            check: "taints",
+            ..labels
+        };
+        let says_more = Catcher {
+            says: "set by kubelet",
+            ..labels
+        };
+        assert!(judge(&report, &labels).0);
+        // The right check failing for another reason than the one named is not the catch either.
+        assert!(!judge(&report, &says_more).0);
+        let (hit, failed) = judge(&report, &taints);
+        assert!(!hit);
+        assert_eq!(failed, ["ip-1/labels: expected team=a, got nothing"]);
+    }
+}

@@ -1,0 +1,113 @@
+//! The mutation catalogue as test trials, one per deliberate regression (`mutation/<name>`): each passes only
+//! when the scenario the catalogue names fails on the check it names. The process prints `N/M caught` at the
+//! end. `NODEJOIN_MUTATIONS=a,b` limits the run; `nodejoin mutate` runs the same catalogue from the CLI.
+use libtest_mimic::{Arguments, Failed, Trial};
+use nodejoin::mutate::{self, MutationResult, Verdict};
+use nodejoin::run::Environment;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+type SharedEnv = OnceCell<std::result::Result<Arc<Environment>, String>>;
+
+fn main() {
+    nodejoin::init_crypto();
+    nodejoin::init_tracing();
+    let args = Arguments::from_args();
+    let only: Vec<String> = std::env::var("NODEJOIN_MUTATIONS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let selected = match mutate::select(&only) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("NODEJOIN_MUTATIONS: {e}");
+            std::process::exit(101);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => {
+            eprintln!("cannot start a tokio runtime: {e}");
+            std::process::exit(101);
+        }
+    };
+    let scratch = match tempfile::tempdir() {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("cannot create a scratch directory: {e}");
+            std::process::exit(101);
+        }
+    };
+    let scenarios = nodejoin::paths::workspace_root().join("scenarios");
+    let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
+    let for_signal = env.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            if let Some(Ok(env)) = for_signal.get() {
+                nodejoin::reaper::emergency_cleanup(&env.run_id).await;
+            }
+            std::process::exit(130);
+        }
+    });
+    let results: Arc<Mutex<Vec<MutationResult>>> = Arc::default();
+    let trials = selected
+        .into_iter()
+        .map(|m| {
+            let (rt, env, scratch, scenarios, results) = (
+                rt.clone(),
+                env.clone(),
+                scratch.clone(),
+                scenarios.clone(),
+                results.clone(),
+            );
+            Trial::test(format!("mutation/{}", m.name), move || {
+                let env = rt
+                    .block_on(env.get_or_init(|| async {
+                        Environment::start()
+                            .await
+                            .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
+                    }))
+                    .clone()
+                    .map_err(Failed::from)?;
+                let r = rt.block_on(mutate::run(&env, &m, &scenarios, scratch.path()));
+                println!("{}: {}", m.regression, r.line());
+                let verdict = r.verdict.clone();
+                if let Ok(mut all) = results.lock() {
+                    all.push(r);
+                }
+                match verdict {
+                    Verdict::Caught { failed, .. } => {
+                        for f in failed {
+                            println!("  failed check: {f}");
+                        }
+                        Ok(())
+                    }
+                    Verdict::Survived { tried } => Err(Failed::from(format!(
+                        "mutation {} survived ({}): {}",
+                        m.name,
+                        m.regression,
+                        tried.join("; ")
+                    ))),
+                    Verdict::Broken(why) => Err(Failed::from(format!("mutation {} could not run: {why}", m.name))),
+                }
+            })
+            .with_kind("mutation")
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Ok(all) = results.lock() {
+        if !all.is_empty() {
+            println!("\n{}", mutate::summary(&all));
+        }
+    }
+    if let Some(Ok(env)) = env.get().cloned() {
+        let leftovers = rt.block_on(env.shutdown());
+        if !leftovers.is_empty() {
+            eprintln!("error: the run left objects behind: {leftovers:?}");
+            std::process::exit(1);
+        }
+    }
+    conclusion.exit();
+}
