@@ -90,10 +90,11 @@ pub const CATALOGUE: &[Mutation] = &[
     },
     Mutation {
         name: "imds-poller-after-ready",
-        regression: "a poller left behind asks IMDS again once the node is Ready",
+        regression: "a timer left behind asks IMDS again once the node is Ready",
         target: Target::ReferenceBootstrap,
         find: "log \"kubelet started\"",
-        replace: "( sleep 4; imds meta-data/instance-id ) >/dev/null 2>&1 &\nlog \"kubelet started\"",
+        // A transient systemd timer, so it outlives the bootstrap (a `&` child would be waited for with it).
+        replace: "systemd-run --quiet --on-active=4 curl -s -H \"X-aws-ec2-metadata-token: $IMDS_TOKEN\" \"http://$IMDS_ENDPOINT/latest/meta-data/instance-id\"\nlog \"kubelet started\"",
         caught_by: &[catcher("calls-imds-only", "no calls after Ready")],
     },
     Mutation {
