@@ -227,7 +227,7 @@ impl Authenticator {
                     break;
                 }
                 Err(e) => {
-                    first_error.get_or_insert(e);
+                    first_error.get_or_insert(e.to_string());
                 }
             }
         }
