@@ -334,11 +334,11 @@ async fn run_inner(
                 )),
             }
         }
-        if let Some(ran) = &n.executables {
+        if let Some(crate::assert::executables::Trace::Read(t)) = &n.executables {
             report.notes.push(format!(
                 "{}: the bootstrap ran {}",
                 n.node_name,
-                crate::assert::executables::summary(ran)
+                crate::assert::executables::summary(&t.ran)
             ));
         }
         if let Some(want) = &n.expect().executables {
