@@ -81,16 +81,27 @@ pub fn determinism(group: &str, nodes: &[(String, BTreeMap<String, String>)]) ->
             }
         }
     }
-    let compared: usize = reference.len();
+    // Every path any node wrote: zero means nothing was compared, which proves nothing.
+    let compared = nodes
+        .iter()
+        .flat_map(|(_, files)| files.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     Check::new(
         name,
-        nodes.len() >= 2 && diffs.is_empty(),
+        nodes.len() >= 2 && compared > 0 && diffs.is_empty(),
         format!(
             "identical files on the {} nodes once instance id, addresses and names are normalised",
             nodes.len()
         ),
         if nodes.len() < 2 {
             "only one node: give the group count: 2 or more".to_string()
+        } else if compared == 0 {
+            format!(
+                "0 files compared: none of the bootstrap's outputs ({} and {}/*) exists on any node",
+                BOOTSTRAP_OUTPUTS.join(", "),
+                BOOTSTRAP_OUTPUT_DIRS.join("/*, ")
+            )
         } else if diffs.is_empty() {
             format!("{compared} files identical")
         } else {
@@ -119,9 +130,13 @@ pub fn idempotency(
             ));
         }
     }
-    let passed = exit_code == 0 && diffs.is_empty();
+    // No file before or after: nothing was compared, so nothing is proven.
+    let compared = before.len().max(after.len());
+    let passed = exit_code == 0 && compared > 0 && diffs.is_empty();
     let mut actual = format!("second run exit {exit_code}");
-    if diffs.is_empty() {
+    if compared == 0 {
+        actual.push_str(", 0 files compared: none of the bootstrap's outputs exists on the node");
+    } else if diffs.is_empty() {
         actual.push_str(&format!(", {} files unchanged", before.len()));
     } else {
         actual.push_str(&format!(":\n{}", diffs.join("\n")));
@@ -220,6 +235,20 @@ mod tests {
         );
         assert!(missing.actual.contains("(absent)"), "{}", missing.actual);
         assert!(!determinism("g", &[("n1".into(), a)]).passed, "one node proves nothing");
+    }
+
+    #[test]
+    fn nothing_compared_is_a_failure() {
+        let none = determinism("g", &[("n1".into(), files(&[])), ("n2".into(), files(&[]))]);
+        assert!(!none.passed, "{}", none.actual);
+        assert!(none.actual.starts_with("0 files compared"), "{}", none.actual);
+        assert!(none.actual.contains("kubelet-config.json"), "{}", none.actual);
+        // One node with a file and one without is a difference, not an empty comparison.
+        let one = determinism("g", &[("n1".into(), files(&[("/k", "1")])), ("n2".into(), files(&[]))]);
+        assert!(!one.passed && one.actual.contains("(absent)"), "{}", one.actual);
+        let empty = idempotency("n", 0, &files(&[]), &files(&[]));
+        assert!(!empty.passed, "{}", empty.actual);
+        assert!(empty.actual.contains("0 files compared"), "{}", empty.actual);
     }
 
     #[test]

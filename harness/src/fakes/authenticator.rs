@@ -10,7 +10,7 @@ use crate::fakes::eks::Eks;
 use axum::extract::{Path, State};
 use axum::Json;
 use k8s_openapi::api::core::v1::ConfigMap;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
@@ -55,7 +55,24 @@ impl Decision {
 /// What the webhook knows about one control plane.
 struct Binding {
     client: kube::Client,
-    clusters: Vec<String>,
+    /// The EKS cluster names the control plane serves now, with how many running scenarios announced each.
+    clusters: BTreeMap<String, usize>,
+}
+
+/// A cluster name served by a control plane for as long as this lives: the scenario that announced it holds it
+/// until it ends, and dropping it withdraws the name, so a shared control plane never keeps accepting tokens
+/// minted for a scenario that is gone.
+#[must_use = "dropping the announcement withdraws the cluster name at once"]
+pub struct Announcement {
+    auth: Arc<Authenticator>,
+    control_plane: String,
+    name: String,
+}
+
+impl Drop for Announcement {
+    fn drop(&mut self) {
+        self.auth.withdraw(&self.control_plane, &self.name);
+    }
 }
 
 pub struct Authenticator {
@@ -102,29 +119,59 @@ impl Authenticator {
                 control_plane.to_string(),
                 Binding {
                     client,
-                    clusters: Vec::new(),
+                    clusters: BTreeMap::new(),
                 },
             );
         }
     }
 
-    /// Makes tokens for EKS cluster `name` valid on `control_plane` (the `x-k8s-aws-id` they must carry).
-    pub fn add_cluster(&self, control_plane: &str, name: &str) {
+    /// Forgets a control plane that was stopped: its path then answers that nothing is bound to it.
+    pub fn unbind(&self, control_plane: &str) {
         if let Ok(mut b) = self.bindings.write() {
-            if let Some(binding) = b.get_mut(control_plane) {
-                if !binding.clusters.iter().any(|c| c == name) {
-                    binding.clusters.push(name.to_string());
-                }
+            b.remove(control_plane);
+        }
+    }
+
+    /// Makes tokens for EKS cluster `name` (the `x-k8s-aws-id` they are signed with) valid on `control_plane`
+    /// until the returned announcement is dropped.
+    pub fn announce(self: &Arc<Self>, control_plane: &str, name: &str) -> Result<Announcement, String> {
+        let mut bindings = self
+            .bindings
+            .write()
+            .map_err(|_| "the token webhook's bindings are poisoned".to_string())?;
+        let binding = bindings
+            .get_mut(control_plane)
+            .ok_or_else(|| format!("control plane {control_plane} is not bound to the token webhook"))?;
+        *binding.clusters.entry(name.to_string()).or_default() += 1;
+        Ok(Announcement {
+            auth: self.clone(),
+            control_plane: control_plane.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    fn withdraw(&self, control_plane: &str, name: &str) {
+        let Ok(mut b) = self.bindings.write() else {
+            return;
+        };
+        let Some(clusters) = b.get_mut(control_plane).map(|x| &mut x.clusters) else {
+            return;
+        };
+        if let Some(n) = clusters.get_mut(name) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                clusters.remove(name);
             }
         }
     }
 
-    pub fn remove_cluster(&self, control_plane: &str, name: &str) {
-        if let Ok(mut b) = self.bindings.write() {
-            if let Some(binding) = b.get_mut(control_plane) {
-                binding.clusters.retain(|c| c != name);
-            }
-        }
+    /// The cluster names `control_plane` accepts tokens for now.
+    pub fn served(&self, control_plane: &str) -> Vec<String> {
+        self.bindings
+            .read()
+            .ok()
+            .and_then(|b| b.get(control_plane).map(|x| x.clusters.keys().cloned().collect()))
+            .unwrap_or_default()
     }
 
     /// Decisions about tokens signed with `instance_id`'s credentials, oldest first.
@@ -142,6 +189,11 @@ impl Authenticator {
 
     /// Reviews `token` for `control_plane` now.
     pub async fn decide(&self, control_plane: &str, token: &str) -> Decision {
+        self.decide_at(control_plane, token, SystemTime::now()).await
+    }
+
+    /// Reviews `token` for `control_plane` as of `now` (tests replay recorded tokens at the time they were made).
+    async fn decide_at(&self, control_plane: &str, token: &str, now: SystemTime) -> Decision {
         let started = std::time::Instant::now();
         let parsed = token::parse(token);
         let key = parsed
@@ -154,13 +206,13 @@ impl Authenticator {
             .map(|c| c.instance_id.clone());
         let (clusters, client) = match self.bindings.read() {
             Ok(b) => match b.get(control_plane) {
-                Some(x) => (x.clusters.clone(), Some(x.client.clone())),
+                Some(x) => (x.clusters.keys().cloned().collect::<Vec<_>>(), Some(x.client.clone())),
                 None => (Vec::new(), None),
             },
             Err(_) => (Vec::new(), None),
         };
         let mut decision = Decision {
-            at: SystemTime::now(),
+            at: now,
             control_plane: control_plane.to_string(),
             cluster: clusters.join(","),
             instance_id,
@@ -169,7 +221,7 @@ impl Authenticator {
             reason: String::new(),
             token: token.to_string(),
         };
-        match self.map(parsed, &clusters, client).await {
+        match self.map(parsed, &clusters, client, now).await {
             Ok((cluster, mapped)) => {
                 decision.cluster = cluster;
                 decision.reason = mapped.source.clone();
@@ -211,14 +263,15 @@ impl Authenticator {
         parsed: Result<token::Token, String>,
         clusters: &[String],
         client: Option<kube::Client>,
+        now: SystemTime,
     ) -> Result<(String, Mapped), String> {
         let t = parsed.map_err(|e| format!("malformed token: {e}"))?;
         let client = client.ok_or("no control plane is bound to this webhook path")?;
         if clusters.is_empty() {
             return Err("no EKS cluster is announced for this control plane".into());
         }
-        let now = SystemTime::now();
-        let mut first_error = None;
+        // The token carries no cluster name, only a signature over it: each name served here is tried.
+        let mut refusals = Vec::new();
         let mut verified = None;
         for c in clusters {
             match token::verify(&t, c, &self.instances.iam, now) {
@@ -226,13 +279,11 @@ impl Authenticator {
                     verified = Some((c.clone(), creds));
                     break;
                 }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+                Err(e) => refusals.push(e),
             }
         }
         let Some((cluster, creds)) = verified else {
-            return Err(first_error.unwrap_or_default());
+            return Err(refusal(clusters, refusals));
         };
         let record = self
             .eks
@@ -254,6 +305,25 @@ impl Authenticator {
             &resolve,
         )?;
         Ok((cluster, mapped))
+    }
+}
+
+/// Why no served cluster name verified: a check that does not depend on the name (expiry, key) is said once;
+/// signature mismatches for every name mean the token was made for a cluster this control plane does not serve.
+fn refusal(clusters: &[String], refusals: Vec<token::Rejected>) -> String {
+    if let Some(other) = refusals
+        .iter()
+        .find(|r| !matches!(r, token::Rejected::SignatureMismatch { .. }))
+    {
+        return other.to_string();
+    }
+    match refusals.as_slice() {
+        [one] => one.to_string(),
+        _ => format!(
+            "signature does not match for any {} this control plane serves ({}): a token made for another cluster, or altered",
+            token::CLUSTER_ID_HEADER,
+            clusters.join(", ")
+        ),
     }
 }
 
@@ -289,4 +359,148 @@ async fn review(
         None => serde_json::json!({ "authenticated": false, "error": d.reason }),
     };
     Json(serde_json::json!({ "apiVersion": api_version, "kind": "TokenReview", "status": status }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eks::identity::{AccessEntry, AccessEntryType};
+    use crate::fakes::eks::ClusterRecord;
+    use crate::fakes::sigv4::tests::{golden_store, GOLDEN_KEY};
+    use crate::scenario::model::AuthenticationMode;
+    use std::time::Duration;
+
+    /// The recorded tokens were made for this cluster name (fakes/testdata/README.md).
+    const GOLDEN_CLUSTER: &str = "golden-cluster";
+
+    /// A webhook whose credential store holds the golden key, and whose fake EKS knows `golden-cluster` and
+    /// `other` (API mode, the golden role mapped by an access entry), with two control planes bound.
+    fn webhook() -> Arc<Authenticator> {
+        let instances = Instances::new();
+        let far = SystemTime::now() + Duration::from_secs(10 * 365 * 86400);
+        let golden = golden_store(far).lookup(GOLDEN_KEY).expect("the golden key");
+        instances.iam.insert((*golden).clone());
+        let eks = Eks::new(instances.clone());
+        for name in [GOLDEN_CLUSTER, "other"] {
+            let record = eks.put(ClusterRecord {
+                name: name.into(),
+                region: "us-west-2".into(),
+                account_id: golden.account_id.clone(),
+                endpoint: format!("https://{name}.example:6443"),
+                ca_base64: "Q0E=".into(),
+                service_ipv4_cidr: "10.100.0.0/16".into(),
+                vpc: crate::fakes::vpc::Vpc::new(name, &Default::default()),
+                version: "1.36".into(),
+                id: "c0ffee".into(),
+                created: SystemTime::now(),
+                creating_for_calls: Default::default(),
+                creating_until: None,
+                authentication_mode: AuthenticationMode::Api,
+                access_entries: RwLock::new(Vec::new()),
+            });
+            let entry = AccessEntry::new(
+                &golden.role_arn(),
+                AccessEntryType::Standard,
+                Some("golden-node"),
+                &["golden-nodes".to_string()],
+            )
+            .expect("a valid entry");
+            record.create_access_entry(entry).expect("created");
+        }
+        let auth = Authenticator::new(instances, eks);
+        // Never connected to: in API mode the webhook reads no aws-auth.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        for cp in ["control-plane-a", "control-plane-b"] {
+            auth.bind(cp, kube::Client::try_from(config.clone()).expect("a client"));
+        }
+        auth
+    }
+
+    /// Each real client's token and the time it was made.
+    fn tokens() -> Vec<(&'static str, String, SystemTime)> {
+        token::REFERENCE_CLIENTS
+            .iter()
+            .map(|(client, t)| {
+                let t = t.trim().to_string();
+                let at = token::parse(&t).expect("a recorded token parses").presigned.date;
+                (*client, t, at)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_token_is_accepted_only_where_its_cluster_is_served_now() {
+        let auth = webhook();
+        for (client, t, at) in tokens() {
+            // Served by A: accepted there, and refused by B, which serves another cluster.
+            let on_a = auth.announce("control-plane-a", GOLDEN_CLUSTER).expect("bound");
+            let _other_on_b = auth.announce("control-plane-b", "other").expect("bound");
+            let d = auth.decide_at("control-plane-a", &t, at).await;
+            assert_eq!(
+                d.granted.as_ref().map(|m| m.username.as_str()),
+                Some("golden-node"),
+                "{client}: {}",
+                d.reason
+            );
+            assert_eq!(d.cluster, GOLDEN_CLUSTER);
+            let d = auth.decide_at("control-plane-b", &t, at).await;
+            assert!(d.granted.is_none(), "{client}: B accepted a token for A's cluster");
+            assert!(
+                d.reason.contains("a token made for another cluster"),
+                "{client}: {}",
+                d.reason
+            );
+            assert!(d.reason.contains("'other'"), "{client}: {}", d.reason);
+            // The scenario on A ends: its name is withdrawn, and A refuses the same token.
+            drop(on_a);
+            assert!(auth.served("control-plane-a").is_empty());
+            let d = auth.decide_at("control-plane-a", &t, at).await;
+            assert!(d.granted.is_none(), "{client}: a withdrawn name is still served");
+            assert_eq!(d.reason, "no EKS cluster is announced for this control plane");
+            // A serves another scenario's cluster now: the earlier name stays refused.
+            let _next_on_a = auth.announce("control-plane-a", "other").expect("bound");
+            let d = auth.decide_at("control-plane-a", &t, at).await;
+            assert!(d.granted.is_none(), "{client}: {}", d.reason);
+            assert!(d.reason.contains("for x-k8s-aws-id 'other'"), "{client}: {}", d.reason);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_name_announced_twice_is_served_until_both_scenarios_end() {
+        let auth = webhook();
+        let (_, t, at) = tokens().remove(0);
+        let first = auth.announce("control-plane-a", GOLDEN_CLUSTER).expect("bound");
+        let second = auth.announce("control-plane-a", GOLDEN_CLUSTER).expect("bound");
+        let _other = auth.announce("control-plane-a", "other").expect("bound");
+        assert_eq!(auth.served("control-plane-a"), [GOLDEN_CLUSTER, "other"]);
+        drop(first);
+        assert!(auth.decide_at("control-plane-a", &t, at).await.granted.is_some());
+        drop(second);
+        let d = auth.decide_at("control-plane-a", &t, at).await;
+        assert!(d.granted.is_none());
+        assert_eq!(auth.served("control-plane-a"), ["other"]);
+        // With several names served and none matching, all of them are named.
+        let _third = auth.announce("control-plane-a", "third").expect("bound");
+        let d = auth.decide_at("control-plane-a", &t, at).await;
+        assert!(d.reason.contains("(other, third)"), "{}", d.reason);
+        // A refusal that does not depend on the name is given as it is.
+        let d = auth
+            .decide_at("control-plane-a", &t, at + Duration::from_secs(16 * 60))
+            .await;
+        assert!(d.reason.starts_with("token expired"), "{}", d.reason);
+    }
+
+    #[tokio::test]
+    async fn unbound_control_planes_serve_nothing() {
+        let auth = webhook();
+        let (_, t, at) = tokens().remove(0);
+        assert!(auth.announce("control-plane-z", GOLDEN_CLUSTER).is_err());
+        let served = auth.announce("control-plane-a", GOLDEN_CLUSTER).expect("bound");
+        auth.unbind("control-plane-a");
+        let d = auth.decide_at("control-plane-a", &t, at).await;
+        assert_eq!(d.reason, "no control plane is bound to this webhook path");
+        // Withdrawing after the control plane is gone is harmless.
+        drop(served);
+        assert!(auth.served("control-plane-a").is_empty());
+    }
 }

@@ -3,6 +3,7 @@
 use super::env::Environment;
 use super::node::RunningNode;
 use super::report::NodeTimeline;
+use crate::assert::executables::Trace;
 use crate::cluster::objects::BootstrapToken;
 use crate::error::{Error, Result};
 use crate::fakes::iam::{CredentialMode, CredentialPolicy};
@@ -297,14 +298,27 @@ pub(super) async fn run_bootstrap(
         Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
         Err(_) => node.bootstrap_error = Some(format!("bootstrap did not finish within {:?}", group.expect.within)),
     }
-    if traced {
-        if let Some(trace) = node.container.read_file(EXEC_TRACE).await {
-            node.executables = Some(crate::assert::executables::parse_strace(&trace));
-        }
-    }
+    node.executables = Some(if traced {
+        read_trace(&node.container).await
+    } else {
+        Trace::Missing("the node image has no strace".into())
+    });
     node.timeline.bootstrap = Some(t1.elapsed());
     node.kubelet_start = Instant::now();
     Ok(())
+}
+
+/// The exec trace strace wrote, parsed, or why it could not be read.
+async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace {
+    match container.exec(&["cat", EXEC_TRACE], &[]).await {
+        Ok(out) if out.exit_code == 0 => Trace::Read(crate::assert::executables::parse_strace(&out.stdout)),
+        Ok(out) => Trace::Missing(format!(
+            "{EXEC_TRACE} unreadable (cat exit {}: {})",
+            out.exit_code,
+            out.stderr.trim()
+        )),
+        Err(e) => Trace::Missing(format!("{EXEC_TRACE} unreadable: {e}")),
+    }
 }
 
 /// Where the bootstrap's exec trace is written in the node.

@@ -255,6 +255,7 @@ impl Environment {
                     for t in &c.tasks {
                         t.abort();
                     }
+                    self.authenticator.unbind(&c.id);
                     clusters.remove(spec);
                 }
             }
@@ -325,6 +326,7 @@ impl Environment {
         let Some(c) = self.clusters.lock().await.remove(spec) else {
             return;
         };
+        self.authenticator.unbind(&c.id);
         for t in &c.tasks {
             t.abort();
         }

@@ -43,8 +43,8 @@ pub(super) struct RunningNode {
     pub(super) booted: Instant,
     /// The harness-run bootstrap's command and environment, for the idempotency re-run.
     pub(super) invocation: Option<(Vec<String>, Vec<String>)>,
-    /// The programs the bootstrap ran (from its exec trace), when it could be traced.
-    pub(super) executables: Option<BTreeMap<String, usize>>,
+    /// The bootstrap's exec trace, or why there is none (`None`: it did not run under the harness).
+    pub(super) executables: Option<assert::executables::Trace>,
     /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
     /// started, or the bootstrap or cloud-init finished).
     pub(super) stopped: Option<(super::failfast::Stop, Duration)>,

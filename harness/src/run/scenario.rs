@@ -11,6 +11,7 @@ use crate::assert;
 use crate::cluster::objects::{self, BootstrapToken};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
+use crate::fakes::authenticator::Announcement;
 use crate::fakes::eks::ClusterRecord;
 use crate::scenario::model::{AuthMode, Scenario};
 use crate::scenario::template::render;
@@ -174,8 +175,10 @@ async fn run_inner(
     t = Instant::now();
 
     let cluster_name = sc.cluster_name();
-    let prepared: Result<(BootstrapToken, BTreeMap<String, String>)> = async {
-        let record = announce_cluster(env, sc, &cluster, &cluster_name)?;
+    // The cluster name is served by this control plane's token webhook while `_served` lives: until this function
+    // returns, whichever way.
+    let prepared: Result<(BootstrapToken, BTreeMap<String, String>, Announcement)> = async {
+        let (record, served) = announce_cluster(env, sc, &cluster, &cluster_name)?;
         if sc.cluster.auth == AuthMode::Iam {
             report
                 .notes
@@ -203,10 +206,10 @@ async fn run_inner(
             ("bootstrapToken".to_string(), token.token()),
             ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
         ]);
-        Ok((token, vars))
+        Ok((token, vars, served))
     }
     .await;
-    let (token, cluster_vars) = match prepared {
+    let (token, cluster_vars, _served) = match prepared {
         Ok(p) => p,
         Err(e) => {
             remove_nodes(env, nodes).await;
@@ -324,11 +327,11 @@ async fn run_inner(
                 )),
             }
         }
-        if let Some(ran) = &n.executables {
+        if let Some(crate::assert::executables::Trace::Read(t)) = &n.executables {
             report.notes.push(format!(
                 "{}: the bootstrap ran {}",
                 n.node_name,
-                crate::assert::executables::summary(ran)
+                crate::assert::executables::summary(&t.ran)
             ));
         }
         if let Some(want) = &n.expect().executables {
@@ -395,13 +398,13 @@ async fn run_inner(
 }
 
 /// Tells the fake EKS about the cluster, as DescribeCluster will report it, and the token webhook which cluster
-/// id tokens for this control plane carry.
+/// id tokens for this control plane carry, for as long as the returned announcement lives.
 fn announce_cluster(
     env: &Environment,
     sc: &Scenario,
     cluster: &SharedCluster,
     name: &str,
-) -> Result<Arc<ClusterRecord>> {
+) -> Result<(Arc<ClusterRecord>, Announcement)> {
     if let Some(existing) = env.eks.get(name) {
         if existing.endpoint != cluster.endpoint {
             return Err(Error::ScenarioInvalid {
@@ -417,8 +420,14 @@ fn announce_cluster(
         .rsplit_once('.')
         .map(|(mm, _)| mm.to_string())
         .unwrap_or_default();
-    env.authenticator.add_cluster(&cluster.id, name);
-    Ok(env.eks.put(ClusterRecord {
+    let served = env
+        .authenticator
+        .announce(&cluster.id, name)
+        .map_err(|message| Error::Fake {
+            service: "token-webhook",
+            message,
+        })?;
+    let record = env.eks.put(ClusterRecord {
         name: name.to_string(),
         region: sc.cluster.region.clone(),
         account_id: sc.cluster.account_id.clone(),
@@ -433,7 +442,8 @@ fn announce_cluster(
         creating_until: sc.cluster.creating_for.map(|d| SystemTime::now() + d),
         authentication_mode: sc.cluster.authentication_mode,
         access_entries: std::sync::RwLock::new(Vec::new()),
-    }))
+    });
+    Ok((record, served))
 }
 
 /// Removes nodes that never got as far as a bootstrap (the control plane or a sibling failed to start).

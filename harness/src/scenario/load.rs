@@ -24,6 +24,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
             .unwrap_or_else(|| "scenario".into());
     }
     validate(&scenario, file)?;
+    super::iam_rules::check(&scenario, text, file)?;
     check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
 }
@@ -452,6 +453,62 @@ mod tests {
             format!("{base}    userData: {{ cloudFormation: {{ bootstrapArguments: \"{{{{cluster.nam}}}}\" }} }}\n");
         assert!(p(&typo).unwrap_err().to_string().contains("cluster.nam"));
         assert!(p(&format!("{base}    userData: {{ eksManaged: {{}} }}\n")).is_ok());
+    }
+
+    /// Expectations and settings only an IAM cluster checks are refused elsewhere, at the key, with a hint.
+    #[test]
+    fn iam_only_keys_need_auth_iam() {
+        let cases = [
+            (
+                format!("{MINIMAL}    expect:\n      identity: {{ username: x }}\n"),
+                (6, 7),
+                "expect.identity needs cluster.auth: iam",
+            ),
+            (
+                format!("{MINIMAL}    expect:\n      within: 60s\n      awsAuthChangedBy: eks:node-manager\n"),
+                (7, 7),
+                "expect.awsAuthChangedBy needs cluster.auth: iam",
+            ),
+            (
+                format!("cluster:\n  auth: bootstrap-token\n  awsAuth: {{ mapUsers: [] }}\n{MINIMAL}"),
+                (3, 3),
+                "cluster.awsAuth needs",
+            ),
+            (
+                format!("cluster:\n  accessEntries:\n    - principalArn: arn:aws:iam::111122223333:role/R\n{MINIMAL}"),
+                (2, 3),
+                "cluster.accessEntries needs",
+            ),
+            (
+                format!("{MINIMAL}    roleMapping: {{ via: access-entry }}\n"),
+                (5, 5),
+                "roleMapping needs",
+            ),
+            (
+                format!("{MINIMAL}    expect:\n      joins: false\n      evidence: [{{ source: authenticator, contains: x }}]\n"),
+                (7, 28),
+                "evidence from source: authenticator needs",
+            ),
+        ];
+        for (text, at, why) in cases {
+            let (line, column, msg) = parse_error(&text);
+            assert_eq!((line, column), at, "{msg}\n{text}");
+            assert!(msg.contains(why), "{msg}");
+            assert!(msg.contains("hint: set `cluster: { auth: iam }`"), "{msg}");
+        }
+        // The second group is the one named, at its own key.
+        let two = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: b\n    expect:\n      identity: { username: x }\n";
+        let (line, column, msg) = parse_error(two);
+        assert_eq!((line, column), (6, 7));
+        assert!(msg.starts_with("node group 'b'"), "{msg}");
+        // The same keys are fine with auth: iam.
+        let iam = format!("cluster: {{ auth: iam }}\n{MINIMAL}    roleMapping: {{ via: aws-auth }}\n    expect:\n      identity: {{ username: x }}\n      awsAuthChangedBy: eks:node-manager\n");
+        assert!(p(&iam).is_ok(), "{:?}", p(&iam).err());
+        // An identity check on a node that must not join would never run either.
+        let negative = format!("cluster: {{ auth: iam }}\n{MINIMAL}    expect:\n      joins: false\n      evidence: [{{ source: authenticator, contains: x }}]\n      identity: {{ username: x }}\n");
+        let (line, _, msg) = parse_error(&negative);
+        assert_eq!(line, 9);
+        assert!(msg.contains("joins: false"), "{msg}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Declarative scenarios (`scenarios/*.yaml`): the cluster, the nodes and how they bootstrap, and what the
 //! cluster must see afterwards.
 pub mod expect;
+mod iam_rules;
 pub mod load;
 pub mod model;
 pub mod network;
