@@ -64,6 +64,16 @@ pub enum Error {
 
     #[error("interrupted")]
     Interrupted,
+
+    #[error("{what} did not finish within {}", humantime::format_duration(*after))]
+    Timeout {
+        /// What was waited for, e.g. "`journalctl -u kubelet` in node nodejoin-...-a-1".
+        what: String,
+        after: std::time::Duration,
+    },
+
+    #[error("{what}: {message}")]
+    Process { what: String, message: String },
 }
 
 impl Error {
@@ -89,6 +99,8 @@ impl Error {
             Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane-<n>/",
             Error::ProviderUnavailable { .. } => "`nodejoin doctor` says how to get what the provider needs; `NODEJOIN_PROVIDERS=local` or `nodejoin run --provider local` runs without it",
             Error::Interrupted => "the run was interrupted; everything it started has been removed",
+            Error::Timeout { .. } => "the deadline is generous, so something hangs: see the logs under target/nodejoin/<run>/ and `docker ps`; `nodejoin reap` removes what a killed run left",
+            Error::Process { .. } => "check the program is installed and on PATH (`nodejoin doctor`)",
         }
     }
 

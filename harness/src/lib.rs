@@ -7,6 +7,7 @@ pub mod assert;
 pub mod assets;
 pub mod cluster;
 pub mod controllers;
+pub mod deadline;
 pub mod docker;
 pub mod doctor;
 pub mod eks;

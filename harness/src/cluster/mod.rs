@@ -119,10 +119,12 @@ pub async fn client_with_cert(
 
 /// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs.
 pub fn container_stopped(name: &str) -> Option<String> {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Status}}", name])
-        .output()
-        .ok()?;
+    let out = crate::deadline::output_blocking(
+        std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Status}}", name]),
+        &format!("docker inspect {name}"),
+        crate::deadline::DOCKER_CLI,
+    )
+    .ok()?;
     let status = String::from_utf8_lossy(&out.stdout).trim().to_string();
     match (out.status.success(), status.as_str()) {
         (true, "running") => None,
@@ -133,7 +135,12 @@ pub fn container_stopped(name: &str) -> Option<String> {
 
 /// Keeps a container's own log next to the control plane's other logs (best effort).
 pub fn save_container_log(name: &str, path: &Path) {
-    if let Ok(out) = std::process::Command::new("docker").args(["logs", name]).output() {
+    let logs = crate::deadline::output_blocking(
+        std::process::Command::new("docker").args(["logs", name]),
+        &format!("docker logs {name}"),
+        crate::deadline::DOCKER_CLI,
+    );
+    if let Ok(out) = logs {
         let mut text = out.stdout;
         text.extend_from_slice(&out.stderr);
         let _ = std::fs::write(path, text);

@@ -320,9 +320,9 @@ async fn run_inner(
         }
         if n.expect().idempotent {
             match &n.invocation {
-                Some((cmd, exec_env)) => report
-                    .checks
-                    .push(super::files::idempotency(&n.node_name, &n.container, cmd, exec_env).await),
+                Some((cmd, exec_env)) => report.checks.push(
+                    super::files::idempotency(&n.node_name, &n.container, cmd, exec_env, n.expect().within).await,
+                ),
                 None => report.checks.push(assert::Check::new(
                     format!("{}/idempotent bootstrap", n.node_name),
                     false,
