@@ -21,6 +21,7 @@ pub mod progress;
 pub mod reaper;
 pub mod run;
 pub mod scenario;
+pub mod signals;
 pub mod userdata;
 
 pub use error::{Error, Result};

@@ -3,7 +3,7 @@
 //! `cargo nextest run -E 'test(/^k3s\//)'`); `NODEJOIN_PROVIDERS=local` limits the providers. Trials in one process share the environment and one
 //! control plane per (provider, version, service CIDR); everything is torn down after the last trial, and a
 //! container or network of the run left behind fails the process. A scenario whose provider cannot run on
-//! this machine is reported as ignored, with the reason.
+//! this machine is reported as ignored, with the reason. SIGINT, SIGTERM and SIGHUP clean up the run before exiting.
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use nodejoin::run::{Environment, Outcome};
 use nodejoin::scenario::model::Provider;
@@ -77,17 +77,20 @@ fn main() {
         }
     };
     let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
-    // Ctrl-C: destructors will not run, so remove this run's processes and containers before exiting.
+    // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
+    // before exiting.
     let for_signal = env.clone();
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            if let Some(Ok(env)) = for_signal.get() {
-                eprintln!("\ninterrupted: removing run {}'s processes and containers", env.run_id);
-                nodejoin::reaper::emergency_cleanup(&env.run_id).await;
-            }
-            std::process::exit(130);
-        }
+    let run_id: nodejoin::signals::RunIdSource = Arc::new(move || match for_signal.get() {
+        Some(Ok(env)) => Some(env.run_id.clone()),
+        _ => None,
     });
+    {
+        let _in_runtime = rt.enter();
+        if let Err(e) = nodejoin::signals::exit_on_termination(run_id) {
+            eprintln!("cannot install signal handlers: {e}");
+            std::process::exit(101);
+        }
+    }
     let enabled = match trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()) {
         Ok(p) => p,
         Err(e) => {
@@ -103,10 +106,12 @@ fn main() {
     // The signal task holds a reference; the environment is shut down through the cell either way.
     if let Some(Ok(env)) = env.get().cloned() {
         let leftovers = rt.block_on(env.shutdown());
+        rt.block_on(nodejoin::signals::wait_if_terminating());
         if !leftovers.is_empty() {
             eprintln!("error: the run left objects behind: {leftovers:?}");
             std::process::exit(1);
         }
     }
+    rt.block_on(nodejoin::signals::wait_if_terminating());
     conclusion.exit();
 }

@@ -197,20 +197,22 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> Exi
             Err(e) => return fail(&e),
         }
     }
+    // Installed before the environment starts, so no signal finds the default action (no clean-up); the run
+    // id is known once it has started.
+    let started: std::sync::Arc<std::sync::OnceLock<String>> = Default::default();
+    let for_signal = started.clone();
+    let source: nodejoin::signals::RunIdSource = std::sync::Arc::new(move || for_signal.get().cloned());
+    if let Err(e) = nodejoin::signals::exit_on_termination(source) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return ExitCode::from(2);
+    }
     let env = match Environment::start().await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
     let run_id = env.run_id.clone();
+    let _ = started.set(run_id.clone());
     let run_dir = env.run_dir.clone();
-    let cleanup_id = run_id.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: removing this run's processes and containers");
-            nodejoin::reaper::emergency_cleanup(&cleanup_id).await;
-            std::process::exit(130);
-        }
-    });
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
     eprintln!(
@@ -228,6 +230,7 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> Exi
         reports.push(r);
     }
     let leftovers = env.shutdown().await;
+    nodejoin::signals::wait_if_terminating().await;
     println!("\n{}", report::summary_table(&reports));
     let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
     match report::junit(&reports, &run_id) {
