@@ -75,6 +75,14 @@ impl ClusterProvider for K3sProvider {
         "k3s"
     }
 
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, super::Availability> {
+        Box::pin(async move { super::images::probe(docker, &image_for(version)).await })
+    }
+
     fn unavailable<'a>(
         &'a self,
         spec: &'a ClusterSpec,

@@ -96,6 +96,13 @@ pub async fn ensure_kind() -> Result<PathBuf> {
     if let Some(k) = find_kind() {
         return Ok(k);
     }
+    // Parallel trials (nextest) would each build it into the same directory otherwise.
+    let _lock = crate::paths::CacheLock::acquire("kind")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if let Some(k) = find_kind() {
+        return Ok(k);
+    }
     let dir = crate::paths::cache_dir().join("kind").join(KIND_VERSION);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let steps = crate::progress::Steps::new(&format!("build kind {KIND_VERSION} from Go modules"), 1);
@@ -119,6 +126,19 @@ pub async fn ensure_kind() -> Result<PathBuf> {
     Ok(dir.join("kind"))
 }
 
+/// The kind CLI at list time: present, buildable from its Go module at run time, or neither.
+fn cli_availability(present: bool, go: bool) -> super::Availability {
+    match (present, go) {
+        (true, _) => super::Availability::Ready,
+        (false, true) => super::Availability::Fetchable(format!(
+            "the kind CLI is not on PATH nor built in the cache yet (built from sigs.k8s.io/kind@{KIND_VERSION} at run time)"
+        )),
+        (false, false) => super::Availability::Unavailable(format!(
+            "the kind CLI is not on PATH and Go is not there to build sigs.k8s.io/kind@{KIND_VERSION}"
+        )),
+    }
+}
+
 /// `kind delete cluster` (best effort, bounded): after a failed create and when the control plane stops.
 async fn delete_cluster(kind: &Path, name: &str) {
     let _ = crate::deadline::output(
@@ -134,6 +154,20 @@ pub struct KindProvider;
 impl ClusterProvider for KindProvider {
     fn name(&self) -> &'static str {
         "kind"
+    }
+
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, super::Availability> {
+        Box::pin(async move {
+            let image = super::images::probe(docker, &image_for(version)).await;
+            image.and(cli_availability(
+                find_kind().is_some(),
+                crate::assets::which("go").is_some(),
+            ))
+        })
     }
 
     fn unavailable<'a>(
@@ -283,6 +317,16 @@ mod tests {
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             owner: None,
         }
+    }
+
+    #[test]
+    fn the_cli_is_fetchable_only_with_go() {
+        use super::super::Availability;
+        assert_eq!(cli_availability(true, false), Availability::Ready);
+        assert!(matches!(cli_availability(false, true), Availability::Fetchable(r) if r.contains("built from")));
+        assert!(
+            matches!(cli_availability(false, false), Availability::Unavailable(r) if r.contains("Go is not there"))
+        );
     }
 
     #[test]

@@ -49,9 +49,42 @@ pub struct ProviderContext<'a> {
     pub token_webhook: Option<TokenWebhook>,
 }
 
+/// What a provider's cheap probe found, without pulling or building anything: how its trials are listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// Everything it needs is on this machine.
+    Ready,
+    /// Something it needs is missing but could be fetched or built at run time; the text says what and how.
+    Fetchable(String),
+    /// It cannot run here; the text says why and what to do.
+    Unavailable(String),
+}
+
+impl Availability {
+    /// Both needed: the worse of the two, with both reasons when both are missing something.
+    pub fn and(self, other: Availability) -> Availability {
+        use Availability::*;
+        match (self, other) {
+            (Unavailable(a), Unavailable(b)) => Unavailable(format!("{a}; {b}")),
+            (Unavailable(a), _) | (_, Unavailable(a)) => Unavailable(a),
+            (Fetchable(a), Fetchable(b)) => Fetchable(format!("{a}; {b}")),
+            (Fetchable(a), Ready) | (Ready, Fetchable(a)) => Fetchable(a),
+            (Ready, Ready) => Ready,
+        }
+    }
+}
+
 /// A provider of control planes (local processes, kind, k3s).
 pub trait ClusterProvider: Send + Sync {
     fn name(&self) -> &'static str;
+    /// The list-time probe: only looks (is the image present locally, is a failed pull remembered, is the CLI
+    /// there), so listing trials stays fast and never touches a registry. `docker` is `None` when the engine
+    /// cannot be reached.
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, Availability>;
     /// Why this provider cannot run `spec` on this machine, if it cannot (the trial is then reported ignored,
     /// with this reason): a missing image that cannot be pulled, a missing tool.
     fn unavailable<'a>(
@@ -144,5 +177,28 @@ pub fn save_container_log(name: &str, path: &Path) {
         let mut text = out.stdout;
         text.extend_from_slice(&out.stderr);
         let _ = std::fs::write(path, text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Availability::*;
+
+    #[test]
+    fn availability_combines_to_the_worse() {
+        assert_eq!(Ready.and(Ready), Ready);
+        assert_eq!(Ready.and(Fetchable("a".into())), Fetchable("a".into()));
+        assert_eq!(
+            Fetchable("a".into()).and(Fetchable("b".into())),
+            Fetchable("a; b".into())
+        );
+        assert_eq!(
+            Fetchable("a".into()).and(Unavailable("b".into())),
+            Unavailable("b".into())
+        );
+        assert_eq!(
+            Unavailable("a".into()).and(Unavailable("b".into())),
+            Unavailable("a; b".into())
+        );
     }
 }

@@ -50,7 +50,7 @@ pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> Scenari
         };
         report.outcome = match e {
             Error::ProviderUnavailable { provider, reason } => {
-                Outcome::Ignored(format!("provider {provider}: {reason}"))
+                Outcome::Unavailable(format!("provider {provider}: {reason}"))
             }
             e => Outcome::Error {
                 hint: e.hint().to_string(),
@@ -82,7 +82,8 @@ async fn run_inner(
     owned: &mut Option<ClusterSpec>,
 ) -> Result<()> {
     let provider = sc.cluster.provider.as_str();
-    // Checked before provisioning anything: a provider that cannot run here makes the trial ignored, with why.
+    // Checked before provisioning anything (this may pull its image): a provider that cannot run here makes the
+    // outcome Unavailable, with why; the caller decides whether that is a skip or a failure.
     let Some(p) = crate::cluster::provider(provider) else {
         return Err(Error::ProviderUnavailable {
             provider: provider.into(),
