@@ -38,27 +38,52 @@ pub async fn within<T>(what: impl Into<String>, after: Duration, fut: impl Futur
 /// Runs `cmd` to completion and collects its output, killing it and every process it started if it has not
 /// finished after `after` (a build script's `go` outlives a killed `bash` otherwise).
 pub async fn output(cmd: &mut tokio::process::Command, what: &str, after: Duration) -> Result<Output> {
-    let child = cmd
+    let process_err = |message: String| Error::Process {
+        what: what.to_string(),
+        message,
+    };
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| Error::Process {
-            what: what.to_string(),
-            message: format!("cannot start: {e}"),
-        })?;
+        .map_err(|e| process_err(format!("cannot start: {e}")))?;
     let pid = child.id();
-    let result = within(what, after, async {
-        child.wait_with_output().await.map_err(|e| Error::Process {
-            what: what.to_string(),
-            message: e.to_string(),
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    // The child stays owned out here, so after a timeout it is still there to find its descendants from.
+    let collected = tokio::time::timeout(after, async {
+        let (out, err, status) = tokio::join!(drain(stdout), drain(stderr), child.wait());
+        Ok::<_, std::io::Error>(Output {
+            status: status?,
+            stdout: out?,
+            stderr: err?,
         })
     })
     .await;
-    if let (Err(Error::Timeout { .. }), Some(pid)) = (&result, pid) {
-        crate::process::kill_tree(pid);
+    match collected {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) => Err(process_err(e.to_string())),
+        Err(_) => {
+            if let Some(pid) = pid {
+                crate::process::kill_tree(pid);
+            }
+            let _ = child.kill().await;
+            Err(Error::Timeout {
+                what: what.to_string(),
+                after,
+            })
+        }
     }
-    result
+}
+
+/// Everything a child's pipe gives until it closes.
+async fn drain(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    if let Some(mut p) = pipe {
+        p.read_to_end(&mut buf).await?;
+    }
+    Ok(buf)
 }
 
 /// The blocking form of `output`, for the few synchronous callers (container state probes): polls the child

@@ -107,3 +107,26 @@ pub async fn run_with_steps(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_command_past_its_deadline_is_killed_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let steps = Steps::new("a build that hangs", 1);
+        let start = std::time::Instant::now();
+        let err = run_with_steps(
+            tokio::process::Command::new("bash").args(["-c", "echo 'step 1/1 compiling'; sleep 300"]),
+            &steps,
+            &dir.path().join("build.log"),
+            Duration::from_millis(500),
+        )
+        .await
+        .unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(err.starts_with("did not finish within 500ms (killed)"), "{err}");
+        assert!(err.contains("step 1/1 compiling"), "the output so far is kept: {err}");
+    }
+}
