@@ -117,8 +117,31 @@ pub struct ExecOutput {
     pub stderr: String,
 }
 
-/// Runs `cmd` in `container` with `env` and optional stdin, and collects its output.
+/// Runs `cmd` in `container` with `env` and optional stdin, and collects its output; a command whose output
+/// stream has not ended after `deadline` is an `Error::Timeout` naming it and `label` (the container's name).
 pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    label: &str,
+    cmd: &[&str],
+    env: &[String],
+    stdin: Option<&[u8]>,
+    deadline: std::time::Duration,
+) -> Result<ExecOutput> {
+    let what = format!("`{}` in container {label}", short_command(cmd));
+    crate::deadline::within(what, deadline, exec_unbounded(docker, container, cmd, env, stdin)).await
+}
+
+/// A command for messages: its words, the whole line cut at 80 characters.
+pub fn short_command(cmd: &[&str]) -> String {
+    let line = cmd.join(" ");
+    match line.char_indices().nth(80) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line,
+    }
+}
+
+async fn exec_unbounded(
     docker: &Docker,
     container: &str,
     cmd: &[&str],

@@ -67,6 +67,16 @@ pub enum Error {
 
     #[error("mutation {mutation}: {message}")]
     Mutation { mutation: String, message: String },
+
+    #[error("{what} did not finish within {}", humantime::format_duration(*after))]
+    Timeout {
+        /// What was waited for, e.g. "`journalctl -u kubelet` in node nodejoin-...-a-1".
+        what: String,
+        after: std::time::Duration,
+    },
+
+    #[error("{what}: {message}")]
+    Process { what: String, message: String },
 }
 
 impl Error {
@@ -95,6 +105,8 @@ impl Error {
             Error::Mutation { .. } => {
                 "the catalogue (harness/src/mutate/catalogue.rs) no longer matches the reference bootstrap or the scenario: update its anchor text or catchers"
             }
+            Error::Timeout { .. } => "the deadline is generous, so something hangs: see the logs under target/nodejoin/<run>/ and `docker ps`; `nodejoin reap` removes what a killed run left",
+            Error::Process { .. } => "check the program is installed and on PATH (`nodejoin doctor`)",
         }
     }
 

@@ -7,6 +7,7 @@ pub mod assert;
 pub mod assets;
 pub mod cluster;
 pub mod controllers;
+pub mod deadline;
 pub mod docker;
 pub mod doctor;
 pub mod eks;
@@ -21,6 +22,7 @@ pub mod progress;
 pub mod reaper;
 pub mod run;
 pub mod scenario;
+pub mod signals;
 pub mod userdata;
 
 pub use error::{Error, Result};

@@ -84,24 +84,39 @@ impl CacheLock {
         Ok(Self { _file: file })
     }
 
+    /// Waits for the lock without blocking a runtime thread, up to `deadline::CACHE_LOCK` (its holder may be
+    /// building what it guards, itself bounded by `deadline::GO_BUILD`); then a `TimedOut` error naming it.
     pub async fn acquire(name: &str) -> std::io::Result<Self> {
+        use std::os::unix::io::AsRawFd;
         let dir = cache_dir();
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{name}.lock"));
-        tokio::task::spawn_blocking(move || {
-            use std::os::unix::io::AsRawFd;
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)?;
-            // SAFETY: flock on a descriptor we own; blocks until the lock is free.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                return Err(std::io::Error::last_os_error());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor we own; LOCK_NB returns at once.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(Self { _file: file });
             }
-            Ok(Self { _file: file })
-        })
-        .await
-        .map_err(std::io::Error::other)?
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(e);
+            }
+            if start.elapsed() >= crate::deadline::CACHE_LOCK {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the cache lock {} was held by another process for {} (a build that hangs?)",
+                        path.display(),
+                        humantime::format_duration(crate::deadline::CACHE_LOCK)
+                    ),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
     }
 }

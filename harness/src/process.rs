@@ -129,6 +129,40 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// The parent PID of `pid`, from /proc/<pid>/stat (after the last ')', since comm may contain anything).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Kills `pid` and every process descended from it (SIGKILL): a timed-out `bash build.sh` must not leave its
+/// `go build` running. Descendants are collected first, so none is reparented away mid-walk.
+pub fn kill_tree(pid: u32) {
+    let mut tree = vec![pid];
+    let mut all: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| Some((p, parent_of(p)?)))
+        .collect();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        let (children, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, pp)| *pp == parent);
+        tree.extend(children.into_iter().map(|(p, _)| p));
+        all = rest;
+        i += 1;
+    }
+    for p in tree {
+        // SAFETY: kill(2) on processes we started (the child and its descendants).
+        unsafe {
+            libc::kill(p as i32, libc::SIGKILL);
+        }
+    }
+}
+
 /// A free TCP port on `ip` (bound and released; the caller binds it right away).
 pub fn free_port(ip: std::net::IpAddr) -> Result<u16> {
     std::net::TcpListener::bind((ip, 0))

@@ -1,10 +1,20 @@
-//! Nothing of a run outlives it: after `nodejoin run` exits no container, network, process or state
-//! directory of the run is left; and when a run is killed with SIGKILL (no destructors), the next start-up
-//! (`nodejoin reap`, which every run also does first) removes what it left.
+//! Nothing of a run outlives it: after `nodejoin run` exits no container, network, process, state directory
+//! or changed host sysctl of the run is left; SIGINT, SIGTERM and SIGHUP mid-join clean up before the CLI exits
+//! (128 + the signal); and when a run is killed with SIGKILL (no destructors), the next start-up (`nodejoin
+//! reap`, which every run also does first) removes what it left. The tests take turns: the sysctls are restored
+//! by the last live run only, so a run of a neighbouring test would keep them.
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn nodejoin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
@@ -119,17 +129,141 @@ fn docker_available() -> bool {
         .unwrap_or(false)
 }
 
+/// The sysctl baseline the run recorded at its start (it restores it when it is the last live run).
+fn recorded_sysctls(run: &str) -> BTreeMap<String, String> {
+    nodejoin::node::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no sysctl baseline in the cache"))
+}
+
+/// The host sysctls the kubelet changes are back to what `recorded` says, unless another run is still alive
+/// (then the baseline must still be kept, for the last one to restore).
+fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
+    if nodejoin::node::sysctl::baseline().is_some() {
+        assert!(
+            nodejoin::reaper::other_live_runs() > 0,
+            "run {run} was the last live run, yet it left its sysctl baseline behind"
+        );
+        eprintln!("note: another nodejoin run is alive; it restores the host sysctls when it ends");
+        return;
+    }
+    assert_eq!(
+        &nodejoin::node::sysctl::current(),
+        recorded,
+        "run {run} left host sysctls changed"
+    );
+}
+
+/// Whether a node container of `run` has its kubelet running (the bootstrap is done and the join under way).
+fn kubelet_running(run: &str) -> bool {
+    let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
+    docker_lines(&[
+        "ps",
+        "--filter",
+        &filter,
+        "--filter",
+        "label=io.nodejoin.node",
+        "--format",
+        "{{.Names}}",
+    ])
+    .iter()
+    .any(|node| docker_lines(&["exec", node, "systemctl", "is-active", "kubelet"]) == ["active"])
+}
+
+/// Waits until `run` has a node container and its control plane's API server, and with `joining`, until a
+/// node's kubelet runs too (mid-join).
+fn wait_mid_join(run: &str, child: &mut std::process::Child, joining: bool) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let has_container = docker_objects(run).iter().any(|o| o.starts_with("container"));
+        let has_apiserver = processes_of(run).iter().any(|p| p.contains("kube-apiserver"));
+        if has_container && has_apiserver && (!joining || kubelet_running(run)) {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("run {run} ended ({status}) before it had a node container and a control plane");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run} never had both a node container and a control plane"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The child's exit, or a failure if it is still running after `limit` (it is then killed).
+fn wait_exit(child: &mut std::process::Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for nodejoin") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("nodejoin was still running {limit:?} after {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_finished_run_leaves_nothing_behind() {
     assert!(
         docker_available(),
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
+    let _turn = take_turn();
     let (mut child, run, reader) = start_run(Path::new("scenarios/basic-bootstrap-token.yaml"));
+    wait_mid_join(&run, &mut child, false);
+    let recorded = recorded_sysctls(&run);
     let status = child.wait().expect("wait");
     let log = reader.join().unwrap_or_default();
     assert!(status.success(), "nodejoin run failed:\n{log}");
     assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+    assert_sysctls_restored(&run, &recorded);
+}
+
+/// SIGINT (Ctrl-C), SIGTERM and SIGHUP mid-join: the CLI removes the run's processes, containers, network and
+/// sysctl changes itself, then exits with 128 + the signal.
+#[test]
+fn termination_signals_clean_up_before_exiting() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    for (signal, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let started = Instant::now();
+        let (mut child, run, reader) = start_run(Path::new("scenarios/basic-bootstrap-token.yaml"));
+        wait_mid_join(&run, &mut child, true);
+        let recorded = recorded_sysctls(&run);
+        // SAFETY: kill(2) on the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0, "{name}");
+        let status = wait_exit(&mut child, Duration::from_secs(150), name);
+        let log = reader.join().unwrap_or_default();
+        assert_eq!(
+            status.code(),
+            Some(128 + signal),
+            "{name}: exit status {status}:\n{log}"
+        );
+        assert!(
+            log.contains(&format!("{name}: removing run {run}")),
+            "{name}: no clean-up announced:\n{log}"
+        );
+        assert_eq!(
+            leftovers(&run),
+            Vec::<String>::new(),
+            "{name} left these of run {run} behind"
+        );
+        assert_sysctls_restored(&run, &recorded);
+        eprintln!(
+            "{name}: run {run} cleaned up, {:.1?} from start to checked",
+            started.elapsed()
+        );
+    }
 }
 
 #[test]
@@ -138,22 +272,12 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         docker_available(),
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
+    let _turn = take_turn();
     let (mut child, run, reader) = start_run(Path::new("scenarios/wrong-ca.yaml"));
     // Wait until the run has a node container and its control plane, then kill it without giving it a chance
     // to clean up.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let has_container = docker_objects(&run).iter().any(|o| o.starts_with("container"));
-        let has_apiserver = processes_of(&run).iter().any(|p| p.contains("kube-apiserver"));
-        if has_container && has_apiserver {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "run {run} never had both a node container and a control plane"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_mid_join(&run, &mut child, false);
+    let recorded = recorded_sysctls(&run);
     child.kill().expect("SIGKILL nodejoin");
     let _ = child.wait();
     let _ = reader.join();
@@ -192,4 +316,5 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         Vec::<String>::new(),
         "reap left these of run {run} behind"
     );
+    assert_sysctls_restored(&run, &recorded);
 }

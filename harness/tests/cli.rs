@@ -76,6 +76,83 @@ fn unreachable_docker_says_how_to_fix_it() {
     );
 }
 
+/// `nodejoin run`'s documented exit codes (README, `nodejoin run --help`) for runs that cannot pass: nothing to run
+/// is never a success.
+#[test]
+fn a_directory_without_scenarios_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a scenario").unwrap();
+    let shown = dir.path().display().to_string();
+    let text = expect_failure(
+        &["run", "scenarios/basic-bootstrap-token.yaml", &shown],
+        &[],
+        3,
+        &[&shown, "holds no scenario files"],
+    );
+    assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
+}
+
+#[test]
+fn a_run_in_which_nothing_runs_exits_5() {
+    let dir = tempfile::tempdir().unwrap();
+    // One scenario only for kind (skipped on the default provider), one for versions before 1.20 (ignored).
+    std::fs::write(
+        dir.path().join("kind-only.yaml"),
+        "cluster: { providers: [kind] }\nnodes:\n  - name: a\n    bootstrap: { args: [x] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("old-only.yaml"),
+        "cluster:\n  kubernetesVersions: { max: \"1.20\", reason: only for old kubelets }\nnodes:\n  - name: a\n    bootstrap: { args: [x] }\n",
+    )
+    .unwrap();
+    let text = expect_failure(
+        &["run", dir.path().to_str().unwrap()],
+        &[],
+        5,
+        &[
+            "skipping",
+            "it runs only on [\"kind\"]",
+            "only for old kubelets",
+            "nothing to run",
+        ],
+    );
+    assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
+}
+
+/// A provider asked for with --provider that cannot run here (its image is one no registry has) exits 4 before
+/// anything starts; so does a bad NODEJOIN_REQUIRE_PROVIDERS (exit 2).
+#[test]
+fn an_explicit_provider_that_cannot_run_exits_4() {
+    let image = format!("nodejoin.invalid/k3s:cli-{}", std::process::id());
+    let env = [("NODEJOIN_K3S_IMAGE", image.as_str())];
+    let run = ["run", "--provider", "k3s", "scenarios/basic-bootstrap-token.yaml"];
+    let text = expect_failure(&run, &env, 4, &["provider k3s cannot run here", &image, "hint:"]);
+    assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
+    let _ = std::fs::remove_file(nodejoin::cluster::images::marker(&image));
+    expect_failure(
+        &["run", "scenarios/basic-bootstrap-token.yaml"],
+        &[("NODEJOIN_REQUIRE_PROVIDERS", "local,minikube")],
+        2,
+        &["NODEJOIN_REQUIRE_PROVIDERS: unknown provider 'minikube'"],
+    );
+}
+
+#[test]
+fn run_help_documents_the_exit_codes() {
+    let (status, text) = nodejoin(&["run", "--help"], &[]);
+    assert_eq!(status, Some(0), "{text}");
+    let readme = std::fs::read_to_string(nodejoin::paths::workspace_root().join("README.md")).unwrap();
+    for code in ["0", "1", "2", "3", "4", "5"] {
+        assert!(
+            text.contains(&format!("\n  {code}    ")),
+            "--help lacks exit code {code}:\n{text}"
+        );
+        assert!(readme.contains(&format!("| {code} |")), "README lacks exit code {code}");
+    }
+    assert!(text.contains("129, 130, 143") && readme.contains("| 129, 130, 143 |"));
+}
+
 #[test]
 fn bad_version_is_refused_before_any_work() {
     expect_failure(&["assets", "--version", "1.36"], &[], 2, &["v1.36.3"]);

@@ -43,14 +43,17 @@ fn main() {
     let scenarios = nodejoin::paths::workspace_root().join("scenarios");
     let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
     let for_signal = env.clone();
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            if let Some(Ok(env)) = for_signal.get() {
-                nodejoin::reaper::emergency_cleanup(&env.run_id).await;
-            }
-            std::process::exit(130);
-        }
+    let run_id: nodejoin::signals::RunIdSource = Arc::new(move || match for_signal.get() {
+        Some(Ok(env)) => Some(env.run_id.clone()),
+        _ => None,
     });
+    {
+        let _in_runtime = rt.enter();
+        if let Err(e) = nodejoin::signals::exit_on_termination(run_id) {
+            eprintln!("cannot install signal handlers: {e}");
+            std::process::exit(101);
+        }
+    }
     let results: Arc<Mutex<Vec<MutationResult>>> = Arc::default();
     let trials = selected
         .into_iter()
@@ -104,6 +107,7 @@ fn main() {
     }
     if let Some(Ok(env)) = env.get().cloned() {
         let leftovers = rt.block_on(env.shutdown());
+        rt.block_on(nodejoin::signals::wait_if_terminating());
         if !leftovers.is_empty() {
             eprintln!("error: the run left objects behind: {leftovers:?}");
             std::process::exit(1);

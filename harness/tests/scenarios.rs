@@ -1,26 +1,61 @@
 //! One libtest-mimic trial per scenario file and provider, named `provider/v1.MINOR/scenario`, so `cargo test`
 //! and `cargo nextest run` list and filter each (`cargo test --test scenarios -- local/`,
-//! `cargo nextest run -E 'test(/^k3s\//)'`); `NODEJOIN_PROVIDERS=local` limits the providers. Trials in one process share the environment and one
-//! control plane per (provider, version, service CIDR); everything is torn down after the last trial, and a
-//! container or network of the run left behind fails the process. A scenario whose provider cannot run on
-//! this machine is reported as ignored, with the reason.
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use nodejoin::run::{Environment, Outcome};
-use nodejoin::scenario::model::Provider;
-use nodejoin::scenario::trials;
+//! `cargo nextest run -E 'test(/k3s\//)'`); `NODEJOIN_PROVIDERS=local` limits the providers. Trials in one process
+//! share the environment and one control plane per (provider, version, service CIDR); everything is torn down
+//! after the last trial, and a container or network of the run left behind fails the process.
+//!
+//! Skips are decided when trials are listed, by cheap probes (is the provider's image present, is a failed pull
+//! remembered, is the kind CLI there), so `--list` and nextest see them as ignored; the reasons are printed once
+//! on stderr. A provider in `NODEJOIN_REQUIRE_PROVIDERS` never skips: it fetches what it lacks at run time and its
+//! trials fail when it cannot run. An ignored trial run anyway (`--include-ignored`) fails if it cannot run.
+use libtest_mimic::{Arguments, Failed, Trial};
+use nodejoin::cluster::Availability;
+use nodejoin::run::Environment;
+use nodejoin::scenario::model::{Provider, Scenario};
+use nodejoin::scenario::trials::{self, Plan};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 type SharedEnv = OnceCell<std::result::Result<Arc<Environment>, String>>;
 
+/// What every trial of the process shares.
+struct Shared {
+    rt: Arc<tokio::runtime::Runtime>,
+    env: Arc<SharedEnv>,
+    required: Vec<Provider>,
+    /// The list-time probe of each (provider, Kubernetes version) the trials use.
+    availability: BTreeMap<(&'static str, String), Availability>,
+}
+
+/// A trial that runs `scenario`; `strict` makes a scenario that could not run a failure rather than a skip.
+fn runner(shared: &Shared, scenario: Scenario, file: PathBuf, strict: bool) -> impl FnOnce() -> TrialResult {
+    let (rt, env) = (shared.rt.clone(), shared.env.clone());
+    move || {
+        let env = rt
+            .block_on(env.get_or_init(|| async {
+                Environment::start()
+                    .await
+                    .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
+            }))
+            .clone()
+            .map_err(Failed::from)?;
+        let report = rt.block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
+        println!("{}", report.render());
+        trials::verdict(&report.outcome, || report.failure_lines(), strict)
+    }
+}
+
+type TrialResult = Result<libtest_mimic::Completion, Failed>;
+
 /// The trials of one scenario file: one per provider it runs on, or one failing trial if the file is invalid.
-fn trials(file: PathBuf, enabled: &[Provider], rt: Arc<tokio::runtime::Runtime>, env: Arc<SharedEnv>) -> Vec<Trial> {
+fn trials_of(file: PathBuf, loaded: nodejoin::Result<Scenario>, enabled: &[Provider], shared: &Shared) -> Vec<Trial> {
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
-    let scenario = match nodejoin::scenario::load_file(&file) {
+    let scenario = match loaded {
         Ok(s) => s,
         Err(e) => {
             let message = format!("{e}\n  hint: {}", e.hint());
@@ -34,28 +69,78 @@ fn trials(file: PathBuf, enabled: &[Provider], rt: Arc<tokio::runtime::Runtime>,
         .map(|provider| {
             let mut scenario = scenario.clone();
             scenario.cluster.provider = provider;
-            let name = trials::name(provider, &scenario.cluster.kubernetes_version, &stem);
-            let (rt, env, file) = (rt.clone(), env.clone(), file.clone());
-            Trial::ignorable_test(name, move || {
-                let env = rt
-                    .block_on(env.get_or_init(|| async {
-                        Environment::start()
-                            .await
-                            .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
-                    }))
-                    .clone()
-                    .map_err(Failed::from)?;
-                let report = rt.block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
-                println!("{}", report.render());
-                match report.outcome {
-                    Outcome::Passed => Ok(Completion::Completed),
-                    Outcome::Ignored(reason) => Ok(Completion::ignored_with(reason)),
-                    _ => Err(Failed::from(report.failure_lines().join("\n"))),
+            let version = scenario.cluster.kubernetes_version.clone();
+            let name = trials::name(provider, &version, &stem);
+            let unsupported = scenario
+                .cluster
+                .kubernetes_versions
+                .as_ref()
+                .and_then(|v| v.unsupported(&version));
+            let availability = shared
+                .availability
+                .get(&(provider.as_str(), version))
+                .cloned()
+                .unwrap_or(Availability::Ready);
+            let required = shared.required.contains(&provider);
+            let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
+                Plan::Run => Trial::ignorable_test(name, runner(shared, scenario, file.clone(), required)),
+                Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
+                // Run anyway (`--include-ignored`): a version it does not apply to fails at once; an unavailable
+                // provider is tried for real, and fails if it cannot run.
+                Plan::Ignore(_) => match unsupported {
+                    Some(why) => Trial::test(name, move || {
+                        Err(Failed::from(format!("does not apply, so it cannot pass: {why}")))
+                    }),
+                    None => Trial::ignorable_test(name, runner(shared, scenario, file.clone(), true)),
                 }
-            })
-            .with_kind(provider.as_str())
+                .with_ignored_flag(true),
+            };
+            trial.with_kind(provider.as_str())
         })
         .collect()
+}
+
+/// Probes each (provider, version) once, without pulling or building anything; says on stderr, once, why
+/// trials are ignored or failing.
+fn probe_all(
+    rt: &tokio::runtime::Runtime,
+    pairs: impl IntoIterator<Item = (Provider, String)>,
+    required: &[Provider],
+) -> BTreeMap<(&'static str, String), Availability> {
+    let pairs: Vec<(Provider, String)> = pairs.into_iter().collect();
+    let docker = if pairs.iter().any(|(p, _)| *p != Provider::Local) {
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(10), nodejoin::docker::connect())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        })
+    } else {
+        None
+    };
+    let mut out = BTreeMap::new();
+    for (provider, version) in pairs {
+        let key = (provider.as_str(), version.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let Some(p) = nodejoin::cluster::provider(provider.as_str()) else {
+            continue;
+        };
+        let availability = rt.block_on(p.probe(&version, docker.as_ref()));
+        match trials::plan(provider, None, &availability, required.contains(&provider)) {
+            Plan::Run => {}
+            Plan::Ignore(why) => eprintln!("[nodejoin] {} {version} trials are ignored: {why}", provider.as_str()),
+            Plan::Fail(why) => eprintln!("[nodejoin] {} {version} trials fail: {why}", provider.as_str()),
+        }
+        out.insert(key, availability);
+    }
+    out
+}
+
+fn exit_with(message: impl std::fmt::Display) -> ! {
+    eprintln!("{message}");
+    std::process::exit(101);
 }
 
 fn main() {
@@ -64,49 +149,61 @@ fn main() {
     let args = Arguments::from_args();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
-        Err(e) => {
-            eprintln!("cannot start a tokio runtime: {e}");
-            std::process::exit(101);
-        }
+        Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),
     };
-    let files = match nodejoin::scenario::discover(&[nodejoin::paths::workspace_root().join("scenarios")]) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(101);
-        }
-    };
+    let files = nodejoin::scenario::discover(&[nodejoin::paths::workspace_root().join("scenarios")])
+        .unwrap_or_else(|e| exit_with(e));
+    let enabled =
+        trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()).unwrap_or_else(|e| exit_with(e));
+    let required =
+        trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
     let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
-    // Ctrl-C: destructors will not run, so remove this run's processes and containers before exiting.
+    // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
+    // before exiting.
     let for_signal = env.clone();
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            if let Some(Ok(env)) = for_signal.get() {
-                eprintln!("\ninterrupted: removing run {}'s processes and containers", env.run_id);
-                nodejoin::reaper::emergency_cleanup(&env.run_id).await;
-            }
-            std::process::exit(130);
-        }
+    let run_id: nodejoin::signals::RunIdSource = Arc::new(move || match for_signal.get() {
+        Some(Ok(env)) => Some(env.run_id.clone()),
+        _ => None,
     });
-    let enabled = match trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(101);
+    {
+        let _in_runtime = rt.enter();
+        if let Err(e) = nodejoin::signals::exit_on_termination(run_id) {
+            exit_with(format!("cannot install signal handlers: {e}"));
         }
-    };
-    let all = files
+    }
+    let loaded: Vec<(PathBuf, nodejoin::Result<Scenario>)> = files
         .into_iter()
-        .flat_map(|f| trials(f, &enabled, rt.clone(), env.clone()))
+        .map(|f| {
+            let s = nodejoin::scenario::load_file(&f);
+            (f, s)
+        })
+        .collect();
+    let pairs = loaded.iter().filter_map(|(_, s)| s.as_ref().ok()).flat_map(|s| {
+        trials::providers_for(s, &enabled)
+            .into_iter()
+            .map(|p| (p, s.cluster.kubernetes_version.clone()))
+    });
+    let availability = probe_all(&rt, pairs, &required);
+    let shared = Shared {
+        rt: rt.clone(),
+        env: env.clone(),
+        required,
+        availability,
+    };
+    let all = loaded
+        .into_iter()
+        .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
         .collect();
     let conclusion = libtest_mimic::run(&args, all);
     // The signal task holds a reference; the environment is shut down through the cell either way.
     if let Some(Ok(env)) = env.get().cloned() {
         let leftovers = rt.block_on(env.shutdown());
+        rt.block_on(nodejoin::signals::wait_if_terminating());
         if !leftovers.is_empty() {
             eprintln!("error: the run left objects behind: {leftovers:?}");
             std::process::exit(1);
         }
     }
+    rt.block_on(nodejoin::signals::wait_if_terminating());
     conclusion.exit();
 }

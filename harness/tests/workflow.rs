@@ -182,6 +182,82 @@ fn every_flavor_selects_scenarios_and_steps_name_what_exists() {
     }
 }
 
+/// Skips are never a green cell: each cell requires the provider it tests, and a provider image that cannot be
+/// pulled fails the job instead of being swallowed (`|| true`).
+#[test]
+fn each_cell_requires_its_provider_and_pull_failures_fail_the_job() {
+    let w = workflow();
+    let job = &w["jobs"]["scenarios"];
+    let env = &job["env"];
+    for var in ["NODEJOIN_PROVIDERS", "NODEJOIN_REQUIRE_PROVIDERS"] {
+        assert_eq!(
+            env[var].as_str(),
+            Some("${{ matrix.provider }}"),
+            "{var} must be the cell's provider"
+        );
+    }
+    let steps = job["steps"].as_sequence().unwrap();
+    let pulls: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s["run"].as_str())
+        .filter(|r| r.contains("docker pull"))
+        .collect();
+    for image in ["rancher/k3s:", "kindest/node:"] {
+        assert!(
+            pulls.iter().any(|r| r.contains(&format!("docker pull \"{image}"))),
+            "no step pulls {image}"
+        );
+    }
+    for line in pulls
+        .iter()
+        .flat_map(|r| r.lines())
+        .filter(|l| l.contains("docker pull"))
+    {
+        assert!(
+            !line.contains("|| true") && !line.contains("|| :") && !line.contains("continue-on-error"),
+            "a pull failure must fail the job: {line}"
+        );
+    }
+    assert!(
+        steps.iter().all(|s| s["continue-on-error"].as_bool() != Some(true)),
+        "no step may turn a failure into a green cell"
+    );
+}
+
+/// `.ci/run` runs exactly the README's test command, then the nextest proof that skips are skips
+/// (ci/nextest-skips.sh), which must pin the nextest version it installs.
+#[test]
+fn ci_run_runs_the_readme_command_and_the_nextest_proof() {
+    let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let command = readme
+        .split("Run the tests")
+        .nth(1)
+        .and_then(|r| r.split("```sh\n").nth(1))
+        .and_then(|r| r.split("\n```").next())
+        .expect("README has the test command in a sh block after 'Run the tests'");
+    assert_eq!(command, "cargo test --workspace");
+    let lines: Vec<&str> = ci.lines().map(str::trim).collect();
+    let test_at = lines
+        .iter()
+        .position(|l| *l == command)
+        .expect(".ci/run runs the README's test command");
+    let proof_at = lines
+        .iter()
+        .position(|l| *l == "bash ci/nextest-skips.sh")
+        .expect(".ci/run runs ci/nextest-skips.sh");
+    assert!(test_at < proof_at, "the README's command runs first");
+    let proof = std::fs::read_to_string(root().join("ci/nextest-skips.sh")).expect("ci/nextest-skips.sh");
+    assert!(
+        proof.contains("cargo install cargo-nextest --version \"$NEXTEST_VERSION\" --locked"),
+        "ci/nextest-skips.sh installs a pinned nextest"
+    );
+    assert!(
+        proof.contains("NEXTEST_VERSION=0."),
+        "ci/nextest-skips.sh pins NEXTEST_VERSION"
+    );
+}
+
 #[test]
 fn expansion_follows_github_rules() {
     let m: Value = serde_yaml_ng::from_str(

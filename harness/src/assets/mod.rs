@@ -100,7 +100,11 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
             ),
         })?;
         // The directory is used as-is: make sure it holds the version the scenario asked for.
-        let out = std::process::Command::new(&assets.kubelet).arg("--version").output();
+        let out = crate::deadline::output_blocking(
+            std::process::Command::new(&assets.kubelet).arg("--version"),
+            "kubelet --version",
+            crate::deadline::TOOL_PROBE,
+        );
         let reported = out
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default();
@@ -290,7 +294,7 @@ pub(crate) async fn run_go_build_script(
     let log = out.with_extension("build.log");
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg(&script).args(args).arg(version).arg(out);
-    crate::progress::run_with_steps(&mut cmd, &steps, &log)
+    crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
         .await
         .map_err(|e| format!("{e} (full log: {})", log.display()))?;
     steps.finish("built");

@@ -33,14 +33,16 @@ enum Command {
         version: String,
     },
     /// Run scenarios (files or directories; default: scenarios/).
+    #[command(after_help = EXIT_CODES)]
     Run {
         scenarios: Vec<PathBuf>,
         /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
         #[arg(long)]
         junit: Option<PathBuf>,
-        /// Cluster provider: local (embedded processes), k3s or kind (containers).
-        #[arg(long, default_value = "local", value_parser = ["local", "k3s", "kind"])]
-        provider: String,
+        /// Cluster provider: local (embedded processes, the default), k3s or kind (containers). A provider
+        /// named here must run: if it cannot, the exit code is 4.
+        #[arg(long, value_parser = ["local", "k3s", "kind"])]
+        provider: Option<String>,
     },
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
@@ -74,6 +76,21 @@ enum ImageCommand {
         tag: Option<String>,
     },
 }
+
+/// `nodejoin run`'s exit codes (also in README.md, "Exit codes of `nodejoin run`"); a skip is never a success.
+const EXIT_CODES: &str = "Exit codes:
+  0    every scenario that ran passed, and at least one ran
+  1    a scenario failed, or the run left objects behind
+  2    bad input or setup (invalid scenario, Docker unreachable, missing binaries)
+  3    a given directory holds no scenario files
+  4    the provider cannot run here, and was asked for (--provider, NODEJOIN_REQUIRE_PROVIDERS)
+  5    nothing ran: every scenario was skipped (its providers) or ignored (its Kubernetes versions)
+  129, 130, 143  ended by SIGHUP, SIGINT or SIGTERM, after removing the run's processes and containers";
+
+/// See `EXIT_CODES`.
+const EXIT_NO_SCENARIOS: u8 = 3;
+const EXIT_PROVIDER_UNAVAILABLE: u8 = 4;
+const EXIT_NOTHING_RAN: u8 = 5;
 
 fn fail(e: &nodejoin::Error) -> ExitCode {
     eprintln!("error: {e}\n  hint: {}", e.hint());
@@ -177,7 +194,7 @@ async fn main() -> ExitCode {
             scenarios,
             junit,
             provider,
-        } => run(scenarios, junit, &provider).await,
+        } => run(scenarios, junit, provider.as_deref()).await,
         Command::Mutate { only, list, scenarios } => mutate(&only, list, &scenarios).await,
     }
 }
@@ -209,18 +226,18 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
             return ExitCode::from(2);
         }
     };
+    let started: std::sync::Arc<std::sync::OnceLock<String>> = Default::default();
+    let for_signal = started.clone();
+    let source: nodejoin::signals::RunIdSource = std::sync::Arc::new(move || for_signal.get().cloned());
+    if let Err(e) = nodejoin::signals::exit_on_termination(source) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return ExitCode::from(2);
+    }
     let env = match Environment::start().await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
-    let cleanup_id = env.run_id.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: removing this run's processes and containers");
-            nodejoin::reaper::emergency_cleanup(&cleanup_id).await;
-            std::process::exit(130);
-        }
-    });
+    let _ = started.set(env.run_id.clone());
     let mut results = Vec::new();
     for m in &selected {
         let r = mutate::run(&env, m, scenarios, scratch.path()).await;
@@ -228,6 +245,7 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
         results.push(r);
     }
     let leftovers = env.shutdown().await;
+    nodejoin::signals::wait_if_terminating().await;
     println!("\n{}", mutate::summary(&results));
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {leftovers:?}");
@@ -240,17 +258,33 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
     }
 }
 
-async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> ExitCode {
-    let provider = nodejoin::scenario::model::Provider::parse(provider).unwrap_or_default();
+async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -> ExitCode {
+    use nodejoin::scenario::model::Provider;
+    use nodejoin::scenario::trials;
+    let provider = asked.and_then(Provider::parse).unwrap_or_default();
+    let required = match trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &Provider::ALL) {
+        Ok(r) => asked.is_some() || r.contains(&provider),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]
     } else {
         paths
     };
-    let files = match nodejoin::scenario::discover(&paths) {
-        Ok(f) => f,
-        Err(e) => return fail(&e),
-    };
+    let mut files = Vec::new();
+    for p in &paths {
+        match nodejoin::scenario::discover(std::slice::from_ref(p)) {
+            Ok(found) if found.is_empty() => {
+                eprintln!("error: {} holds no scenario files (*.yaml, *.yml)", p.display());
+                return ExitCode::from(EXIT_NO_SCENARIOS);
+            }
+            Ok(found) => files.extend(found),
+            Err(e) => return fail(&e),
+        }
+    }
     let mut scenarios = Vec::new();
     for f in &files {
         match nodejoin::scenario::load_file(f) {
@@ -269,20 +303,63 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> Exi
             Err(e) => return fail(&e),
         }
     }
+    // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
+    let unsupported = |s: &nodejoin::scenario::model::Scenario| {
+        let versions = s.cluster.kubernetes_versions.as_ref();
+        versions.and_then(|k| k.unsupported(&s.cluster.kubernetes_version))
+    };
+    let applicable: Vec<&nodejoin::scenario::model::Scenario> = scenarios
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| unsupported(s).is_none())
+        .collect();
+    if applicable.is_empty() {
+        for (f, s) in &scenarios {
+            if let Some(why) = unsupported(s) {
+                eprintln!("[nodejoin] ignoring {}: {why}", f.display());
+            }
+        }
+        eprintln!(
+            "error: nothing to run: all {} scenario file(s) were skipped or ignored on provider {}",
+            files.len(),
+            provider.as_str()
+        );
+        return ExitCode::from(EXIT_NOTHING_RAN);
+    }
+    if required {
+        match provider_unavailable(provider, &applicable).await {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                eprintln!("error: provider {} cannot run here: {why}", provider.as_str());
+                eprintln!(
+                    "  hint: {}",
+                    nodejoin::Error::ProviderUnavailable {
+                        provider: provider.as_str().into(),
+                        reason: why
+                    }
+                    .hint()
+                );
+                return ExitCode::from(EXIT_PROVIDER_UNAVAILABLE);
+            }
+            Err(e) => return fail(&e),
+        }
+    }
+    // Installed before the environment starts, so no signal finds the default action (no clean-up); the run
+    // id is known once it has started.
+    let started: std::sync::Arc<std::sync::OnceLock<String>> = Default::default();
+    let for_signal = started.clone();
+    let source: nodejoin::signals::RunIdSource = std::sync::Arc::new(move || for_signal.get().cloned());
+    if let Err(e) = nodejoin::signals::exit_on_termination(source) {
+        eprintln!("error: cannot install signal handlers: {e}");
+        return ExitCode::from(2);
+    }
     let env = match Environment::start().await {
         Ok(env) => env,
         Err(e) => return fail(&e),
     };
     let run_id = env.run_id.clone();
+    let _ = started.set(run_id.clone());
     let run_dir = env.run_dir.clone();
-    let cleanup_id = run_id.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: removing this run's processes and containers");
-            nodejoin::reaper::emergency_cleanup(&cleanup_id).await;
-            std::process::exit(130);
-        }
-    });
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
     eprintln!(
@@ -300,6 +377,7 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> Exi
         reports.push(r);
     }
     let leftovers = env.shutdown().await;
+    nodejoin::signals::wait_if_terminating().await;
     println!("\n{}", report::summary_table(&reports));
     let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
     match report::junit(&reports, &run_id) {
@@ -316,12 +394,56 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, provider: &str) -> Exi
         eprintln!("error: objects left behind: {leftovers:?}");
         return ExitCode::from(1);
     }
+    verdict(&reports, required)
+}
+
+/// The exit code of a finished run: failures first, then a required provider found unavailable while running,
+/// then a run in which nothing ran.
+fn verdict(reports: &[report::ScenarioReport], required: bool) -> ExitCode {
+    use nodejoin::run::Outcome;
     if reports
         .iter()
-        .all(|r| r.passed() || matches!(r.outcome, nodejoin::run::Outcome::Ignored(_)))
+        .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::Error { .. }))
     {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+        return ExitCode::from(1);
     }
+    if let Some(r) = reports.iter().find(|r| matches!(r.outcome, Outcome::Unavailable(_))) {
+        if required {
+            eprintln!("error: {}: the provider cannot run here", r.name);
+            return ExitCode::from(EXIT_PROVIDER_UNAVAILABLE);
+        }
+    }
+    if !reports.iter().any(|r| r.passed()) {
+        eprintln!("error: nothing ran: every scenario was skipped or ignored");
+        return ExitCode::from(EXIT_NOTHING_RAN);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Why `provider` cannot run one of `scenarios` here (the full check: it may pull the provider's image), if it
+/// cannot; each Kubernetes version is checked once.
+async fn provider_unavailable(
+    provider: nodejoin::scenario::model::Provider,
+    scenarios: &[&nodejoin::scenario::model::Scenario],
+) -> nodejoin::Result<Option<String>> {
+    let Some(p) = nodejoin::cluster::provider(provider.as_str()) else {
+        return Ok(Some("unknown provider".into()));
+    };
+    let docker = nodejoin::docker::connect().await?;
+    let mut checked = std::collections::BTreeSet::new();
+    for s in scenarios {
+        if !checked.insert(s.cluster.kubernetes_version.clone()) {
+            continue;
+        }
+        let spec = nodejoin::cluster::ClusterSpec {
+            provider: provider.as_str().into(),
+            version: s.cluster.kubernetes_version.clone(),
+            service_cidr: s.cluster.service_cidr(),
+            owner: None,
+        };
+        if let Some(why) = p.unavailable(&spec, &docker).await {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
 }

@@ -20,8 +20,8 @@ pub fn override_or(value: Option<&str>, default: impl FnOnce() -> String) -> Str
     }
 }
 
-/// `<cache>/unavailable-images/<image with / and : replaced>`.
-fn marker(image: &str) -> PathBuf {
+/// `<cache>/unavailable-images/<image with / and : replaced>`: where a failed pull of `image` is remembered.
+pub fn marker(image: &str) -> PathBuf {
     let safe: String = image
         .chars()
         .map(|c| {
@@ -46,6 +46,38 @@ pub fn remembered_failure(path: &Path, now: SystemTime, ttl: Duration) -> Option
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+/// How long the list-time probe waits for Docker to say whether an image is present.
+const INSPECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The list-time look at `image`: present locally, a failed pull remembered, or neither (only a pull can tell).
+pub async fn probe(docker: Option<&Docker>, image: &str) -> super::Availability {
+    use super::Availability;
+    let Some(docker) = docker else {
+        return Availability::Unavailable(format!(
+            "Docker is not reachable, so whether image {image} is present cannot be told"
+        ));
+    };
+    match tokio::time::timeout(INSPECT_TIMEOUT, docker.inspect_image(image)).await {
+        Ok(Ok(_)) => return Availability::Ready,
+        Ok(Err(_)) => {}
+        Err(_) => {
+            return Availability::Unavailable(format!(
+                "Docker did not say within {}s whether image {image} is present",
+                INSPECT_TIMEOUT.as_secs()
+            ))
+        }
+    }
+    let mark = marker(image);
+    match remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
+        Some(reason) => Availability::Unavailable(format!(
+            "{reason} (a failed pull is remembered for {} min; delete {} to try again sooner)",
+            FAILED_PULL_TTL.as_secs() / 60,
+            mark.display()
+        )),
+        None => Availability::Fetchable(format!("image {image} is not present locally (`docker pull {image}`)")),
+    }
 }
 
 /// `Ok` when `image` is present or was just pulled; otherwise why not, in one line that says what to do.
@@ -119,6 +151,34 @@ mod tests {
     fn marker_names_are_flat() {
         let m = marker("rancher/k3s:v1.36.3-k3s1");
         assert_eq!(m.file_name().unwrap().to_str().unwrap(), "rancher_k3s_v1.36.3-k3s1");
+    }
+
+    #[tokio::test]
+    async fn the_probe_only_looks() {
+        use crate::cluster::Availability;
+        let image = format!("nodejoin.invalid/probe:{}", std::process::id());
+        let none = probe(None, &image).await;
+        assert!(
+            matches!(&none, Availability::Unavailable(r) if r.contains("Docker is not reachable")),
+            "{none:?}"
+        );
+        // Nothing listens on port 1: the engine answers at once that it cannot be reached.
+        let docker =
+            Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
+        let absent = probe(Some(&docker), &image).await;
+        assert_eq!(
+            absent,
+            Availability::Fetchable(format!("image {image} is not present locally (`docker pull {image}`)"))
+        );
+        let mark = marker(&image);
+        std::fs::create_dir_all(mark.parent().unwrap()).unwrap();
+        std::fs::write(&mark, "image x cannot be pulled (no registry)").unwrap();
+        let remembered = probe(Some(&docker), &image).await;
+        let _ = std::fs::remove_file(&mark);
+        assert!(
+            matches!(&remembered, Availability::Unavailable(r) if r.starts_with("image x cannot be pulled (no registry)")),
+            "{remembered:?}"
+        );
     }
 
     #[tokio::test]

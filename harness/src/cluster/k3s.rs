@@ -75,6 +75,14 @@ impl ClusterProvider for K3sProvider {
         "k3s"
     }
 
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, super::Availability> {
+        Box::pin(async move { super::images::probe(docker, &image_for(version)).await })
+    }
+
     fn unavailable<'a>(
         &'a self,
         spec: &'a ClusterSpec,
@@ -141,7 +149,8 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .map_err(|e| k3s_err(format!("mapped API port: {e}")))?;
     let read = |path: &'static str| {
         let c = &container;
-        async move {
+        let what = format!("reading {path} from the k3s container {name}");
+        crate::deadline::within(what, crate::deadline::DOCKER_CLI, async move {
             let mut out = c
                 .exec(testcontainers::core::ExecCommand::new(["cat", path]))
                 .await
@@ -151,7 +160,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
                 .await
                 .map_err(|e| k3s_err(format!("reading {path}: {e}")))?;
             String::from_utf8(bytes).map_err(|e| k3s_err(format!("{path}: {e}")))
-        }
+        })
     };
     let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
     let admin_server = format!("https://127.0.0.1:{port}");

@@ -96,16 +96,26 @@ pub async fn ensure_kind() -> Result<PathBuf> {
     if let Some(k) = find_kind() {
         return Ok(k);
     }
+    // Parallel trials (nextest) would each build it into the same directory otherwise.
+    let _lock = crate::paths::CacheLock::acquire("kind")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if let Some(k) = find_kind() {
+        return Ok(k);
+    }
     let dir = crate::paths::cache_dir().join("kind").join(KIND_VERSION);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let steps = crate::progress::Steps::new(&format!("build kind {KIND_VERSION} from Go modules"), 1);
-    let out = tokio::process::Command::new("go")
-        .args(["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")])
-        .env("GOBIN", &dir)
-        .env("CGO_ENABLED", "0")
-        .output()
-        .await
-        .map_err(|e| kind_err(format!("go install sigs.k8s.io/kind: {e}")))?;
+    let out = crate::deadline::output(
+        tokio::process::Command::new("go")
+            .args(["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")])
+            .env("GOBIN", &dir)
+            .env("CGO_ENABLED", "0"),
+        &format!("go install sigs.k8s.io/kind@{KIND_VERSION}"),
+        crate::deadline::GO_BUILD,
+    )
+    .await
+    .map_err(|e| kind_err(e.to_string()))?;
     if !out.status.success() {
         return Err(kind_err(format!(
             "go install sigs.k8s.io/kind@{KIND_VERSION}: {}",
@@ -116,11 +126,48 @@ pub async fn ensure_kind() -> Result<PathBuf> {
     Ok(dir.join("kind"))
 }
 
+/// The kind CLI at list time: present, buildable from its Go module at run time, or neither.
+fn cli_availability(present: bool, go: bool) -> super::Availability {
+    match (present, go) {
+        (true, _) => super::Availability::Ready,
+        (false, true) => super::Availability::Fetchable(format!(
+            "the kind CLI is not on PATH nor built in the cache yet (built from sigs.k8s.io/kind@{KIND_VERSION} at run time)"
+        )),
+        (false, false) => super::Availability::Unavailable(format!(
+            "the kind CLI is not on PATH and Go is not there to build sigs.k8s.io/kind@{KIND_VERSION}"
+        )),
+    }
+}
+
+/// `kind delete cluster` (best effort, bounded): after a failed create and when the control plane stops.
+async fn delete_cluster(kind: &Path, name: &str) {
+    let _ = crate::deadline::output(
+        tokio::process::Command::new(kind).args(["delete", "cluster", "--name", name]),
+        &format!("kind delete cluster --name {name}"),
+        crate::deadline::DOCKER_CLI,
+    )
+    .await;
+}
+
 pub struct KindProvider;
 
 impl ClusterProvider for KindProvider {
     fn name(&self) -> &'static str {
         "kind"
+    }
+
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, super::Availability> {
+        Box::pin(async move {
+            let image = super::images::probe(docker, &image_for(version)).await;
+            image.and(cli_availability(
+                find_kind().is_some(),
+                crate::assets::which("go").is_some(),
+            ))
+        })
     }
 
     fn unavailable<'a>(
@@ -167,10 +214,7 @@ impl super::container::Containers for KindCluster {
                 &format!("{}-control-plane", self.name),
                 &dir.join("kind-control-plane.log"),
             );
-            let _ = tokio::process::Command::new(&self.kind)
-                .args(["delete", "cluster", "--name", &self.name])
-                .output()
-                .await;
+            delete_cluster(&self.kind, &self.name).await;
         })
     }
 }
@@ -193,24 +237,32 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
     let t0 = Instant::now();
-    let out = tokio::process::Command::new(&kind)
-        .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name)
-        .output()
-        .await
-        .map_err(|e| kind_err(format!("kind create cluster: {e}")))?;
+    let created = crate::deadline::output(
+        tokio::process::Command::new(&kind)
+            .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name),
+        &format!("kind create cluster --name {name}"),
+        crate::deadline::KIND_CREATE,
+    )
+    .await;
     let log = dir.join("kind-create.log");
+    let out = match created {
+        Ok(out) if out.status.success() => out,
+        failed => {
+            if let Ok(out) = &failed {
+                let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
+            }
+            delete_cluster(&kind, &name).await;
+            return Err(match failed {
+                Err(e) => kind_err(e.to_string()),
+                Ok(_) => kind_err(format!("kind create cluster failed (log: {})", log.display())),
+            });
+        }
+    };
     let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
-    if !out.status.success() {
-        let _ = tokio::process::Command::new(&kind)
-            .args(["delete", "cluster", "--name", &name])
-            .output()
-            .await;
-        return Err(kind_err(format!("kind create cluster failed (log: {})", log.display())));
-    }
     let timings = vec![("kind create cluster".to_string(), t0.elapsed())];
     let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
     let admin_server = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&raw)
@@ -220,13 +272,15 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let (_, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(kind_err)?;
     let cp = format!("{name}-control-plane");
     let read = |path: &str| {
-        let out = std::process::Command::new("docker")
-            .args(["exec", &cp, "cat", path])
-            .output();
+        let out = crate::deadline::output_blocking(
+            std::process::Command::new("docker").args(["exec", &cp, "cat", path]),
+            &format!("docker exec {cp} cat {path}"),
+            crate::deadline::DOCKER_CLI,
+        );
         match out {
             Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
             Ok(o) => Err(kind_err(format!("{cp}:{path}: {}", String::from_utf8_lossy(&o.stderr)))),
-            Err(e) => Err(kind_err(format!("{cp}:{path}: {e}"))),
+            Err(e) => Err(kind_err(e.to_string())),
         }
     };
     let client_ca = crate::pki::Ca(crate::pki::CertKey {
@@ -263,6 +317,16 @@ mod tests {
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             owner: None,
         }
+    }
+
+    #[test]
+    fn the_cli_is_fetchable_only_with_go() {
+        use super::super::Availability;
+        assert_eq!(cli_availability(true, false), Availability::Ready);
+        assert!(matches!(cli_availability(false, true), Availability::Fetchable(r) if r.contains("built from")));
+        assert!(
+            matches!(cli_availability(false, false), Availability::Unavailable(r) if r.contains("Go is not there"))
+        );
     }
 
     #[test]

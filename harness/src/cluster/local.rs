@@ -17,6 +17,15 @@ impl ClusterProvider for LocalProvider {
         "local"
     }
 
+    fn probe<'a>(
+        &'a self,
+        _version: &'a str,
+        _docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, super::Availability> {
+        // Its binaries are downloaded or built at run time, which never makes it unable to run.
+        Box::pin(async { super::Availability::Ready })
+    }
+
     fn unavailable<'a>(
         &'a self,
         _spec: &'a ClusterSpec,

@@ -49,9 +49,42 @@ pub struct ProviderContext<'a> {
     pub token_webhook: Option<TokenWebhook>,
 }
 
+/// What a provider's cheap probe found, without pulling or building anything: how its trials are listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// Everything it needs is on this machine.
+    Ready,
+    /// Something it needs is missing but could be fetched or built at run time; the text says what and how.
+    Fetchable(String),
+    /// It cannot run here; the text says why and what to do.
+    Unavailable(String),
+}
+
+impl Availability {
+    /// Both needed: the worse of the two, with both reasons when both are missing something.
+    pub fn and(self, other: Availability) -> Availability {
+        use Availability::*;
+        match (self, other) {
+            (Unavailable(a), Unavailable(b)) => Unavailable(format!("{a}; {b}")),
+            (Unavailable(a), _) | (_, Unavailable(a)) => Unavailable(a),
+            (Fetchable(a), Fetchable(b)) => Fetchable(format!("{a}; {b}")),
+            (Fetchable(a), Ready) | (Ready, Fetchable(a)) => Fetchable(a),
+            (Ready, Ready) => Ready,
+        }
+    }
+}
+
 /// A provider of control planes (local processes, kind, k3s).
 pub trait ClusterProvider: Send + Sync {
     fn name(&self) -> &'static str;
+    /// The list-time probe: only looks (is the image present locally, is a failed pull remembered, is the CLI
+    /// there), so listing trials stays fast and never touches a registry. `docker` is `None` when the engine
+    /// cannot be reached.
+    fn probe<'a>(
+        &'a self,
+        version: &'a str,
+        docker: Option<&'a testcontainers::bollard::Docker>,
+    ) -> BoxFuture<'a, Availability>;
     /// Why this provider cannot run `spec` on this machine, if it cannot (the trial is then reported ignored,
     /// with this reason): a missing image that cannot be pulled, a missing tool.
     fn unavailable<'a>(
@@ -119,10 +152,12 @@ pub async fn client_with_cert(
 
 /// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs.
 pub fn container_stopped(name: &str) -> Option<String> {
-    let out = std::process::Command::new("docker")
-        .args(["inspect", "-f", "{{.State.Status}}", name])
-        .output()
-        .ok()?;
+    let out = crate::deadline::output_blocking(
+        std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Status}}", name]),
+        &format!("docker inspect {name}"),
+        crate::deadline::DOCKER_CLI,
+    )
+    .ok()?;
     let status = String::from_utf8_lossy(&out.stdout).trim().to_string();
     match (out.status.success(), status.as_str()) {
         (true, "running") => None,
@@ -133,9 +168,37 @@ pub fn container_stopped(name: &str) -> Option<String> {
 
 /// Keeps a container's own log next to the control plane's other logs (best effort).
 pub fn save_container_log(name: &str, path: &Path) {
-    if let Ok(out) = std::process::Command::new("docker").args(["logs", name]).output() {
+    let logs = crate::deadline::output_blocking(
+        std::process::Command::new("docker").args(["logs", name]),
+        &format!("docker logs {name}"),
+        crate::deadline::DOCKER_CLI,
+    );
+    if let Ok(out) = logs {
         let mut text = out.stdout;
         text.extend_from_slice(&out.stderr);
         let _ = std::fs::write(path, text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Availability::*;
+
+    #[test]
+    fn availability_combines_to_the_worse() {
+        assert_eq!(Ready.and(Ready), Ready);
+        assert_eq!(Ready.and(Fetchable("a".into())), Fetchable("a".into()));
+        assert_eq!(
+            Fetchable("a".into()).and(Fetchable("b".into())),
+            Fetchable("a; b".into())
+        );
+        assert_eq!(
+            Fetchable("a".into()).and(Unavailable("b".into())),
+            Unavailable("b".into())
+        );
+        assert_eq!(
+            Unavailable("a".into()).and(Unavailable("b".into())),
+            Unavailable("a; b".into())
+        );
     }
 }

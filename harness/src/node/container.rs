@@ -97,11 +97,16 @@ impl NodeContainer {
         let start = Instant::now();
         let mut last = String::new();
         while start.elapsed() < timeout {
-            if let Ok(out) = self.exec(&["systemctl", "is-system-running"], &[]).await {
-                last = out.stdout.trim().to_string();
-                if last == "running" || last == "degraded" {
-                    return Ok(start.elapsed());
+            // Each probe gets what is left of the deadline, so a hung exec cannot stretch it.
+            let left = timeout.saturating_sub(start.elapsed());
+            match self.exec_within(&["systemctl", "is-system-running"], &[], left).await {
+                Ok(out) => {
+                    last = out.stdout.trim().to_string();
+                    if last == "running" || last == "degraded" {
+                        return Ok(start.elapsed());
+                    }
                 }
+                Err(e) => last = e.to_string(),
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -111,8 +116,14 @@ impl NodeContainer {
         ))
     }
 
+    /// A short command (bounded by `deadline::NODE_EXEC`): probes, file reads, journals.
     pub async fn exec(&self, cmd: &[&str], env: &[String]) -> Result<ExecOutput> {
-        docker::exec(&self.docker, &self.id, cmd, env, None).await
+        self.exec_within(cmd, env, crate::deadline::NODE_EXEC).await
+    }
+
+    /// A command that may run as long as `deadline` (a bootstrap, cloud-init), then an `Error::Timeout`.
+    pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        docker::exec(&self.docker, &self.id, &self.name, cmd, env, None, deadline).await
     }
 
     /// A file's content, or `None` when it cannot be read.
@@ -127,11 +138,19 @@ impl NodeContainer {
         use std::io::Read;
         use testcontainers::bollard::query_parameters::DownloadFromContainerOptionsBuilder;
         let options = DownloadFromContainerOptionsBuilder::new().path(path).build();
-        let chunks: Vec<_> = self
+        let download = self
             .docker
             .download_from_container(&self.id, Some(options))
-            .try_collect()
+            .try_collect();
+        let chunks: Vec<_> = tokio::time::timeout(crate::deadline::NODE_EXEC, download)
             .await
+            .map_err(|_| {
+                format!(
+                    "{path}: the download from {} did not finish within {}",
+                    self.name,
+                    humantime::format_duration(crate::deadline::NODE_EXEC)
+                )
+            })?
             .map_err(|e| format!("{path}: {e}"))?;
         let archive = chunks.concat();
         let mut tar = tar::Archive::new(&archive[..]);

@@ -152,7 +152,9 @@ pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool
 }
 
 async fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.output().await.map_err(|e| image_err(format!("{what}: {e}")))?;
+    let out = crate::deadline::output(cmd, what, crate::deadline::IMAGE_BUILD)
+        .await
+        .map_err(|e| image_err(e.to_string()))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -270,7 +272,12 @@ pub async fn ensure_overlay(
          grep -v \"$(docker image inspect -f '{{{{.Id}}}}' '{}' | cut -c8-19)\" | xargs -r docker rmi >/dev/null 2>&1 || true",
         image.tag
     );
-    let _ = Command::new("bash").args(["-c", &script]).output().await;
+    let _ = crate::deadline::output(
+        Command::new("bash").args(["-c", &script]),
+        "pruning superseded images",
+        crate::deadline::DOCKER_CLI,
+    )
+    .await;
     Ok(image)
 }
 
@@ -299,7 +306,7 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
     let log = work.join("rootfs.log");
     let mut cmd = Command::new("bash");
     cmd.arg(recipe_dir().join("rootfs.sh")).arg(&rootfs);
-    if let Err(e) = crate::progress::run_with_steps(&mut cmd, &steps, &log).await {
+    if let Err(e) = crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::IMAGE_BUILD).await {
         // Keep the log: the work dir is about to be deleted.
         let kept = scratch_dir()?.join("rootfs-failed.log");
         let _ = std::fs::copy(&log, &kept);
@@ -405,7 +412,12 @@ async fn prune_superseded(image: &NodeImage) {
         image.repository(),
         image.tag
     );
-    let _ = Command::new("bash").args(["-c", &script]).output().await;
+    let _ = crate::deadline::output(
+        Command::new("bash").args(["-c", &script]),
+        "pruning superseded images",
+        crate::deadline::DOCKER_CLI,
+    )
+    .await;
 }
 
 #[cfg(test)]

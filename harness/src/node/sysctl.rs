@@ -50,6 +50,17 @@ fn restore(baseline: &BTreeMap<String, String>) -> Vec<String> {
     restored
 }
 
+/// The values a live run recorded before any kubelet changed them, if one did (leak checks compare them with
+/// `current()` after the last run ends).
+pub fn baseline() -> Option<BTreeMap<String, String>> {
+    std::fs::read_to_string(baseline_file()).ok().map(|t| parse(&t))
+}
+
+/// The host's values now, of the sysctls the kubelet changes.
+pub fn current() -> BTreeMap<String, String> {
+    read_current()
+}
+
 /// Restores and forgets the baseline when no other run is alive (called by runs at shutdown and by the
 /// reaper).
 pub fn restore_if_last() {

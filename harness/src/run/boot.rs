@@ -293,10 +293,15 @@ pub(super) async fn run_bootstrap(
     }
     run.extend(cmd.iter().copied());
     let t1 = Instant::now();
-    match tokio::time::timeout(group.expect.within, node.container.exec(&run, &exec_env)).await {
-        Ok(Ok(out)) => node.bootstrap = Some(out),
-        Ok(Err(e)) => node.bootstrap_error = Some(e.to_string()),
-        Err(_) => node.bootstrap_error = Some(format!("bootstrap did not finish within {:?}", group.expect.within)),
+    match node.container.exec_within(&run, &exec_env, group.expect.within).await {
+        Ok(out) => node.bootstrap = Some(out),
+        Err(Error::Timeout { after, .. }) => {
+            node.bootstrap_error = Some(format!(
+                "bootstrap did not finish within {}",
+                humantime::format_duration(after)
+            ))
+        }
+        Err(e) => node.bootstrap_error = Some(e.to_string()),
     }
     node.executables = Some(if traced {
         read_trace(&node.container).await

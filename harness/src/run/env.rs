@@ -375,14 +375,16 @@ impl Environment {
         if self.registry.has(SANDBOX_REPOSITORY, SANDBOX_TAG) {
             return Ok(());
         }
-        let out = tokio::process::Command::new("docker")
-            .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/cat"])
-            .args(["--label", &format!("{}={}", docker::RUN_LABEL, self.run_id)])
-            .arg(&node_image.tag)
-            .arg(PAUSE_ARCHIVE)
-            .output()
-            .await
-            .map_err(|e| Error::Docker(format!("docker run {}: {e}", node_image.tag)))?;
+        let out = crate::deadline::output(
+            tokio::process::Command::new("docker")
+                .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/cat"])
+                .args(["--label", &format!("{}={}", docker::RUN_LABEL, self.run_id)])
+                .arg(&node_image.tag)
+                .arg(PAUSE_ARCHIVE),
+            &format!("docker run {} cat {PAUSE_ARCHIVE}", node_image.tag),
+            crate::deadline::DOCKER_CLI,
+        )
+        .await?;
         if !out.status.success() {
             return Err(Error::Image(format!(
                 "{} has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {}",

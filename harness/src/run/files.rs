@@ -43,12 +43,30 @@ pub async fn normalised_outputs(node: &NodeContainer, instance: &Instance) -> BT
         .collect()
 }
 
-/// Runs the bootstrap again with the same arguments and environment, and compares the files.
-pub async fn idempotency(node_name: &str, node: &NodeContainer, cmd: &[String], env: &[String]) -> Check {
+/// Runs the bootstrap again with the same arguments and environment, bounded like the first run (`deadline`,
+/// the group's `within`), and compares the files.
+pub async fn idempotency(
+    node_name: &str,
+    node: &NodeContainer,
+    cmd: &[String],
+    env: &[String],
+    deadline: std::time::Duration,
+) -> Check {
     let before = read_outputs(node).await;
     let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
-    let exit = match node.exec(&args, env).await {
+    let exit = match node.exec_within(&args, env, deadline).await {
         Ok(o) => o.exit_code,
+        Err(crate::error::Error::Timeout { after, .. }) => {
+            return Check::new(
+                format!("{node_name}/idempotent bootstrap"),
+                false,
+                "a second run",
+                format!(
+                    "the idempotency re-run of the bootstrap did not finish within {}",
+                    humantime::format_duration(after)
+                ),
+            )
+        }
         Err(e) => {
             return Check::new(
                 format!("{node_name}/idempotent bootstrap"),

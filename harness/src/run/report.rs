@@ -7,8 +7,12 @@ use std::time::Duration;
 pub enum Outcome {
     Passed,
     Failed,
-    /// Cannot run on this machine; the reason says why (never counted as passed).
+    /// Does not apply (a Kubernetes version the scenario excludes); the reason says why (never counted as
+    /// passed).
     Ignored(String),
+    /// Its provider cannot run on this machine (found when it was run); the reason says why. Reported like an
+    /// ignored scenario, or as a failure where the provider is required.
+    Unavailable(String),
     /// The harness could not carry the scenario out (bad scenario, missing prerequisite...).
     Error {
         message: String,
@@ -73,7 +77,7 @@ impl ScenarioReport {
         match self.outcome {
             Outcome::Passed => "PASSED",
             Outcome::Failed => "FAILED",
-            Outcome::Ignored(_) => "IGNORED",
+            Outcome::Ignored(_) | Outcome::Unavailable(_) => "IGNORED",
             Outcome::Error { .. } => "ERROR",
         }
     }
@@ -99,7 +103,7 @@ impl ScenarioReport {
             self.status_word(),
             secs(self.wall)
         );
-        if let Outcome::Ignored(reason) = &self.outcome {
+        if let Outcome::Ignored(reason) | Outcome::Unavailable(reason) = &self.outcome {
             out.push_str(&format!("  ignored: {reason}\n"));
         }
         if !self.phases.is_empty() {
@@ -216,7 +220,7 @@ pub fn junit(reports: &[ScenarioReport], run_id: &str) -> Result<String, String>
     for r in reports {
         let status = match &r.outcome {
             Outcome::Passed => TestCaseStatus::success(),
-            Outcome::Ignored(reason) => {
+            Outcome::Ignored(reason) | Outcome::Unavailable(reason) => {
                 let mut s = TestCaseStatus::skipped();
                 s.set_message(reason.clone());
                 s

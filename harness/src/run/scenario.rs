@@ -51,7 +51,7 @@ pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> Scenari
         };
         report.outcome = match e {
             Error::ProviderUnavailable { provider, reason } => {
-                Outcome::Ignored(format!("provider {provider}: {reason}"))
+                Outcome::Unavailable(format!("provider {provider}: {reason}"))
             }
             e => Outcome::Error {
                 hint: e.hint().to_string(),
@@ -83,7 +83,8 @@ async fn run_inner(
     owned: &mut Option<ClusterSpec>,
 ) -> Result<()> {
     let provider = sc.cluster.provider.as_str();
-    // Checked before provisioning anything: a provider that cannot run here makes the trial ignored, with why.
+    // Checked before provisioning anything (this may pull its image): a provider that cannot run here makes the
+    // outcome Unavailable, with why; the caller decides whether that is a skip or a failure.
     let Some(p) = crate::cluster::provider(provider) else {
         return Err(Error::ProviderUnavailable {
             provider: provider.into(),
@@ -316,9 +317,9 @@ async fn run_inner(
         }
         if n.expect().idempotent {
             match &n.invocation {
-                Some((cmd, exec_env)) => report
-                    .checks
-                    .push(super::files::idempotency(&n.node_name, &n.container, cmd, exec_env).await),
+                Some((cmd, exec_env)) => report.checks.push(
+                    super::files::idempotency(&n.node_name, &n.container, cmd, exec_env, n.expect().within).await,
+                ),
                 None => report.checks.push(assert::Check::new(
                     format!("{}/idempotent bootstrap", n.node_name),
                     false,

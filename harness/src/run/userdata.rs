@@ -180,16 +180,15 @@ systemctl start {units} || true\n\
 cloud-init status --wait >/dev/null\n"
     );
     let start = ["sh", "-c", script.as_str()];
-    let waited = tokio::time::timeout(within, node.exec(&start, &[])).await;
-    let mut exit_code = match waited {
-        Ok(Ok(out)) => out.exit_code,
-        Ok(Err(e)) => return Err(e),
-        Err(_) => {
+    let mut exit_code = match node.exec_within(&start, &[], within).await {
+        Ok(out) => out.exit_code,
+        Err(Error::Timeout { after, .. }) => {
             return Err(Error::node(
                 &node.name,
-                format!("cloud-init did not finish within {within:?}"),
+                format!("cloud-init did not finish within {}", humantime::format_duration(after)),
             ))
         }
+        Err(e) => return Err(e),
     };
     let mut output_log = node
         .read_file("/var/log/cloud-init-output.log")

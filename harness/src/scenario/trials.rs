@@ -1,10 +1,68 @@
 //! How scenarios become test trials: one per scenario and provider, named `provider/v1.MINOR/scenario` so that
-//! `cargo test -- k3s/` or `cargo nextest run -E 'test(/^kind\//)'` selects a provider, and `.../v1.35/...` a
+//! `cargo test -- k3s/` or `cargo nextest run -E 'test(/kind\//)'` selects a provider, and `.../v1.35/...` a
 //! version.
 use super::model::{Provider, Scenario};
+use crate::cluster::Availability;
 
 /// Limits the providers trials are made for (comma-separated, e.g. `local,k3s`); default: every provider.
 pub const ENV_PROVIDERS: &str = "NODEJOIN_PROVIDERS";
+/// Providers that must run (comma-separated): their trials fetch what is missing at run time, and fail rather
+/// than skip when they cannot run. CI sets it to its cell's provider.
+pub const ENV_REQUIRE: &str = "NODEJOIN_REQUIRE_PROVIDERS";
+
+/// What a trial is, decided when trials are listed, so `--list` and nextest already see a skip as a skip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    Run,
+    /// Listed as ignored, with the reason.
+    Ignore(String),
+    /// A required provider that cannot run: a failing trial that says why.
+    Fail(String),
+}
+
+/// The plan for a trial of `provider` on a Kubernetes version the scenario may not support (`unsupported`),
+/// given the provider's list-time `availability` and whether it is `required`.
+pub fn plan(provider: Provider, unsupported: Option<String>, availability: &Availability, required: bool) -> Plan {
+    let p = provider.as_str();
+    if let Some(reason) = unsupported {
+        return Plan::Ignore(reason);
+    }
+    match (availability, required) {
+        (Availability::Ready, _) | (Availability::Fetchable(_), true) => Plan::Run,
+        (Availability::Fetchable(what), false) => Plan::Ignore(format!(
+            "provider {p}: {what}; trials fetch or build what is missing only for providers in {ENV_REQUIRE} (e.g. {ENV_REQUIRE}={p})"
+        )),
+        (Availability::Unavailable(why), true) => Plan::Fail(format!(
+            "provider {p} is required ({ENV_REQUIRE}) but cannot run here: {why}"
+        )),
+        (Availability::Unavailable(why), false) => Plan::Ignore(format!("provider {p} cannot run here: {why}")),
+    }
+}
+
+/// A trial's result from its scenario's outcome. `strict` (the provider is required, or the trial was listed
+/// ignored and is run anyway) makes a scenario that could not run a failure: under nextest, where each trial
+/// is its own process, an ignored-at-run-time trial exits 0 and reads as passed.
+pub fn verdict(
+    outcome: &crate::run::Outcome,
+    failure_lines: impl FnOnce() -> Vec<String>,
+    strict: bool,
+) -> Result<libtest_mimic::Completion, libtest_mimic::Failed> {
+    use crate::run::Outcome;
+    use libtest_mimic::{Completion, Failed};
+    match outcome {
+        Outcome::Passed => Ok(Completion::Completed),
+        Outcome::Ignored(why) | Outcome::Unavailable(why) if strict => Err(Failed::from(format!(
+            "did not run, and it was required to ({ENV_REQUIRE}, or run as an ignored trial): {why}"
+        ))),
+        Outcome::Ignored(why) | Outcome::Unavailable(why) => {
+            eprintln!(
+                "[nodejoin] skipped at run time (a runner that runs each trial in its own process reports this as passed; {ENV_REQUIRE} makes it a failure): {why}"
+            );
+            Ok(Completion::ignored_with(why))
+        }
+        Outcome::Failed | Outcome::Error { .. } => Err(Failed::from(failure_lines().join("\n"))),
+    }
+}
 
 /// `v1.36.3` → `v1.36`.
 pub fn minor(version: &str) -> String {
@@ -21,17 +79,33 @@ pub fn name(provider: Provider, version: &str, scenario: &str) -> String {
 
 /// The providers enabled by `NODEJOIN_PROVIDERS` (its value given here), or every one.
 pub fn enabled(value: Option<&str>) -> Result<Vec<Provider>, String> {
-    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
-        return Ok(Provider::ALL.to_vec());
+    match value.filter(|v| !v.trim().is_empty()) {
+        None => Ok(Provider::ALL.to_vec()),
+        Some(v) => parse_list(ENV_PROVIDERS, v),
+    }
+}
+
+/// The providers `NODEJOIN_REQUIRE_PROVIDERS` (its value given here) requires, or none; each must be enabled.
+pub fn required(value: Option<&str>, enabled: &[Provider]) -> Result<Vec<Provider>, String> {
+    let required = match value.filter(|v| !v.trim().is_empty()) {
+        None => Vec::new(),
+        Some(v) => parse_list(ENV_REQUIRE, v)?,
     };
-    v.split(',')
+    match required.iter().find(|p| !enabled.contains(p)) {
+        Some(p) => Err(format!(
+            "{ENV_REQUIRE} requires {} but {ENV_PROVIDERS} does not enable it",
+            p.as_str()
+        )),
+        None => Ok(required),
+    }
+}
+
+fn parse_list(var: &str, value: &str) -> Result<Vec<Provider>, String> {
+    value
+        .split(',')
         .map(|p| {
-            Provider::parse(p).ok_or_else(|| {
-                format!(
-                    "{ENV_PROVIDERS}: unknown provider '{}' (known: local, k3s, kind)",
-                    p.trim()
-                )
-            })
+            Provider::parse(p)
+                .ok_or_else(|| format!("{var}: unknown provider '{}' (known: local, k3s, kind)", p.trim()))
         })
         .collect()
 }
@@ -69,6 +143,87 @@ mod tests {
             vec![Provider::K3s, Provider::Local]
         );
         assert!(enabled(Some("local,minikube")).unwrap_err().contains("minikube"));
+    }
+
+    #[test]
+    fn required_providers_must_be_known_and_enabled() {
+        let all = Provider::ALL.to_vec();
+        assert_eq!(required(None, &all).unwrap(), vec![]);
+        assert_eq!(required(Some(" "), &all).unwrap(), vec![]);
+        assert_eq!(
+            required(Some("local,kind"), &all).unwrap(),
+            vec![Provider::Local, Provider::Kind]
+        );
+        assert!(required(Some("minikube"), &all)
+            .unwrap_err()
+            .contains("NODEJOIN_REQUIRE_PROVIDERS: unknown provider 'minikube'"));
+        let err = required(Some("kind"), &[Provider::Local]).unwrap_err();
+        assert!(
+            err.contains("requires kind but NODEJOIN_PROVIDERS does not enable it"),
+            "{err}"
+        );
+    }
+
+    /// The list-time decision, for every availability and both answers to "required?".
+    #[test]
+    fn plans_never_turn_a_skip_into_a_pass() {
+        let ready = Availability::Ready;
+        let fetch = Availability::Fetchable("image x is not present locally".into());
+        let gone = Availability::Unavailable("image x cannot be pulled".into());
+        assert_eq!(plan(Provider::K3s, None, &ready, false), Plan::Run);
+        assert_eq!(
+            plan(Provider::K3s, None, &fetch, true),
+            Plan::Run,
+            "required: fetched at run time"
+        );
+        let Plan::Ignore(why) = plan(Provider::K3s, None, &fetch, false) else {
+            panic!("absent and not required is ignored");
+        };
+        assert!(
+            why.contains("image x is not present locally") && why.contains("NODEJOIN_REQUIRE_PROVIDERS=k3s"),
+            "{why}"
+        );
+        assert_eq!(
+            plan(Provider::K3s, None, &gone, false),
+            Plan::Ignore("provider k3s cannot run here: image x cannot be pulled".into())
+        );
+        assert_eq!(
+            plan(Provider::Kind, None, &gone, true),
+            Plan::Fail(
+                "provider kind is required (NODEJOIN_REQUIRE_PROVIDERS) but cannot run here: image x cannot be pulled"
+                    .into()
+            )
+        );
+        // A version the scenario does not apply to is ignored whatever the provider's state.
+        assert_eq!(
+            plan(Provider::Kind, Some("needs 1.35".into()), &gone, true),
+            Plan::Ignore("needs 1.35".into())
+        );
+    }
+
+    #[test]
+    fn a_scenario_that_did_not_run_fails_when_strict() {
+        use crate::run::Outcome;
+        use libtest_mimic::Completion;
+        let lines = || vec!["x: expected a, got b".to_string()];
+        let failure = |r: Result<Completion, libtest_mimic::Failed>| format!("{:?}", r.err().expect("a failure"));
+        assert!(matches!(
+            verdict(&Outcome::Passed, lines, true),
+            Ok(Completion::Completed)
+        ));
+        let unavailable = Outcome::Unavailable("provider k3s: no image".into());
+        let e = failure(verdict(&unavailable, lines, true));
+        assert!(
+            e.contains("did not run, and it was required to") && e.contains("provider k3s: no image"),
+            "{e}"
+        );
+        assert!(matches!(
+            verdict(&unavailable, lines, false),
+            Ok(Completion::Ignored { reason: Some(r) }) if r == "provider k3s: no image"
+        ));
+        assert!(verdict(&Outcome::Ignored("needs 1.35".into()), lines, true).is_err());
+        let e = failure(verdict(&Outcome::Failed, lines, false));
+        assert!(e.contains("x: expected a, got b"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Proof that skips are skips under cargo-nextest, where every trial is its own process and a trial ignored only
+# at run time would exit 0 and read as PASS: a provider that cannot run shows as SKIP (decided when the trials
+# are listed), never as PASS, and as FAIL when NODEJOIN_REQUIRE_PROVIDERS requires it. Run by .ci/run after the
+# README's test command; needs Docker and the provisioned node image (one local trial runs, ~15 s).
+# The k3s and kind images are pointed at names no registry has, so the proof holds on any machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NEXTEST_VERSION=0.9.128
+installed=$(cargo nextest --version 2>/dev/null | head -n1 | awk '{print $2}' || true)
+if [ "$installed" != "$NEXTEST_VERSION" ]; then
+  echo "nextest-skips: installing cargo-nextest $NEXTEST_VERSION into ${CARGO_HOME:-$HOME/.cargo} (outside the repo)"
+  env -u CARGO_TARGET_DIR cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked \
+    --no-default-features --features default-no-update
+fi
+
+export NODEJOIN_K3S_IMAGE=nodejoin.invalid/k3s:never NODEJOIN_KIND_IMAGE=nodejoin.invalid/kind-node:never
+unset NODEJOIN_PROVIDERS NODEJOIN_REQUIRE_PROVIDERS
+filter='test(/\/basic-bootstrap-token$/)'
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() {
+  echo "nextest-skips: FAILED: $1" >&2
+  [ -n "${2:-}" ] && cat "$2" >&2
+  exit 1
+}
+trial() { echo "\] $1/v1\.[0-9]+/basic-bootstrap-token\$"; }
+
+# 1. nextest lists the k3s and kind trials as ignored (not merely filtered out), the local one as not ignored.
+cargo nextest list --color never --test scenarios --run-ignored only -E "$filter" >"$out/ignored" 2>&1 ||
+  fail "cargo nextest list" "$out/ignored"
+for p in k3s kind; do
+  grep -Eq "$(trial "$p")" "$out/ignored" || fail "$p is not listed as ignored" "$out/ignored"
+done
+grep -Eq "$(trial local)" "$out/ignored" && fail "local is listed as ignored" "$out/ignored"
+
+# 2. A run: local PASS; k3s and kind SKIP; nothing of k3s or kind PASS.
+cargo nextest run --color never --test scenarios -E "$filter" --status-level all --final-status-level none \
+  >"$out/run" 2>&1 || fail "cargo nextest run" "$out/run"
+grep -E "basic-bootstrap-token$|Summary" "$out/run" | sed 's/^/nextest-skips: /'
+grep -Eq "^ *PASS .*$(trial local)" "$out/run" || fail "local did not PASS" "$out/run"
+for p in k3s kind; do
+  grep -Eq "^ *SKIP .*$(trial "$p")" "$out/run" || fail "$p is not a SKIP" "$out/run"
+done
+grep -Eq "^ *PASS .*\] (k3s|kind)/" "$out/run" && fail "an unavailable provider reads as PASS" "$out/run"
+
+# 3. Required, the same k3s trial is a FAIL that says why, and the run fails.
+if NODEJOIN_REQUIRE_PROVIDERS=k3s cargo nextest run --color never --test scenarios \
+  -E 'test(/k3s\/v1\.[0-9]+\/basic-bootstrap-token$/)' --status-level all --final-status-level none \
+  >"$out/required" 2>&1; then
+  fail "a required provider that cannot run passed" "$out/required"
+fi
+grep -E "basic-bootstrap-token$|Summary" "$out/required" | sed 's/^/nextest-skips (required): /'
+grep -Eq "^ *FAIL .*$(trial k3s)" "$out/required" || fail "required k3s is not a FAIL" "$out/required"
+grep -q "required" "$out/required" || fail "the failure does not say the provider was required" "$out/required"
+echo "nextest-skips: ok (unavailable providers SKIP, never PASS; required, they FAIL)"
