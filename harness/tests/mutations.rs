@@ -3,11 +3,8 @@
 //! end. `NODEJOIN_MUTATIONS=a,b` limits the run; `nodejoin mutate` runs the same catalogue from the CLI.
 use libtest_mimic::{Arguments, Failed, Trial};
 use nodejoin::mutate::{self, MutationResult, Verdict};
-use nodejoin::run::Environment;
+use nodejoin::run::LazyEnvironment;
 use std::sync::{Arc, Mutex};
-use tokio::sync::OnceCell;
-
-type SharedEnv = OnceCell<std::result::Result<Arc<Environment>, String>>;
 
 fn main() {
     nodejoin::init_crypto();
@@ -41,40 +38,24 @@ fn main() {
         }
     };
     let scenarios = nodejoin::paths::workspace_root().join("scenarios");
-    let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
-    let for_signal = env.clone();
-    let run_id: nodejoin::signals::RunIdSource = Arc::new(move || match for_signal.get() {
-        Some(Ok(env)) => Some(env.run_id.clone()),
-        _ => None,
-    });
-    {
-        let _in_runtime = rt.enter();
-        if let Err(e) = nodejoin::signals::exit_on_termination(run_id) {
+    let env = match LazyEnvironment::new(rt) {
+        Ok(env) => env,
+        Err(e) => {
             eprintln!("cannot install signal handlers: {e}");
             std::process::exit(101);
         }
-    }
+    };
     let results: Arc<Mutex<Vec<MutationResult>>> = Arc::default();
     let trials = selected
         .into_iter()
         .map(|m| {
-            let (rt, env, scratch, scenarios, results) = (
-                rt.clone(),
-                env.clone(),
-                scratch.clone(),
-                scenarios.clone(),
-                results.clone(),
-            );
+            let (lazy, scratch, scenarios, results) =
+                (env.clone(), scratch.clone(), scenarios.clone(), results.clone());
             Trial::test(format!("mutation/{}", m.name), move || {
-                let env = rt
-                    .block_on(env.get_or_init(|| async {
-                        Environment::start()
-                            .await
-                            .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
-                    }))
-                    .clone()
-                    .map_err(Failed::from)?;
-                let r = rt.block_on(mutate::run(&env, &m, &scenarios, scratch.path()));
+                let env = lazy.get().map_err(Failed::from)?;
+                let r = lazy
+                    .runtime()
+                    .block_on(mutate::run(&env, &m, &scenarios, scratch.path()));
                 println!("{}: {}", m.regression, r.line());
                 let verdict = r.verdict.clone();
                 if let Ok(mut all) = results.lock() {
@@ -105,13 +86,10 @@ fn main() {
             println!("\n{}", mutate::summary(&all));
         }
     }
-    if let Some(Ok(env)) = env.get().cloned() {
-        let leftovers = rt.block_on(env.shutdown());
-        rt.block_on(nodejoin::signals::wait_if_terminating());
-        if !leftovers.is_empty() {
-            eprintln!("error: the run left objects behind: {leftovers:?}");
-            std::process::exit(1);
-        }
+    let leftovers = env.finish();
+    if !leftovers.is_empty() {
+        eprintln!("error: the run left objects behind: {leftovers:?}");
+        std::process::exit(1);
     }
     conclusion.exit();
 }

@@ -10,20 +10,16 @@
 //! trials fail when it cannot run. An ignored trial run anyway (`--include-ignored`) fails if it cannot run.
 use libtest_mimic::{Arguments, Failed, Trial};
 use nodejoin::cluster::Availability;
-use nodejoin::run::Environment;
+use nodejoin::run::LazyEnvironment;
 use nodejoin::scenario::model::{Provider, Scenario};
 use nodejoin::scenario::trials::{self, Plan};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::OnceCell;
-
-type SharedEnv = OnceCell<std::result::Result<Arc<Environment>, String>>;
 
 /// What every trial of the process shares.
 struct Shared {
-    rt: Arc<tokio::runtime::Runtime>,
-    env: Arc<SharedEnv>,
+    env: Arc<LazyEnvironment>,
     required: Vec<Provider>,
     /// The list-time probe of each (provider, Kubernetes version) the trials use.
     availability: BTreeMap<(&'static str, String), Availability>,
@@ -31,17 +27,12 @@ struct Shared {
 
 /// A trial that runs `scenario`; `strict` makes a scenario that could not run a failure rather than a skip.
 fn runner(shared: &Shared, scenario: Scenario, file: PathBuf, strict: bool) -> impl FnOnce() -> TrialResult {
-    let (rt, env) = (shared.rt.clone(), shared.env.clone());
+    let lazy = shared.env.clone();
     move || {
-        let env = rt
-            .block_on(env.get_or_init(|| async {
-                Environment::start()
-                    .await
-                    .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
-            }))
-            .clone()
-            .map_err(Failed::from)?;
-        let report = rt.block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
+        let env = lazy.get().map_err(Failed::from)?;
+        let report = lazy
+            .runtime()
+            .block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
         println!("{}", report.render());
         trials::verdict(&report.outcome, || report.failure_lines(), strict)
     }
@@ -157,20 +148,10 @@ fn main() {
         trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()).unwrap_or_else(|e| exit_with(e));
     let required =
         trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
-    let env: Arc<SharedEnv> = Arc::new(OnceCell::new());
     // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
     // before exiting.
-    let for_signal = env.clone();
-    let run_id: nodejoin::signals::RunIdSource = Arc::new(move || match for_signal.get() {
-        Some(Ok(env)) => Some(env.run_id.clone()),
-        _ => None,
-    });
-    {
-        let _in_runtime = rt.enter();
-        if let Err(e) = nodejoin::signals::exit_on_termination(run_id) {
-            exit_with(format!("cannot install signal handlers: {e}"));
-        }
-    }
+    let env =
+        LazyEnvironment::new(rt.clone()).unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
     let loaded: Vec<(PathBuf, nodejoin::Result<Scenario>)> = files
         .into_iter()
         .map(|f| {
@@ -185,7 +166,6 @@ fn main() {
     });
     let availability = probe_all(&rt, pairs, &required);
     let shared = Shared {
-        rt: rt.clone(),
         env: env.clone(),
         required,
         availability,
@@ -195,15 +175,10 @@ fn main() {
         .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
         .collect();
     let conclusion = libtest_mimic::run(&args, all);
-    // The signal task holds a reference; the environment is shut down through the cell either way.
-    if let Some(Ok(env)) = env.get().cloned() {
-        let leftovers = rt.block_on(env.shutdown());
-        rt.block_on(nodejoin::signals::wait_if_terminating());
-        if !leftovers.is_empty() {
-            eprintln!("error: the run left objects behind: {leftovers:?}");
-            std::process::exit(1);
-        }
+    let leftovers = env.finish();
+    if !leftovers.is_empty() {
+        eprintln!("error: the run left objects behind: {leftovers:?}");
+        std::process::exit(1);
     }
-    rt.block_on(nodejoin::signals::wait_if_terminating());
     conclusion.exit();
 }

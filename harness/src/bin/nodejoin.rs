@@ -226,13 +226,13 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
             return ExitCode::from(2);
         }
     };
-    let started: std::sync::Arc<std::sync::OnceLock<String>> = Default::default();
-    let for_signal = started.clone();
-    let source: nodejoin::signals::RunIdSource = std::sync::Arc::new(move || for_signal.get().cloned());
-    if let Err(e) = nodejoin::signals::exit_on_termination(source) {
-        eprintln!("error: cannot install signal handlers: {e}");
-        return ExitCode::from(2);
-    }
+    let started = match nodejoin::signals::exit_on_termination_once_started() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let env = match Environment::start().await {
         Ok(env) => env,
         Err(e) => return fail(&e),
@@ -346,13 +346,13 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -
     }
     // Installed before the environment starts, so no signal finds the default action (no clean-up); the run
     // id is known once it has started.
-    let started: std::sync::Arc<std::sync::OnceLock<String>> = Default::default();
-    let for_signal = started.clone();
-    let source: nodejoin::signals::RunIdSource = std::sync::Arc::new(move || for_signal.get().cloned());
-    if let Err(e) = nodejoin::signals::exit_on_termination(source) {
-        eprintln!("error: cannot install signal handlers: {e}");
-        return ExitCode::from(2);
-    }
+    let started = match nodejoin::signals::exit_on_termination_once_started() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let env = match Environment::start().await {
         Ok(env) => env,
         Err(e) => return fail(&e),

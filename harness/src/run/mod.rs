@@ -6,6 +6,7 @@ pub mod env;
 pub mod failfast;
 pub mod files;
 pub mod iam;
+pub mod lazy;
 mod node;
 mod node_checks;
 mod observe;
@@ -15,4 +16,5 @@ pub mod scenario;
 pub mod userdata;
 
 pub use env::Environment;
+pub use lazy::LazyEnvironment;
 pub use report::{Outcome, ScenarioReport};
