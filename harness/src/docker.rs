@@ -119,6 +119,8 @@ pub struct ExecOutput {
 
 /// Runs `cmd` in `container` with `env` and optional stdin, and collects its output; a command whose output
 /// stream has not ended after `deadline` is an `Error::Timeout` naming it and `label` (the container's name).
+/// The timeout ends the wait, not the command: it may go on in the container until the container is removed
+/// (the scenario has failed by then, as its bootstrap or probe did not finish).
 pub async fn exec(
     docker: &Docker,
     container: &str,

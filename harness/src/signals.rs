@@ -42,6 +42,21 @@ impl Termination {
 
 static TERMINATING: AtomicBool = AtomicBool::new(false);
 
+/// The run an environment of this process is starting, published before it creates anything, so a signal
+/// during start-up cleans up what it has created so far.
+static STARTING: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Called by `Environment::start` with its run id before it creates the run's network, fakes or files.
+pub fn starting(run_id: &str) {
+    if let Ok(mut s) = STARTING.lock() {
+        *s = Some(run_id.to_string());
+    }
+}
+
+fn starting_run() -> Option<String> {
+    STARTING.lock().ok().and_then(|s| s.clone())
+}
+
 /// Whether a termination signal has arrived (its clean-up is running, or done).
 pub fn terminating() -> bool {
     TERMINATING.load(Ordering::SeqCst)
@@ -81,7 +96,7 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
         let say = |text: String| {
             let _ = writeln!(std::io::stderr(), "{text}");
         };
-        match run_id() {
+        match run_id().or_else(starting_run) {
             Some(run) => {
                 say(format!(
                     "\n{}: removing run {run}'s processes, containers and network",

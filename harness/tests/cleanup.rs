@@ -142,7 +142,12 @@ fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
             nodejoin::reaper::other_live_runs() > 0,
             "run {run} was the last live run, yet it left its sysctl baseline behind"
         );
-        eprintln!("note: another nodejoin run is alive; it restores the host sysctls when it ends");
+        // In CI nothing else runs, so the restore must be checked; on a shared machine say it was not.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "run {run}: another nodejoin run is alive, so the sysctl restore could not be verified"
+        );
+        eprintln!("note: NOT VERIFIED: another nodejoin run is alive; it restores the host sysctls when it ends");
         return;
     }
     assert_eq!(

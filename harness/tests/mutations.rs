@@ -46,16 +46,18 @@ fn main() {
         }
     };
     let results: Arc<Mutex<Vec<MutationResult>>> = Arc::default();
+    let controls: Arc<mutate::Controls> = Arc::default();
     let trials = selected
         .into_iter()
         .map(|m| {
             let (lazy, scratch, scenarios, results) =
                 (env.clone(), scratch.clone(), scenarios.clone(), results.clone());
+            let controls = controls.clone();
             Trial::test(format!("mutation/{}", m.name), move || {
                 let env = lazy.get().map_err(Failed::from)?;
                 let r = lazy
                     .runtime()
-                    .block_on(mutate::run(&env, &m, &scenarios, scratch.path()));
+                    .block_on(mutate::run(&env, &controls, &m, &scenarios, scratch.path()));
                 println!("{}: {}", m.regression, r.line());
                 let verdict = r.verdict.clone();
                 if let Ok(mut all) = results.lock() {

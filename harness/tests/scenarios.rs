@@ -34,7 +34,7 @@ fn runner(shared: &Shared, scenario: Scenario, file: PathBuf, strict: bool) -> i
             .runtime()
             .block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
         println!("{}", report.render());
-        trials::verdict(&report.outcome, || report.failure_lines(), strict)
+        nodejoin::run::verdict::verdict(&report.outcome, || report.failure_lines(), strict)
     }
 }
 

@@ -3,6 +3,7 @@
 //! `managedFields` and, for what those cannot tell, from the kubelet's registration request in the audit log.
 use super::audit::Event;
 use crate::scenario::expect::SetBy;
+pub use crate::scenario::expect::CLOUD_LABELS;
 use crate::scenario::model::Taint;
 use k8s_openapi::api::core::v1::Node;
 
@@ -11,23 +12,14 @@ pub const KUBELET: &str = "kubelet";
 /// The field manager of the harness's cloud-node controller.
 pub const CLOUD_NODE: &str = "nodejoin-cloud-node";
 
-/// Labels real EKS has the AWS cloud controller manager set (a bootstrap may set them too): checks on them
-/// accept either setter unless the scenario says otherwise.
-pub const CLOUD_LABELS: &[&str] = &[
-    "node.kubernetes.io/instance-type",
-    "beta.kubernetes.io/instance-type",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "failure-domain.beta.kubernetes.io/region",
-];
-
 /// One writer of a field, as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Setter {
     Kubelet,
     CloudNode,
     Other(String),
+    /// Nothing on record says who (the text says what is known).
+    Unknown(String),
 }
 
 impl Setter {
@@ -55,6 +47,7 @@ impl std::fmt::Display for Setter {
             Setter::Kubelet => f.write_str("kubelet"),
             Setter::CloudNode => f.write_str("cloud-node controller"),
             Setter::Other(m) => write!(f, "'{m}'"),
+            Setter::Unknown(why) => write!(f, "nobody known ({why})"),
         }
     }
 }
@@ -66,8 +59,10 @@ pub struct Provenance {
     entries: Vec<(String, String, serde_json::Value)>,
     /// The Node as the kubelet registered it (request object of its create), when the audit log has it.
     registered: Option<serde_json::Value>,
-    /// Who registered the Node, from the audit log (`system:node:<name>` for a kubelet).
+    /// Who registered the Node, from the audit log (`system:node:<name>` for its kubelet).
     registrant: Option<String>,
+    /// The Node's name: its kubelet registers as `system:node:<name>`.
+    node_name: String,
 }
 
 impl Provenance {
@@ -90,6 +85,7 @@ impl Provenance {
             entries,
             registered: created.and_then(|e| e.request_object.clone()),
             registrant: created.map(|e| e.acting_user().username.clone()),
+            node_name: node.metadata.name.clone().unwrap_or_default(),
         }
     }
 
@@ -113,11 +109,11 @@ impl Provenance {
         out
     }
 
-    /// Whether the kubelet registered the Node (its create came from a `system:node:` user, or, without an audit
-    /// record, the kubelet owns the registration's fields).
+    /// Whether the Node's own kubelet registered it: its create came from `system:node:<name>`, or, without an
+    /// audit record, the kubelet owns the `kubernetes.io/hostname` label it sets at registration.
     fn kubelet_registered(&self) -> bool {
         match &self.registrant {
-            Some(user) => user.starts_with("system:node:"),
+            Some(user) => *user == format!("system:node:{}", self.node_name),
             None => self.owners(&["f:metadata", "f:labels", "f:kubernetes.io/hostname"]) == [Setter::Kubelet],
         }
     }
@@ -143,11 +139,22 @@ impl Provenance {
     /// Who set `taint`: the kubelet when its registration carried it (`--register-with-taints`); else whoever
     /// owns the taint list now (an atomic list: its last writer).
     pub fn taint(&self, taint: &Taint) -> Vec<Setter> {
-        let registered = self
-            .registered
-            .as_ref()
-            .and_then(|n| n["spec"]["taints"].as_array().cloned())
-            .unwrap_or_default();
+        let Some(registration) = &self.registered else {
+            let last: Vec<String> = self
+                .owners(&["f:spec", "f:taints"])
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            return vec![Setter::Unknown(format!(
+                "no audit record of the registration; the taint list was last written by {}",
+                if last.is_empty() {
+                    "nobody on record".into()
+                } else {
+                    last.join(" and ")
+                }
+            ))];
+        };
+        let registered = registration["spec"]["taints"].as_array().cloned().unwrap_or_default();
         let carried = registered.iter().any(|t| {
             t["key"].as_str() == Some(taint.key.as_str())
                 && t["effect"].as_str() == Some(taint.effect.as_str())
@@ -157,11 +164,6 @@ impl Provenance {
             return vec![Setter::Kubelet];
         }
         self.owners(&["f:spec", "f:taints"])
-    }
-
-    /// Whether the audit log's record of the registration was found (taints need it).
-    pub fn has_registration(&self) -> bool {
-        self.registered.is_some()
     }
 }
 
@@ -233,10 +235,11 @@ mod tests {
     }
 
     fn created(taints: serde_json::Value) -> Event {
+        // The test Node's name is empty, so its kubelet is `system:node:`.
         serde_json::from_value(serde_json::json!({
             "verb": "create",
             "stage": "ResponseComplete",
-            "user": {"username": "system:node:ip-1"},
+            "user": {"username": "system:node:"},
             "requestObject": {"metadata": {"name": "ip-1"}, "spec": {"taints": taints}},
         }))
         .unwrap()
@@ -285,5 +288,13 @@ mod tests {
         let later = Provenance::of(&node(KUBELET), Some(&none)).taint(&t);
         assert_eq!(later, [Setter::Other("kube-controller-manager".into())]);
         assert_eq!(describe(&later), "set by 'kube-controller-manager'");
+        // Without the registration nobody is blamed, and the kubelet is not credited.
+        let unknown = Provenance::of(&node(KUBELET), None).taint(&t);
+        assert!(describe(&unknown).contains("no audit record"), "{unknown:?}");
+        assert!(!satisfies(&unknown, SetBy::Kubelet));
+        // Another node's kubelet registering it is not this node's kubelet.
+        let mut other = ev.clone();
+        other.user.username = "system:node:ip-9".into();
+        assert!(Provenance::of(&node(KUBELET), Some(&other)).taint(&t) != [Setter::Kubelet]);
     }
 }

@@ -199,6 +199,25 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The run's environment, with SIGINT, SIGTERM and SIGHUP handlers installed first: a signal at any point
+/// removes what the run has created so far.
+async fn start_environment() -> Result<std::sync::Arc<Environment>, ExitCode> {
+    let started = nodejoin::signals::exit_on_termination_once_started().map_err(|e| {
+        eprintln!("error: cannot install signal handlers: {e}");
+        ExitCode::from(2)
+    })?;
+    let env = Environment::start().await.map_err(|e| fail(&e))?;
+    let _ = started.set(env.run_id.clone());
+    Ok(env)
+}
+
+/// Shuts the environment down and waits out a signal's clean-up if one is running; what the run left behind.
+async fn finish(env: std::sync::Arc<Environment>) -> Vec<String> {
+    let leftovers = env.shutdown().await;
+    nodejoin::signals::wait_if_terminating().await;
+    leftovers
+}
+
 async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> ExitCode {
     use nodejoin::mutate;
     let selected = match mutate::select(only) {
@@ -226,26 +245,18 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
             return ExitCode::from(2);
         }
     };
-    let started = match nodejoin::signals::exit_on_termination_once_started() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let env = match Environment::start().await {
+    let env = match start_environment().await {
         Ok(env) => env,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
-    let _ = started.set(env.run_id.clone());
     let mut results = Vec::new();
+    let controls = mutate::Controls::default();
     for m in &selected {
-        let r = mutate::run(&env, m, scenarios, scratch.path()).await;
+        let r = mutate::run(&env, &controls, m, scenarios, scratch.path()).await;
         println!("{}", r.line());
         results.push(r);
     }
-    let leftovers = env.shutdown().await;
-    nodejoin::signals::wait_if_terminating().await;
+    let leftovers = finish(env).await;
     println!("\n{}", mutate::summary(&results));
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {leftovers:?}");
@@ -344,21 +355,11 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -
             Err(e) => return fail(&e),
         }
     }
-    // Installed before the environment starts, so no signal finds the default action (no clean-up); the run
-    // id is known once it has started.
-    let started = match nodejoin::signals::exit_on_termination_once_started() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let env = match Environment::start().await {
+    let env = match start_environment().await {
         Ok(env) => env,
-        Err(e) => return fail(&e),
+        Err(code) => return code,
     };
     let run_id = env.run_id.clone();
-    let _ = started.set(run_id.clone());
     let run_dir = env.run_dir.clone();
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
@@ -376,8 +377,7 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -
         }
         reports.push(r);
     }
-    let leftovers = env.shutdown().await;
-    nodejoin::signals::wait_if_terminating().await;
+    let leftovers = finish(env).await;
     println!("\n{}", report::summary_table(&reports));
     let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
     match report::junit(&reports, &run_id) {

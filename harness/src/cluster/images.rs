@@ -61,7 +61,11 @@ pub async fn probe(docker: Option<&Docker>, image: &str) -> super::Availability 
     };
     match tokio::time::timeout(INSPECT_TIMEOUT, docker.inspect_image(image)).await {
         Ok(Ok(_)) => return Availability::Ready,
-        Ok(Err(_)) => {}
+        // Only "no such image" means absent; any other error says nothing about the image.
+        Ok(Err(testcontainers::bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => {}
+        Ok(Err(e)) => {
+            return Availability::Unavailable(format!("Docker could not say whether image {image} is present: {e}"))
+        }
         Err(_) => {
             return Availability::Unavailable(format!(
                 "Docker did not say within {}s whether image {image} is present",
@@ -69,6 +73,12 @@ pub async fn probe(docker: Option<&Docker>, image: &str) -> super::Availability 
             ))
         }
     }
+    absent(image)
+}
+
+/// An image Docker does not have: fetchable, unless a failed pull of it is remembered.
+fn absent(image: &str) -> super::Availability {
+    use super::Availability;
     let mark = marker(image);
     match remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
         Some(reason) => Availability::Unavailable(format!(
@@ -165,15 +175,19 @@ mod tests {
         // Nothing listens on port 1: the engine answers at once that it cannot be reached.
         let docker =
             Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
-        let absent = probe(Some(&docker), &image).await;
+        let unreachable = probe(Some(&docker), &image).await;
+        assert!(
+            matches!(&unreachable, Availability::Unavailable(r) if r.contains("Docker could not say")),
+            "an engine error is not an absent image: {unreachable:?}"
+        );
         assert_eq!(
-            absent,
+            absent(&image),
             Availability::Fetchable(format!("image {image} is not present locally (`docker pull {image}`)"))
         );
         let mark = marker(&image);
         std::fs::create_dir_all(mark.parent().unwrap()).unwrap();
         std::fs::write(&mark, "image x cannot be pulled (no registry)").unwrap();
-        let remembered = probe(Some(&docker), &image).await;
+        let remembered = absent(&image);
         let _ = std::fs::remove_file(&mark);
         assert!(
             matches!(&remembered, Availability::Unavailable(r) if r.starts_with("image x cannot be pulled (no registry)")),

@@ -3,12 +3,9 @@
 //! to the bootstrap that moves one breaks the catalogue loudly instead of silently testing nothing.
 use super::{Catcher, Mutation, Target};
 
-const fn catcher(scenario: &'static str, check: &'static str) -> Catcher {
-    Catcher {
-        scenario,
-        check,
-        says: "",
-    }
+/// `check` of `scenario` must fail and its finding must contain `says` (the symptom the mutation causes).
+const fn catcher(scenario: &'static str, check: &'static str, says: &'static str) -> Catcher {
+    Catcher { scenario, check, says }
 }
 
 pub const CATALOGUE: &[Mutation] = &[
@@ -18,11 +15,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "  providerID: $provider,\n",
         replace: "",
-        caught_by: &[Catcher {
-            scenario: "basic-bootstrap-token",
-            check: "providerID",
-            says: "set by cloud-node controller",
-        }],
+        caught_by: &[catcher("basic-bootstrap-token", "providerID", "set by cloud-node controller")],
     },
     Mutation {
         name: "wrong-max-pods",
@@ -30,7 +23,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "print $2 * ($3 - 1) + 2 }' /etc/eks/eni-limits.txt",
         replace: "print $2 * ($3 - 1) }' /etc/eks/eni-limits.txt",
-        caught_by: &[catcher("basic-bootstrap-token", "capacity.pods")],
+        caught_by: &[catcher("basic-bootstrap-token", "capacity.pods", "27, set by kubelet")],
     },
     Mutation {
         name: "lose-extra-args",
@@ -38,7 +31,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "if [[ -n \"$KUBELET_EXTRA_ARGS\" ]]; then\n  cat >",
         replace: "if false; then\n  cat >",
-        caught_by: &[catcher("basic-bootstrap-token", "labels")],
+        caught_by: &[catcher("basic-bootstrap-token", "labels", "team=payments (node has nothing)")],
     },
     Mutation {
         name: "lose-taint",
@@ -46,7 +39,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "mkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
         replace: "KUBELET_EXTRA_ARGS=$(sed -E 's/--register-with-taints=[^ ]*//' <<<\"$KUBELET_EXTRA_ARGS\")\nmkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
-        caught_by: &[catcher("basic-bootstrap-token", "taints")],
+        caught_by: &[catcher("basic-bootstrap-token", "taints", "[]")],
     },
     Mutation {
         name: "cluster-dns-off",
@@ -54,7 +47,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "clusterDNS: [ $dns ],",
         replace: "clusterDNS: [],",
-        caught_by: &[catcher("basic-bootstrap-token", "configz clusterDNS")],
+        caught_by: &[catcher("basic-bootstrap-token", "configz clusterDNS", "no kubeletconfig.clusterDNS")],
     },
     Mutation {
         name: "kubelet-not-enabled",
@@ -62,7 +55,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "systemctl enable kubelet\n",
         replace: "",
-        caught_by: &[catcher("basic-bootstrap-token", "kubelet enabled")],
+        caught_by: &[catcher("basic-bootstrap-token", "kubelet enabled", "disabled")],
     },
     Mutation {
         name: "wrong-ca",
@@ -70,7 +63,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "base64 -d <<<\"$B64_CLUSTER_CA\" > /etc/kubernetes/pki/ca.crt",
         replace: "cp /etc/ssl/certs/ca-certificates.crt /etc/kubernetes/pki/ca.crt",
-        caught_by: &[catcher("basic-bootstrap-token", "registered")],
+        caught_by: &[catcher("basic-bootstrap-token", "registered", "x509")],
     },
     Mutation {
         name: "wrong-node-name",
@@ -78,7 +71,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "--hostname-override=$PRIVATE_DNS_NAME",
         replace: "--hostname-override=$INSTANCE_ID",
-        caught_by: &[catcher("basic-bootstrap-token", "registered")],
+        caught_by: &[catcher("basic-bootstrap-token", "registered", "registered as")],
     },
     Mutation {
         name: "extra-imds-polling",
@@ -86,16 +79,17 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "INSTANCE_ID=$(imds meta-data/instance-id)\n",
         replace: "INSTANCE_ID=$(imds meta-data/instance-id)\nfor _ in 1 2 3; do imds meta-data/instance-id >/dev/null; done\n",
-        caught_by: &[catcher("calls-imds-only", "calls exactly")],
+        caught_by: &[catcher("calls-imds-only", "calls exactly", "instance-id: 4 (want 1)")],
     },
     Mutation {
         name: "imds-poller-after-ready",
         regression: "a timer left behind asks IMDS again once the node is Ready",
         target: Target::ReferenceBootstrap,
         find: "log \"kubelet started\"",
-        // A transient systemd timer, so it outlives the bootstrap (a `&` child would be waited for with it).
-        replace: "systemd-run --quiet --on-active=4 curl -s -H \"X-aws-ec2-metadata-token: $IMDS_TOKEN\" \"http://$IMDS_ENDPOINT/latest/meta-data/instance-id\"\nlog \"kubelet started\"",
-        caught_by: &[catcher("calls-imds-only", "no calls after Ready")],
+        // A repeating transient systemd timer, so it outlives the bootstrap (a `&` child would be waited for
+        // with it) and some of its calls land after Ready however long the join takes.
+        replace: "systemd-run --quiet --on-active=4 --on-unit-active=3 curl -s -H \"X-aws-ec2-metadata-token: $IMDS_TOKEN\" \"http://$IMDS_ENDPOINT/latest/meta-data/instance-id\"\nlog \"kubelet started\"",
+        caught_by: &[catcher("calls-imds-only", "no calls after Ready", "after Ready")],
     },
     Mutation {
         name: "extra-aws-call",
@@ -103,7 +97,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "IP_FAMILY=${IP_FAMILY:-ipv4}\n",
         replace: "IP_FAMILY=${IP_FAMILY:-ipv4}\naws ec2 describe-instances --region \"$REGION\" --instance-ids \"$INSTANCE_ID\" >/dev/null || true\n",
-        caught_by: &[catcher("calls-imds-only", "calls allowed")],
+        caught_by: &[catcher("calls-imds-only", "calls allowed", "DescribeInstances")],
     },
     Mutation {
         name: "timestamp-in-file",
@@ -111,7 +105,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "systemctl daemon-reload\n",
         replace: "echo \"# written $(date +%s.%N)\" >> /etc/systemd/system/kubelet.service.d/10-kubelet-args.conf\nsystemctl daemon-reload\n",
-        caught_by: &[catcher("determinism-two-nodes", "deterministic files")],
+        caught_by: &[catcher("determinism-two-nodes", "deterministic files", "# written")],
     },
     Mutation {
         name: "user-data-label-lost",
@@ -119,7 +113,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "eks.amazonaws.com/capacityType=ON_DEMAND,",
         replace: "",
-        caught_by: &[catcher("userdata-eks-managed", "labels")],
+        caught_by: &[catcher("userdata-eks-managed", "labels", "capacityType=ON_DEMAND (node has nothing)")],
     },
     Mutation {
         name: "user-data-wrong-dns",
@@ -127,7 +121,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "--dns-cluster-ip $K8S_CLUSTER_DNS_IP",
         replace: "--dns-cluster-ip 172.20.0.10",
-        caught_by: &[catcher("userdata-eks-managed", "configz clusterDNS")],
+        caught_by: &[catcher("userdata-eks-managed", "configz clusterDNS", "172.20.0.10")],
     },
     Mutation {
         name: "user-data-no-signal",
@@ -135,6 +129,6 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "/opt/aws/bin/cfn-signal --exit-code",
         replace: "true --exit-code",
-        caught_by: &[catcher("userdata-cloudformation", "cfn-signal")],
+        caught_by: &[catcher("userdata-cloudformation", "cfn-signal", "no signal")],
     },
 ];

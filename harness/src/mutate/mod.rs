@@ -1,7 +1,8 @@
 //! The mutation catalogue: deliberate regressions planted in our reference bootstrap and user-data generators,
 //! each run against the scenarios that should notice, to show the suite catches what it claims to. A mutation
 //! counts as caught only when its scenario fails on the check the catalogue names, so a scenario failing for an
-//! unrelated reason is reported as such, not as a catch.
+//! unrelated reason is reported as such, not as a catch, and only when that check passes on the unmutated
+//! scenario in the same run (a control run per catcher scenario).
 pub mod catalogue;
 
 use crate::error::{Error, Result};
@@ -9,7 +10,10 @@ use crate::run::report::ScenarioReport;
 use crate::run::{Environment, Outcome};
 use crate::scenario::model::{Provider, Scenario};
 use crate::scenario::patch::TextPatch;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::OnceCell;
 
 pub use catalogue::CATALOGUE;
 
@@ -158,10 +162,9 @@ pub fn plant(m: &Mutation, sc: &Scenario, scratch: &Path) -> Result<Scenario> {
 /// Whether `report` shows the catcher's check failing, and the failed checks it quotes.
 fn judge(report: &ScenarioReport, catcher: &Catcher) -> (bool, Vec<String>) {
     let failed: Vec<&crate::assert::Check> = report.checks.iter().filter(|c| !c.passed).collect();
-    let hit = failed.iter().any(|c| {
-        let after_node = c.name.split_once('/').map(|(_, rest)| rest).unwrap_or(&c.name);
-        crate::fakes::calls::glob(catcher.check, after_node) && c.actual.contains(catcher.says)
-    });
+    let hit = failed
+        .iter()
+        .any(|c| matches(catcher, c) && c.actual.contains(catcher.says));
     let quoted = failed
         .iter()
         .map(|c| {
@@ -172,34 +175,94 @@ fn judge(report: &ScenarioReport, catcher: &Catcher) -> (bool, Vec<String>) {
     (hit, quoted)
 }
 
-/// Runs `m` against its catchers on the local provider, in order, until one catches it.
-pub async fn run(env: &Environment, m: &Mutation, scenarios_dir: &Path, scratch: &Path) -> MutationResult {
+/// The unmutated runs of the catchers' scenarios, once per process: a mutation is credited to a check only if
+/// that check passes without it (else an environment problem would read as a catch).
+#[derive(Default)]
+pub struct Controls {
+    runs: std::sync::Mutex<BTreeMap<String, Arc<OnceCell<ScenarioReport>>>>,
+}
+
+impl Controls {
+    /// Why `catcher`'s check cannot be trusted, if it cannot: the unmutated scenario did not pass it.
+    async fn refutes(&self, env: &Environment, catcher: &Catcher, file: &Path) -> Option<String> {
+        let cell = match self.runs.lock() {
+            Ok(mut runs) => runs.entry(catcher.scenario.to_string()).or_default().clone(),
+            Err(_) => return Some("the control runs' lock is poisoned".into()),
+        };
+        let report = cell
+            .get_or_init(|| async {
+                match crate::scenario::load_file(file) {
+                    Ok(mut sc) => {
+                        sc.cluster.provider = Provider::Local;
+                        sc.name = format!("control-{}", sc.name);
+                        crate::run::scenario::run(env, &sc, file).await
+                    }
+                    Err(e) => {
+                        let mut r = ScenarioReport::new(catcher.scenario, file.to_path_buf());
+                        r.outcome = Outcome::Error {
+                            message: e.to_string(),
+                            hint: e.hint().to_string(),
+                        };
+                        r
+                    }
+                }
+            })
+            .await;
+        let named = report.checks.iter().filter(|c| matches(catcher, c)).collect::<Vec<_>>();
+        match (&report.outcome, named.is_empty()) {
+            (Outcome::Passed, false) if named.iter().all(|c| c.passed) => None,
+            (Outcome::Passed, true) => Some(format!(
+                "control: {} unmutated has no check '{}'",
+                catcher.scenario, catcher.check
+            )),
+            _ => Some(format!(
+                "control: {} unmutated did not pass: {}",
+                catcher.scenario,
+                report.failure_lines().join(" | ")
+            )),
+        }
+    }
+}
+
+/// Whether `c` is the check `catcher` names (glob on its name after `node/`).
+fn matches(catcher: &Catcher, c: &crate::assert::Check) -> bool {
+    let after_node = c.name.split_once('/').map(|(_, rest)| rest).unwrap_or(&c.name);
+    crate::fakes::calls::glob(catcher.check, after_node)
+}
+
+/// Runs `m` against its catchers on the local provider, in order, until one catches it; each catcher's check
+/// must first pass on the unmutated scenario (`controls`).
+pub async fn run(
+    env: &Environment,
+    controls: &Controls,
+    m: &Mutation,
+    scenarios_dir: &Path,
+    scratch: &Path,
+) -> MutationResult {
+    let broken = |why: String| MutationResult {
+        mutation: *m,
+        verdict: Verdict::Broken(why),
+    };
     let mut tried = Vec::new();
     for catcher in m.caught_by {
         let file = scenarios_dir.join(format!("{}.yaml", catcher.scenario));
+        if let Some(why) = controls.refutes(env, catcher, &file).await {
+            return broken(why);
+        }
         let planted = crate::scenario::load_file(&file).and_then(|mut sc| {
             sc.cluster.provider = Provider::Local;
             plant(m, &sc, scratch)
         });
         let sc = match planted {
             Ok(sc) => sc,
-            Err(e) => {
-                return MutationResult {
-                    mutation: *m,
-                    verdict: Verdict::Broken(e.to_string()),
-                }
-            }
+            Err(e) => return broken(e.to_string()),
         };
         let report = crate::run::scenario::run(env, &sc, &file).await;
         let (hit, failed) = judge(&report, catcher);
         let outcome = match &report.outcome {
-            Outcome::Error { message, .. } => {
-                return MutationResult {
-                    mutation: *m,
-                    verdict: Verdict::Broken(format!("{}: {message}", catcher.scenario)),
-                }
-            }
+            Outcome::Error { message, .. } => return broken(format!("{}: {message}", catcher.scenario)),
             Outcome::Ignored(why) => format!("{} ignored: {why}", catcher.scenario),
+            Outcome::Unavailable(why) => format!("{} could not run: {why}", catcher.scenario),
             _ if hit => {
                 return MutationResult {
                     mutation: *m,
@@ -212,9 +275,14 @@ pub async fn run(env: &Environment, m: &Mutation, scenarios_dir: &Path, scratch:
             }
             Outcome::Passed => format!("{} passed", catcher.scenario),
             _ => format!(
-                "{} failed, but not on '{}': {}",
+                "{} failed, but not on '{}'{}: {}",
                 catcher.scenario,
                 catcher.check,
+                if catcher.says.is_empty() {
+                    String::new()
+                } else {
+                    format!(" saying '{}'", catcher.says)
+                },
                 failed.join(" | ")
             ),
         };

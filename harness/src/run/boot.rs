@@ -166,6 +166,7 @@ pub(super) async fn boot_node(
     vars.insert("instance.privateIp".into(), instance.private_ip.to_string());
     vars.insert("instance.az".into(), instance.availability_zone.clone());
     vars.insert("instance.type".into(), instance.instance_type.clone());
+    vars.insert("node.arch".into(), crate::scenario::template::node_arch().into());
     let expected_name = instance.private_dns_name();
     let mut node = RunningNode {
         group: group.clone(),

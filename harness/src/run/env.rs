@@ -85,6 +85,7 @@ impl Environment {
         let docker = docker::connect().await?;
         crate::reaper::reap_stale(Some(&docker)).await;
         let run_id = crate::reaper::new_run_id();
+        crate::signals::starting(&run_id);
         let state = RunState::create(&run_id)?;
         let run_dir = crate::paths::artifacts_root().join(&run_id);
         std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;

@@ -14,6 +14,7 @@ pub mod pod;
 pub mod report;
 pub mod scenario;
 pub mod userdata;
+pub mod verdict;
 
 pub use env::Environment;
 pub use lazy::LazyEnvironment;

@@ -99,11 +99,16 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
             ),
             None => format!("nodes in the cluster: {names:?}"),
         };
+        // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
+        let cause = match last_error_line(&n.container.journal(Some("kubelet")).await) {
+            Some(line) => format!("; the kubelet's last error: {line}"),
+            None => String::new(),
+        };
         report.checks.push(Check::new(
             c("registered"),
             false,
             format!("a Node named {name} within {:?}", e.within),
-            waited,
+            format!("{waited}{cause}"),
         ));
         return;
     };
@@ -179,19 +184,7 @@ fn field_checks(
     if !e.labels.is_empty() {
         let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
         let mut wrong = assert::node::label_mismatches(&want, &have);
-        let mut setters = Vec::new();
-        for key in want.keys().filter(|k| have.contains_key(*k)) {
-            let by = who.label(key);
-            let allowed = e.set_by.label(key);
-            if !provenance::satisfies(&by, allowed) {
-                wrong.push(format!(
-                    "{key} {} (expected {})",
-                    provenance::describe(&by),
-                    describe_set_by(allowed)
-                ));
-            }
-            setters.push(format!("{key} {}", provenance::describe(&by)));
-        }
+        let setters = label_setters(&want, &have, e, who, &mut wrong);
         report.checks.push(Check::new(
             c("labels"),
             wrong.is_empty(),
@@ -211,12 +204,13 @@ fn field_checks(
                 .filter(|(k, _)| !want.contains_key(*k))
                 .map(|(k, v)| format!("unexpected {k}={v} ({})", provenance::describe(&who.label(k)))),
         );
+        let setters = label_setters(&want, &have, e, who, &mut wrong);
         report.checks.push(Check::new(
             c("labels exactly"),
             wrong.is_empty(),
             format!("exactly {} labels {want:?}", want.len()),
             if wrong.is_empty() {
-                "the same set".into()
+                format!("the same set ({})", setters.join("; "))
             } else {
                 wrong.join(", ")
             },
@@ -233,13 +227,8 @@ fn field_checks(
             let by = who.taint(t);
             let one = assert::node::format_taints(std::slice::from_ref(t));
             if !provenance::satisfies(&by, allowed) {
-                let why = if who.has_registration() {
-                    ""
-                } else {
-                    " (no record of the Node's registration in the audit log)"
-                };
                 wrong_setter.push(format!(
-                    "{one} {}{why} (expected {})",
+                    "{one} {} (expected {})",
                     provenance::describe(&by),
                     describe_set_by(allowed)
                 ));
@@ -289,6 +278,16 @@ fn field_checks(
     ));
 }
 
+/// The last klog error line (`E1123 12:25:31.496353 ...`) of a journal, trimmed to its message.
+fn last_error_line(journal: &str) -> Option<String> {
+    journal.lines().rev().find_map(|l| {
+        let msg = l.split_once("]: ").map(|(_, m)| m).unwrap_or(l).trim_start();
+        let mut chars = msg.chars();
+        (chars.next() == Some('E') && chars.next().is_some_and(|c| c.is_ascii_digit()))
+            .then(|| msg.chars().take(300).collect())
+    })
+}
+
 /// The kubelet unit is enabled, not only started: a node whose bootstrap only started it loses its kubelet on
 /// the first reboot (EKS AMIs' bootstrap and nodeadm enable it).
 async fn kubelet_enabled(n: &RunningNode) -> Check {
@@ -313,6 +312,31 @@ async fn kubelet_enabled(n: &RunningNode) -> Check {
         "systemctl is-enabled kubelet.service: enabled",
         actual,
     )
+}
+
+/// Who set each wanted label the Node carries ("team set by kubelet"); a setter `expect.setBy` does not allow
+/// is added to `wrong`.
+fn label_setters(
+    want: &BTreeMap<String, String>,
+    have: &BTreeMap<String, String>,
+    e: &Expect,
+    who: &Provenance,
+    wrong: &mut Vec<String>,
+) -> Vec<String> {
+    let mut setters = Vec::new();
+    for key in want.keys().filter(|k| have.contains_key(*k)) {
+        let by = who.label(key);
+        let allowed = e.set_by.label(key);
+        if !provenance::satisfies(&by, allowed) {
+            wrong.push(format!(
+                "{key} {} (expected {})",
+                provenance::describe(&by),
+                describe_set_by(allowed)
+            ));
+        }
+        setters.push(format!("{key} {}", provenance::describe(&by)));
+    }
+    setters
 }
 
 /// "set by the kubelet", for the expected side of a check.
@@ -392,4 +416,21 @@ pub(super) async fn configz_cluster_dns(
         .as_array()
         .ok_or("configz has no kubeletconfig.clusterDNS")?;
     Ok(dns.iter().filter_map(|d| d.as_str().map(str::to_string)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_klog_error_of_a_journal_is_quoted() {
+        let journal = "Nov 23 12:00:01 ip-1 kubelet[446]: I1123 12:00:01.1 446 server.go:1] starting\n\
+Nov 23 12:00:02 ip-1 kubelet[446]: E1123 12:00:02.2 446 reflector.go:2] x509: certificate signed by unknown authority\n\
+Nov 23 12:00:03 ip-1 kubelet[446]: W1123 12:00:03.3 446 x.go:3] a warning\n";
+        assert_eq!(
+            last_error_line(journal).unwrap(),
+            "E1123 12:00:02.2 446 reflector.go:2] x509: certificate signed by unknown authority"
+        );
+        assert!(last_error_line("Nov 23 ip-1 kubelet[1]: Error is not a klog line\n").is_none());
+    }
 }

@@ -93,7 +93,14 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             if check_evidence && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
                 probe_failure(n).await;
             }
-            let deadline_passed = since > n.expect().within;
+            // A Ready node whose calls are watched after Ready is watched for the whole window, even past `within`.
+            let deadline = match (&n.expect().calls, n.timeline.ready) {
+                (Some(c), Some(ready)) if !c.none_after_ready.is_empty() => {
+                    n.expect().within.max(ready + c.after_ready_window)
+                }
+                _ => n.expect().within,
+            };
+            let deadline_passed = since > deadline;
             let evidence_complete = n.evidence.iter().all(Option::is_some);
             if evidence_complete {
                 n.evidence_complete_at.get_or_insert_with(Instant::now);

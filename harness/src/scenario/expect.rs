@@ -80,6 +80,17 @@ fn default_after_ready_window() -> Duration {
     Duration::from_secs(10)
 }
 
+/// Labels real EKS has the AWS cloud controller manager set (a bootstrap may set them too): checks on them
+/// accept either setter unless the scenario says otherwise.
+pub const CLOUD_LABELS: &[&str] = &[
+    "node.kubernetes.io/instance-type",
+    "beta.kubernetes.io/instance-type",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+];
+
 /// Who must have set a Node field a check asserts, from the Node's managedFields (and the kubelet's
 /// registration in the audit log for taints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -112,7 +123,7 @@ impl SetByExpectation {
     /// (instance type, zone, region), else the kubelet.
     pub fn label(&self, key: &str) -> SetBy {
         self.labels.get(key).copied().unwrap_or_else(|| {
-            if crate::assert::provenance::CLOUD_LABELS.contains(&key) {
+            if CLOUD_LABELS.contains(&key) {
                 SetBy::Any
             } else {
                 SetBy::Kubelet

@@ -16,7 +16,19 @@ pub const KNOWN: &[&str] = &[
     "instance.privateIp",
     "instance.az",
     "instance.type",
+    "node.arch",
 ];
+
+/// The node's architecture as Kubernetes names it (`kubernetes.io/arch`): the host's, since node containers run
+/// the host's binaries.
+pub fn node_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
 
 /// Checks `text` uses only known placeholders, so a typo fails when the scenario is loaded, not after a
 /// control plane and containers were started.
