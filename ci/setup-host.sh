@@ -29,3 +29,18 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/nodejoin-dockerd.log" >&2; tail -20 /var/log/nodejoin-dockerd.log >&2; exit 1; }
 fi
 echo "ci/setup-host.sh: Docker $(docker version --format '{{.Server.Version}}') ready"
+
+# Every node container runs systemd, containerd and a kubelet, each holding inotify instances (the kubelet's
+# cAdvisor fails with "inotify_init: too many open files" when they run out). The kernel's default of 128
+# instances per user holds about a dozen nodes; raise it (never lower it) so larger scenarios and concurrent
+# runs fit.
+raise() {
+  local key=$1 want=$2 have
+  have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+  if [ "$have" -lt "$want" ]; then
+    sysctl -qw "$key=$want" && echo "ci/setup-host.sh: $key $have -> $want" \
+      || echo "ci/setup-host.sh: warning: cannot raise $key ($have); large scenarios may run out of inotify instances" >&2
+  fi
+}
+raise fs.inotify.max_user_instances 8192
+raise fs.inotify.max_user_watches 524288
