@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Provisions what the scenarios need, cached outside the repository ($XDG_CACHE_HOME/nodejoin or
-# ~/.cache/nodejoin): Kubernetes binaries (download, else Go-module build) and the node image (debootstrap).
+# ~/.cache/nodejoin): Kubernetes binaries (download, else Go-module build), the node image (debootstrap) and the
+# kind provider's node image (built from Go modules: no registry needed), for the default Kubernetes version and
+# for each version a bundled scenario pins (`kubernetesVersion:`).
 # Usage: ci/provision.sh [KUBERNETES_VERSION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +12,10 @@ bin=target/debug/nodejoin
 if [ -n "$version" ]; then set -- --version "$version"; else set --; fi
 "$bin" assets "$@"
 "$bin" image build "$@"
+if [ "${NODEJOIN_SKIP_KIND_IMAGE:-}" != 1 ]; then
+  "$bin" image build --kind "$@"
+  for pinned in $(sed -n 's/^[[:space:]]*kubernetesVersion:[[:space:]]*"\{0,1\}\(v[0-9.]*\).*/\1/p' scenarios/*.yaml | sort -u); do
+    "$bin" image build --kind --version "$pinned"
+  done
+fi
 "$bin" doctor "$@"

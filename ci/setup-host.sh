@@ -12,6 +12,7 @@ command -v gcc >/dev/null || missing+=(gcc)
 command -v iptables >/dev/null || missing+=(iptables)
 command -v tar >/dev/null || missing+=(tar)
 command -v curl >/dev/null || missing+=(curl)
+command -v jq >/dev/null || missing+=(jq)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "ci/setup-host.sh: installing ${missing[*]}"

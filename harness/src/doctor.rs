@@ -116,9 +116,20 @@ pub async fn check(version: &str) -> Vec<Finding> {
     );
     // The optional providers: their images are looked up locally only (no pull from doctor).
     if let Ok(d) = &docker {
-        for (provider, image) in [
-            ("k3s", crate::cluster::k3s::image_for(version)),
-            ("kind", crate::cluster::kind::image_for(version)),
+        for (provider, image, fix) in [
+            (
+                "k3s",
+                crate::cluster::k3s::image_for(version),
+                "docker pull {image} (needs a registry), or docker load -i a saved copy".to_string(),
+            ),
+            (
+                "kind",
+                crate::cluster::kind::image_for(Some(d), version).await,
+                format!(
+                    "nodejoin image build --kind --version {version} (no registry needed), or docker pull {}",
+                    crate::cluster::kind::upstream_image(version)
+                ),
+            ),
         ] {
             let present = d.inspect_image(&image).await.is_ok();
             out.push(Finding {
@@ -129,7 +140,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 } else {
                     format!("{image} absent: {provider} trials are reported ignored")
                 },
-                fix: format!("docker pull {image} (needs a registry), or docker load -i a saved copy"),
+                fix: fix.replace("{image}", &image),
                 optional: true,
             });
         }

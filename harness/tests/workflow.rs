@@ -202,12 +202,24 @@ fn each_cell_requires_its_provider_and_pull_failures_fail_the_job() {
         .filter_map(|s| s["run"].as_str())
         .filter(|r| r.contains("docker pull"))
         .collect();
-    for image in ["rancher/k3s:", "kindest/node:"] {
-        assert!(
-            pulls.iter().any(|r| r.contains(&format!("docker pull \"{image}"))),
-            "no step pulls {image}"
-        );
-    }
+    assert!(
+        pulls.iter().any(|r| r.contains("docker pull \"kindest/node:")),
+        "no step pulls kindest/node"
+    );
+    // k3s: the image ci/k3s-image.sh resolved (the newest rancher/k3s:<version>-k3sN published) is pulled.
+    assert!(
+        pulls
+            .iter()
+            .any(|r| r.contains("image=$(bash ci/k3s-image.sh") && r.contains("docker pull \"$image\"")),
+        "no step pulls the resolved k3s image"
+    );
+    // kind: when kindest/node cannot be pulled, the cell builds nodejoin's own kind node image (never skips).
+    let build = steps
+        .iter()
+        .find(|s| s["run"].as_str().is_some_and(|r| r.contains("image build --kind")))
+        .expect("a step builds the kind node image");
+    assert_eq!(build["if"].as_str(), Some("env.NODEJOIN_BUILD_KIND_IMAGE == '1'"));
+    assert!(pulls.iter().any(|r| r.contains("NODEJOIN_BUILD_KIND_IMAGE=1")));
     for line in pulls
         .iter()
         .flat_map(|r| r.lines())
@@ -271,4 +283,34 @@ fn expansion_follows_github_rules() {
         .iter()
         .any(|c| c["a"] == "2" && c["b"] == "x" && c.get("extra").map(String::as_str) == Some("e")));
     assert!(cells.iter().any(|c| c["a"] == "3" && c["b"] == "z"));
+}
+
+/// ci/k3s-image.sh picks the newest k3s revision of exactly the asked version, and fails naming what exists.
+#[test]
+fn k3s_image_resolves_to_the_newest_published_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let tags = dir.path().join("tags.json");
+    std::fs::write(
+        &tags,
+        r#"{"results":[{"name":"v1.36.3-k3s1"},{"name":"v1.36.3-k3s2"},{"name":"v1.36.3-k3s10-amd64"},{"name":"v1.36.2-k3s1"},{"name":"v1.36.30-k3s9"}]}"#,
+    )
+    .unwrap();
+    let run = |version: &str| {
+        std::process::Command::new("bash")
+            .arg(root().join("ci/k3s-image.sh"))
+            .arg(version)
+            .env("K3S_TAGS_JSON", &tags)
+            .output()
+            .unwrap()
+    };
+    let out = run("v1.36.3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "rancher/k3s:v1.36.3-k3s2");
+    let out = run("v1.36.4");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no v1.36.4-k3sN tag") && err.contains("v1.36.2-k3s1 v1.36.3-k3s1"),
+        "{err}"
+    );
 }

@@ -98,10 +98,13 @@ pub fn node_created<'a>(events: &'a [Event], name: &str, since: std::time::Syste
         .find(|e| e.verb == "create" && e.is("nodes", name) && e.succeeded() && e.stage_timestamp >= since)
 }
 
-/// Successful writes of `kube-system/aws-auth` whose request mentions `needle` (a role ARN), oldest first.
-pub fn aws_auth_writes<'a>(events: &'a [Event], needle: &str) -> Vec<&'a Event> {
+/// Successful writes of `kube-system/aws-auth` since `since` whose request mentions `needle` (a role ARN), oldest
+/// first. Earlier writes belong to an earlier scenario on the same (shared) control plane.
+pub fn aws_auth_writes<'a>(events: &'a [Event], needle: &str, since: std::time::SystemTime) -> Vec<&'a Event> {
+    let since = humantime::format_rfc3339_micros(since).to_string();
     events
         .iter()
+        .filter(|e| e.stage_timestamp >= since)
         .filter(|e| matches!(e.verb.as_str(), "create" | "update" | "patch"))
         .filter(|e| e.is("configmaps", "aws-auth") && e.succeeded())
         .filter(|e| {
@@ -136,10 +139,12 @@ mod tests {
         assert_eq!(n.acting_user().username, "system:node:ip-1");
         // A refused registration is not a registration.
         assert!(node_created(&events, "ip-2", epoch).is_none());
-        let w = aws_auth_writes(&events, "role/NodeRole");
+        let w = aws_auth_writes(&events, "role/NodeRole", epoch);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].user.username, "eks:node-manager");
         assert!(w[0].stage_timestamp < n.stage_timestamp);
-        assert!(aws_auth_writes(&events, "role/Other").is_empty());
+        assert!(aws_auth_writes(&events, "role/Other", epoch).is_empty());
+        // A write from before the scenario's instance launched is an earlier scenario's.
+        assert!(aws_auth_writes(&events, "role/NodeRole", launched).is_empty());
     }
 }

@@ -6,6 +6,7 @@ use crate::progress::Steps;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+pub mod kubeadm;
 pub mod tools;
 
 /// The default Kubernetes version: a recent stable release published as Go modules.
@@ -204,28 +205,10 @@ impl ReleaseUrls {
 /// Official release binaries (each checked against its published .sha256) and the etcd release tarball
 /// (checked against the release's SHA256SUMS).
 async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result::Result<(), String> {
-    let client = reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .timeout(std::time::Duration::from_secs(600))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let client = release_client()?;
     let steps = Steps::new(&format!("download Kubernetes {version}"), 4);
-    for (i, bin) in ["kube-apiserver", "kube-controller-manager", "kubelet"]
-        .iter()
-        .enumerate()
-    {
-        steps.step(i as u64, bin);
-        let url = format!("{}/{version}/bin/linux/amd64/{bin}", urls.kubernetes);
-        let expected = String::from_utf8_lossy(&fetch(&client, &format!("{url}.sha256")).await?)
-            .trim()
-            .to_string();
-        let data = fetch(&client, &url).await?;
-        let actual = sha256_hex(&data);
-        if actual != expected {
-            return Err(format!("{bin}: checksum mismatch (expected {expected}, got {actual})"));
-        }
-        write_executable(&out.join(bin), &data)?;
-    }
+    let binaries = ["kube-apiserver", "kube-controller-manager", "kubelet"];
+    download_kubernetes(&client, urls, version, &binaries, out, &steps).await?;
     steps.step(3, "etcd");
     let name = format!("etcd-{ETCD_VERSION}-linux-amd64");
     let base = format!("{}/{ETCD_VERSION}", urls.etcd);
@@ -250,6 +233,39 @@ async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result:
         }
     }
     steps.finish("downloaded");
+    Ok(())
+}
+
+fn release_client() -> std::result::Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(600))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Official Kubernetes release binaries into `out`, each checked against its published .sha256.
+async fn download_kubernetes(
+    client: &reqwest::Client,
+    urls: &ReleaseUrls,
+    version: &str,
+    binaries: &[&str],
+    out: &Path,
+    steps: &Steps,
+) -> std::result::Result<(), String> {
+    for (i, bin) in binaries.iter().enumerate() {
+        steps.step(i as u64, bin);
+        let url = format!("{}/{version}/bin/linux/amd64/{bin}", urls.kubernetes);
+        let expected = String::from_utf8_lossy(&fetch(client, &format!("{url}.sha256")).await?)
+            .trim()
+            .to_string();
+        let data = fetch(client, &url).await?;
+        let actual = sha256_hex(&data);
+        if actual != expected {
+            return Err(format!("{bin}: checksum mismatch (expected {expected}, got {actual})"));
+        }
+        write_executable(&out.join(bin), &data)?;
+    }
     Ok(())
 }
 

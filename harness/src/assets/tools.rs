@@ -69,6 +69,19 @@ pub const CRICTL: GoTool = GoTool {
     steps: 2,
 };
 
+/// CoreDNS for the kind node image's preloaded coredns image, unmodified from its module. The version built is the
+/// one kubeadm of the image's Kubernetes version deploys (`kubeadm config images list`); this default is v1.36's.
+pub const COREDNS: GoTool = GoTool {
+    name: "coredns",
+    build_dir: "go-install",
+    module: "github.com/coredns/coredns",
+    package: "github.com/coredns/coredns",
+    default_version: "v1.14.2",
+    env_bin: "NODEJOIN_COREDNS",
+    env_version: "NODEJOIN_COREDNS_VERSION",
+    steps: 2,
+};
+
 /// Every tool the node image carries, in the order the image lists them.
 pub const ALL: [GoTool; 3] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL];
 
@@ -178,7 +191,12 @@ impl GoTool {
 
     /// Resolves the binary, building it into the cache when needed.
     pub async fn resolve(&self) -> Result<PathBuf> {
-        let version = self.version();
+        self.resolve_version(&self.version()).await
+    }
+
+    /// Resolves the binary of `version` (the environment's binary still wins), building it when needed.
+    pub async fn resolve_version(&self, version: &str) -> Result<PathBuf> {
+        let version = version.to_string();
         if let Some(p) = std::env::var_os(self.env_bin) {
             let p = PathBuf::from(p);
             return if super::is_executable(&p) {

@@ -74,6 +74,10 @@ enum ImageCommand {
         /// Tag for the overlay image (default nodejoin-overlay:<hash>).
         #[arg(long, requires = "overlay")]
         tag: Option<String>,
+        /// Build the kind node image instead (nodejoin-kind-node:<version>): kubeadm, kubelet, kubectl and the
+        /// control-plane images, all from Go modules, for the kind provider on machines without kindest/node.
+        #[arg(long, conflicts_with_all = ["overlay", "tag"])]
+        kind: bool,
     },
 }
 
@@ -127,7 +131,34 @@ async fn main() -> ExitCode {
             }
         }
         Command::Image {
-            command: ImageCommand::Build { version, overlay, tag },
+            command: ImageCommand::Build {
+                version, kind: true, ..
+            },
+        } => {
+            let result = async {
+                let docker = nodejoin::docker::connect().await?;
+                nodejoin::node::kind_image::ensure(&docker, &version).await
+            }
+            .await;
+            match result {
+                Ok(img) => {
+                    println!("kind node image {} (tagged {})", img.alias, img.tag);
+                    for i in &img.images {
+                        println!("  preloaded {i}");
+                    }
+                    println!(
+                        "  the kind provider uses it for {version} (or NODEJOIN_KIND_IMAGE={})",
+                        img.alias
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Image {
+            command: ImageCommand::Build {
+                version, overlay, tag, ..
+            },
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;

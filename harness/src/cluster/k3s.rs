@@ -91,6 +91,10 @@ impl ClusterProvider for K3sProvider {
         Box::pin(async move { super::images::ensure(docker, &image_for(&spec.version)).await.err() })
     }
 
+    fn control_plane_per_iam_scenario(&self) -> bool {
+        false
+    }
+
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,

@@ -1,7 +1,10 @@
-//! The kind provider: a kubeadm-built control plane in a `kindest/node` container, created by the kind CLI from
+//! The kind provider: a kubeadm-built control plane in a kind node container, created by the kind CLI from
 //! `kind-config/cluster.yaml` on the run's Docker network (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), so the
 //! scenario's node containers reach its API server by the control-plane container's name. The kind CLI is taken
-//! from PATH or built from its Go module into the cache; the node image must be present or pullable.
+//! from PATH or built from its Go module into the cache. The node image is `NODEJOIN_KIND_IMAGE`, else our own
+//! `nodejoin-kind-node:<version>` (`nodejoin image build --kind`) when built, else `kindest/node:<version>`
+//! (pulled, or our own built in its place when the provider is required). On hosts that refuse privileged
+//! containers kind runs with the docker shim in `kind-config/restricted-host/`.
 use super::container::ContainerControlPlane;
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
@@ -14,10 +17,32 @@ pub const KIND_VERSION: &str = "v0.33.0";
 /// Use this node image instead of `kindest/node:<version>`.
 pub const ENV_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
 
-pub fn image_for(version: &str) -> String {
-    super::images::override_or(std::env::var(ENV_IMAGE).ok().as_deref(), || {
-        format!("kindest/node:{version}")
-    })
+/// Whether kind's node containers get the restricted-host docker shim: `auto` (default) probes whether the
+/// Docker daemon grants `--privileged`, `1`/`always` forces the shim, `0`/`never` runs kind untouched.
+pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
+
+/// The image an explicit `NODEJOIN_KIND_IMAGE` names, if set.
+fn image_override() -> Option<String> {
+    let value = std::env::var(ENV_IMAGE).ok();
+    let chosen = super::images::override_or(value.as_deref(), String::new);
+    (!chosen.is_empty()).then_some(chosen)
+}
+
+/// The upstream node image for `version`.
+pub fn upstream_image(version: &str) -> String {
+    format!("kindest/node:{version}")
+}
+
+/// The node image for `version`: the override, ours when built, else upstream's.
+pub async fn image_for(docker: Option<&testcontainers::bollard::Docker>, version: &str) -> String {
+    if let Some(image) = image_override() {
+        return image;
+    }
+    let ours = crate::node::kind_image::local_tag(version);
+    match docker {
+        Some(d) if crate::node::image::exists(d, &ours).await => ours,
+        _ => upstream_image(version),
+    }
 }
 
 fn kind_err(message: impl Into<String>) -> Error {
@@ -27,14 +52,16 @@ fn kind_err(message: impl Into<String>) -> Error {
     }
 }
 
-/// kubeadm's config API for a Kubernetes version: v1beta4 from 1.31 (extraArgs as name/value lists).
+/// kubeadm's config API kind v0.33 writes for a Kubernetes version: v1beta4 from 1.36 (extraArgs as name/value
+/// lists), v1beta3 before. Our patches must use the same apiVersion: kind applies a patch only to documents of
+/// its apiVersion and drops it silently otherwise.
 pub fn kubeadm_api(version: &str) -> &'static str {
     let minor = version
         .strip_prefix("v1.")
         .and_then(|r| r.split('.').next())
         .and_then(|m| m.parse::<u32>().ok())
         .unwrap_or(0);
-    if minor >= 31 {
+    if minor >= 36 {
         "kubeadm.k8s.io/v1beta4"
     } else {
         "kubeadm.k8s.io/v1beta3"
@@ -162,8 +189,16 @@ impl ClusterProvider for KindProvider {
         docker: Option<&'a testcontainers::bollard::Docker>,
     ) -> BoxFuture<'a, super::Availability> {
         Box::pin(async move {
-            let image = super::images::probe(docker, &image_for(version)).await;
-            image.and(cli_availability(
+            let image = image_for(docker, version).await;
+            let found = match super::images::probe(docker, &image).await {
+                super::Availability::Fetchable(what) if image_override().is_none() => {
+                    super::Availability::Fetchable(format!(
+                        "{what}; or build nodejoin's own with `nodejoin image build --kind --version {version}` (from Go modules, no registry)"
+                    ))
+                }
+                other => other,
+            };
+            found.and(cli_availability(
                 find_kind().is_some(),
                 crate::assets::which("go").is_some(),
             ))
@@ -176,8 +211,17 @@ impl ClusterProvider for KindProvider {
         docker: &'a testcontainers::bollard::Docker,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            if let Err(e) = super::images::ensure(docker, &image_for(&spec.version)).await {
-                return Some(e);
+            let image = image_for(Some(docker), &spec.version).await;
+            if let Err(pull) = super::images::ensure(docker, &image).await {
+                if image_override().is_some() {
+                    return Some(pull);
+                }
+                // No upstream image to be had: build ours in its place (minutes from a cold cache).
+                if let Err(e) = crate::node::kind_image::ensure(docker, &spec.version).await {
+                    return Some(format!(
+                        "{pull}; building nodejoin's own kind node image failed too: {e}"
+                    ));
+                }
             }
             if find_kind().is_none() && crate::assets::which("go").is_none() {
                 return Some(format!(
@@ -186,6 +230,10 @@ impl ClusterProvider for KindProvider {
             }
             None
         })
+    }
+
+    fn control_plane_per_iam_scenario(&self) -> bool {
+        false
     }
 
     fn create<'a>(
@@ -226,24 +274,24 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
     let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
     let config = dir.join("kind.yaml");
-    let rendered = render_config(
-        &template,
-        &name,
-        spec,
-        &image_for(&spec.version),
-        &dir,
-        ctx.token_webhook.is_some(),
-    );
+    let image = image_for(Some(ctx.docker), &spec.version).await;
+    let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
+    let restricted = super::kind_host::restricted(&image).await.map_err(kind_err)?;
+    let mut create = tokio::process::Command::new(&kind);
+    create
+        .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name);
+    if let Some(shim) = &restricted {
+        shim.apply(&mut create);
+    }
     let t0 = Instant::now();
     let created = crate::deadline::output(
-        tokio::process::Command::new(&kind)
-            .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name),
+        &mut create,
         &format!("kind create cluster --name {name}"),
         crate::deadline::KIND_CREATE,
     )
@@ -263,7 +311,11 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         }
     };
     let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
-    let timings = vec![("kind create cluster".to_string(), t0.elapsed())];
+    let step = match restricted {
+        Some(_) => format!("kind create cluster ({image}, restricted-host docker shim)"),
+        None => format!("kind create cluster ({image})"),
+    };
+    let timings = vec![(step, t0.elapsed())];
     let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
     let admin_server = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&raw)
         .ok()
@@ -332,7 +384,8 @@ mod tests {
     #[test]
     fn kubeadm_api_follows_the_version() {
         assert_eq!(kubeadm_api("v1.30.4"), "kubeadm.k8s.io/v1beta3");
-        assert_eq!(kubeadm_api("v1.31.0"), "kubeadm.k8s.io/v1beta4");
+        assert_eq!(kubeadm_api("v1.34.4"), "kubeadm.k8s.io/v1beta3");
+        assert_eq!(kubeadm_api("v1.35.4"), "kubeadm.k8s.io/v1beta3");
         assert_eq!(kubeadm_api("v1.36.3"), "kubeadm.k8s.io/v1beta4");
     }
 

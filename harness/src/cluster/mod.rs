@@ -5,6 +5,7 @@ pub mod container;
 pub mod images;
 pub mod k3s;
 pub mod kind;
+pub mod kind_host;
 pub mod kubeconfig;
 pub mod local;
 pub mod objects;
@@ -97,6 +98,12 @@ pub trait ClusterProvider: Send + Sync {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>>;
+    /// Whether an IAM scenario gets a control plane of its own (cheap: processes started in seconds). Otherwise
+    /// IAM scenarios share the provider's control plane one at a time, each starting from a cluster without
+    /// aws-auth (container providers, whose control planes take tens of seconds to create).
+    fn control_plane_per_iam_scenario(&self) -> bool {
+        true
+    }
 }
 
 /// A running control plane.

@@ -47,14 +47,14 @@ fn recipe_dir() -> PathBuf {
     crate::paths::fixtures_dir().join("node-image")
 }
 
-fn image_err(e: impl std::fmt::Display) -> Error {
+pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
     Error::Image(e.to_string())
 }
 
 /// Hashes a file or a directory tree: the relative path, mode and content of every file, in sorted order.
 /// Directories count only through their files, so an empty directory (which git cannot carry) does not
 /// change the hash between a work tree and a fresh clone.
-fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
+pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
     hash_tree(h, path, Path::new(""))
 }
 
@@ -82,7 +82,7 @@ fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path) -> Result<()> {
 
 /// SHA-256 of a large file, remembered in `<file>.sha256` next to it (with the size and mtime it was computed
 /// for), so the 80+ MB kubelet is not re-read on every run.
-fn file_digest(path: &Path) -> Result<String> {
+pub(crate) fn file_digest(path: &Path) -> Result<String> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let mtime = meta
         .modified()
@@ -112,10 +112,10 @@ fn file_digest(path: &Path) -> Result<String> {
 /// `fixtures/node-image/registry/Dockerfile` on a machine with a registry). Give it a new tag when it changes.
 pub const ENV_BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
 
-/// The tags the current recipe, kubelet and Go tools produce.
-pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
+/// The base image's tag: `NODEJOIN_BASE_IMAGE`, or `nodejoin-base:<hash of the debootstrap recipe>`.
+pub(crate) fn base_tag() -> Result<String> {
     let dir = recipe_dir();
-    let base_tag = match std::env::var(ENV_BASE_IMAGE) {
+    Ok(match std::env::var(ENV_BASE_IMAGE) {
         Ok(tag) if !tag.trim().is_empty() => tag.trim().to_string(),
         _ => {
             let mut base = Sha256::new();
@@ -125,7 +125,13 @@ pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
             base.update(std::env::var("NODEJOIN_DEBIAN_SUITE").unwrap_or_default().as_bytes());
             format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12])
         }
-    };
+    })
+}
+
+/// The tags the current recipe, kubelet and Go tools produce.
+pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
+    let dir = recipe_dir();
+    let base_tag = base_tag()?;
     let mut node = Sha256::new();
     node.update(base_tag.as_bytes());
     for input in ["Dockerfile", "files", "pause.c"] {
@@ -151,7 +157,7 @@ pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool
     docker.inspect_image(tag).await.is_ok()
 }
 
-async fn run(cmd: &mut Command, what: &str) -> Result<()> {
+pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
     let out = crate::deadline::output(cmd, what, crate::deadline::IMAGE_BUILD)
         .await
         .map_err(|e| image_err(e.to_string()))?;
@@ -189,17 +195,23 @@ pub async fn ensure(
         .prefix("nodejoin-image-")
         .tempdir_in(scratch_dir()?)
         .map_err(image_err)?;
-    if !exists(docker, &image.base).await {
-        if std::env::var(ENV_BASE_IMAGE).is_ok_and(|t| !t.trim().is_empty()) {
-            return Err(image_err(format!(
-                "{ENV_BASE_IMAGE}={} is not a local image (build it from fixtures/node-image/registry/Dockerfile)",
-                image.base
-            )));
-        }
-        build_base(&image.base, work.path()).await?;
-    }
+    ensure_base(docker, &image.base, work.path()).await?;
     build_node(&image, assets, tools, work.path()).await?;
     Ok(image)
+}
+
+/// Makes sure the base image `tag` exists, building it with debootstrap in `work` (ours) or failing with what to
+/// do (a user's `NODEJOIN_BASE_IMAGE`).
+pub(crate) async fn ensure_base(docker: &testcontainers::bollard::Docker, tag: &str, work: &Path) -> Result<()> {
+    if exists(docker, tag).await {
+        return Ok(());
+    }
+    if std::env::var(ENV_BASE_IMAGE).is_ok_and(|t| !t.trim().is_empty()) {
+        return Err(image_err(format!(
+            "{ENV_BASE_IMAGE}={tag} is not a local image (build it from fixtures/node-image/registry/Dockerfile)"
+        )));
+    }
+    build_base(tag, work).await
 }
 
 /// A bootstrap author's files over a node image: `dir` is laid out like the root filesystem (for example
@@ -289,7 +301,7 @@ pub fn overlay_has_bootstrap(dir: &Path) -> bool {
     dir.join("etc/eks/bootstrap.sh").is_file()
 }
 
-fn scratch_dir() -> Result<PathBuf> {
+pub(crate) fn scratch_dir() -> Result<PathBuf> {
     let dir = crate::paths::cache_dir().join("tmp");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     Ok(dir)
@@ -324,10 +336,8 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Compiles the pause program statically and saves it as a `docker save` archive tagged
-/// `nodejoin.local/pause:3.10` (the sandbox image containerd is configured with; a name of our own, so no
-/// image of the host's is retagged or removed).
-async fn build_pause(work: &Path) -> Result<PathBuf> {
+/// Compiles the pause program statically into `<work>/pause-root/pause`.
+pub(crate) async fn compile_pause(work: &Path) -> Result<PathBuf> {
     let cc = ["cc", "gcc"]
         .into_iter()
         .find(|c| crate::assets::which(c).is_some())
@@ -342,6 +352,18 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
         "compile pause.c",
     )
     .await?;
+    Ok(root.join("pause"))
+}
+
+/// Compiles the pause program and saves it as a `docker save` archive tagged `nodejoin.local/pause:3.10` (the
+/// sandbox image containerd is configured with; a name of our own, so no image of the host's is retagged or
+/// removed).
+async fn build_pause(work: &Path) -> Result<PathBuf> {
+    let root = compile_pause(work)
+        .await?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let tmp_tag = format!("nodejoin-pause-build:{}", crate::fakes::random_hex(8));
     let script = format!(
         "set -e; tar -C '{root}' -c pause | docker import --change 'ENTRYPOINT [\"/pause\"]' - '{tmp_tag}' >/dev/null; \
@@ -358,7 +380,7 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
     Ok(work.join("pause.tar"))
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
         let target = to.join(entry.file_name());

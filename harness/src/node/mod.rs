@@ -2,4 +2,5 @@
 pub mod container;
 pub mod dmi;
 pub mod image;
+pub mod kind_image;
 pub mod sysctl;

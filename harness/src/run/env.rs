@@ -71,6 +71,8 @@ pub struct Environment {
     assets: Mutex<HashMap<String, K8sAssets>>,
     images: Mutex<HashMap<String, NodeImage>>,
     clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
+    /// One IAM scenario at a time on a shared control plane (aws-auth is cluster-wide).
+    iam_leases: std::sync::Mutex<HashMap<ClusterSpec, Arc<Mutex<()>>>>,
     cluster_count: std::sync::atomic::AtomicUsize,
     sysctl: std::sync::Mutex<Option<SysctlGuard>>,
     sandbox_lock: Mutex<()>,
@@ -182,6 +184,7 @@ impl Environment {
             assets: Mutex::new(HashMap::new()),
             images: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
+            iam_leases: Default::default(),
             cluster_count: Default::default(),
             sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
             sandbox_lock: Mutex::new(()),
@@ -317,6 +320,15 @@ impl Environment {
         });
         clusters.insert(spec.clone(), shared.clone());
         Ok((shared, true))
+    }
+
+    /// Exclusive use of the control plane for `spec` by one IAM scenario, held until the guard drops.
+    pub async fn iam_lease(&self, spec: &ClusterSpec) -> tokio::sync::OwnedMutexGuard<()> {
+        let lease = {
+            let mut leases = self.iam_leases.lock().unwrap_or_else(|p| p.into_inner());
+            leases.entry(spec.clone()).or_default().clone()
+        };
+        lease.lock_owned().await
     }
 
     /// Stops a control plane owned by one scenario (`spec.owner`), once that scenario is done with it.

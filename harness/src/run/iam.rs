@@ -35,6 +35,10 @@ pub async fn map_node_roles(sc: &Scenario, cluster: &SharedCluster, record: &Clu
     let admin = cluster.client.clone();
     let mode = sc.cluster.authentication_mode;
     apply_node_manager_rbac(&admin).await?;
+    // A shared control plane may still hold an earlier IAM scenario's aws-auth: every scenario starts without one.
+    if remove_aws_auth(&admin).await.map_err(|e| invalid(sc, e))? {
+        notes.push("aws-auth: an earlier scenario's ConfigMap removed from the shared control plane".into());
+    }
     if let Some(extra) = &sc.cluster.aws_auth {
         for m in &extra.map_roles {
             upsert_aws_auth(&admin, m.clone()).await.map_err(|e| invalid(sc, e))?;
@@ -166,6 +170,16 @@ async fn write(client: &kube::Client, auth: &AwsAuth) -> std::result::Result<(),
     Ok(())
 }
 
+/// Deletes aws-auth; `true` if there was one.
+async fn remove_aws_auth(client: &kube::Client) -> std::result::Result<bool, String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    match api.delete("aws-auth", &Default::default()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(format!("delete aws-auth: {e}")),
+    }
+}
+
 /// Adds `mapping` to aws-auth (creating the ConfigMap if needed) as the client's user.
 async fn upsert_aws_auth(client: &kube::Client, mapping: RoleMapping) -> std::result::Result<(), String> {
     let mut current = read(client).await?;
@@ -291,7 +305,7 @@ pub fn checks(
     }
     if let Some(who) = &group.expect.aws_auth_changed_by {
         let role_arn = format!("arn:aws:iam::{}:role/{}", sc.cluster.account_id, group.role);
-        let writes = audit::aws_auth_writes(&events, &role_arn);
+        let writes = audit::aws_auth_writes(&events, &role_arn, instance.launch_time);
         let by = writes.iter().find(|w| &w.acting_user().username == who);
         let before = match (by, created) {
             (Some(w), Some(n)) => w.stage_timestamp < n.stage_timestamp,

@@ -124,16 +124,32 @@ async fn run_inner(
         group_images.push(img);
     }
     t = phase(report, "node image", t);
+    // aws-auth is cluster-wide: an IAM scenario gets a control plane of its own where that is cheap (local),
+    // else the shared one to itself while it runs (taken before its instances launch, so the evidence filtered
+    // by launch time is its own), starting without aws-auth.
+    let iam = sc.cluster.auth == AuthMode::Iam;
+    let own = iam && p.control_plane_per_iam_scenario();
     let spec = ClusterSpec {
         provider: provider.into(),
         version: assets.version.clone(),
         service_cidr: sc.cluster.service_cidr(),
-        // aws-auth and the authentication mode are cluster-wide: an IAM scenario gets a control plane of its own.
-        owner: (sc.cluster.auth == AuthMode::Iam).then(|| sc.name.clone()),
+        owner: own.then(|| sc.name.clone()),
     };
     if spec.owner.is_some() {
         *owned = Some(spec.clone());
     }
+    let _lease = match iam && !own {
+        true => {
+            let lease = env.iam_lease(&spec).await;
+            t = phase(
+                report,
+                "waited for the shared control plane (one IAM scenario at a time)",
+                t,
+            );
+            Some(lease)
+        }
+        false => None,
+    };
     // The control plane and the node containers start in parallel: a container needs no cluster until its
     // bootstrap runs.
     let boots = futures::future::join_all(

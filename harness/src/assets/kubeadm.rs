@@ -1,0 +1,139 @@
+//! The Kubernetes binaries a kubeadm node needs beyond the ones the local provider and the node image use
+//! (kubeadm, kubectl, kube-scheduler, kube-proxy): what the kind node image is built from. Resolved like the
+//! others: `NODEJOIN_K8S_ASSETS` when it holds them, the cache (`<cache>/k8s/<version>-kubeadm/`), the official
+//! download (checksummed), or a build from Go modules through `fixtures/k8s-build/build.sh`.
+use super::{check_version, is_executable, ReleaseUrls, ENV_DIR};
+use crate::error::{Error, Result};
+use crate::progress::Steps;
+use std::path::{Path, PathBuf};
+
+pub const BINARIES: [&str; 4] = ["kubeadm", "kubectl", "kube-scheduler", "kube-proxy"];
+
+/// The resolved binaries of one version, all in `dir`.
+#[derive(Debug, Clone)]
+pub struct KubeadmBinaries {
+    pub version: String,
+    pub dir: PathBuf,
+}
+
+impl KubeadmBinaries {
+    fn from_dir(version: &str, dir: &Path) -> Option<Self> {
+        BINARIES.iter().all(|b| is_executable(&dir.join(b))).then(|| Self {
+            version: version.to_string(),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// `<cache>/k8s/<version>-kubeadm/`.
+pub fn cache_dir(version: &str) -> PathBuf {
+    crate::paths::cache_dir().join("k8s").join(format!("{version}-kubeadm"))
+}
+
+/// Only what needs no work: the env directory (when it holds them) and the cache.
+pub fn find(version: &str) -> Option<KubeadmBinaries> {
+    if let Some(dir) = std::env::var_os(ENV_DIR) {
+        if let Some(b) = KubeadmBinaries::from_dir(version, Path::new(&dir)) {
+            return Some(b);
+        }
+    }
+    KubeadmBinaries::from_dir(version, &cache_dir(version))
+}
+
+/// Resolves the binaries, downloading or building them into the cache when needed.
+pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
+    check_version(version)?;
+    if let Some(b) = find(version) {
+        return Ok(b);
+    }
+    let cache = cache_dir(version);
+    let _lock = crate::paths::CacheLock::acquire("k8s")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if let Some(b) = find(version) {
+        return Ok(b);
+    }
+    let mut tried = vec![
+        format!("{ENV_DIR} (unset or without {})", BINARIES.join(", ")),
+        format!("cache {} (empty)", cache.display()),
+    ];
+    let staging = cache.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    if let Err(e) = download(&ReleaseUrls::from_env(), version, &staging).await {
+        eprintln!("[nodejoin] official download unavailable ({e}); building from Go modules instead");
+        tried.push(format!("official download ({e})"));
+        if let Err(e) = go_build(version, &staging).await {
+            tried.push(format!("Go module build ({e})"));
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(Error::AssetsUnavailable {
+                version: version.into(),
+                tried: tried.join("; "),
+            });
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
+    KubeadmBinaries::from_dir(version, &cache).ok_or_else(|| Error::AssetsUnavailable {
+        version: version.into(),
+        tried: format!("provisioning finished but {} lacks a binary", cache.display()),
+    })
+}
+
+async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result::Result<(), String> {
+    let client = super::release_client()?;
+    let steps = Steps::new(&format!("download kubeadm binaries {version}"), BINARIES.len() as u64);
+    super::download_kubernetes(&client, urls, version, &BINARIES, out, &steps).await?;
+    steps.finish("downloaded");
+    Ok(())
+}
+
+/// `fixtures/k8s-build/build.sh VERSION OUT kubeadm kubectl kube-scheduler kube-proxy`.
+async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
+    let script = crate::paths::fixtures_dir().join("k8s-build").join("build.sh");
+    if super::which("go").is_none() {
+        return Err("`go` is not on PATH".into());
+    }
+    let steps = Steps::new(
+        &format!("build kubeadm binaries {version} from Go modules"),
+        BINARIES.len() as u64,
+    );
+    let log = out.with_extension("build.log");
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg(&script).arg(version).arg(out).args(BINARIES);
+    crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
+        .await
+        .map_err(|e| format!("{e} (full log: {})", log.display()))?;
+    steps.finish("built");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_counts_only_with_every_binary() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        for b in &BINARIES[..3] {
+            let p = dir.path().join(b);
+            std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        assert!(KubeadmBinaries::from_dir("v1.36.3", dir.path()).is_none());
+        let p = dir.path().join(BINARIES[3]);
+        std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+        assert!(
+            KubeadmBinaries::from_dir("v1.36.3", dir.path()).is_none(),
+            "not executable yet"
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let b = KubeadmBinaries::from_dir("v1.36.3", dir.path()).unwrap();
+        assert_eq!(b.path("kubeadm"), dir.path().join("kubeadm"));
+    }
+}
