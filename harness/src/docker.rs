@@ -220,21 +220,30 @@ async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSumma
 /// The label kind puts on its node containers (value: the kind cluster's name).
 pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 
-/// The kind node containers of a run (kind cannot label them with the run, so they go by the cluster name the
-/// kind provider gives: `nj-<run id>-...`), removed by force.
+/// The kind node containers of a run: kind cannot label them with the run, so they go by the cluster name the
+/// kind provider gives (`nj-<run id>-...`).
+async fn kind_nodes(docker: &Docker, run_id: &str) -> Result<Vec<ContainerSummary>> {
+    let (containers, _) = labelled(docker, KIND_CLUSTER_LABEL).await?;
+    let prefix = format!("nj-{run_id}-");
+    Ok(containers
+        .into_iter()
+        .filter(|c| {
+            c.labels
+                .as_ref()
+                .and_then(|l| l.get(KIND_CLUSTER_LABEL))
+                .is_some_and(|v| v.starts_with(&prefix))
+        })
+        .collect())
+}
+
+/// The kind node containers of a run, removed by force.
 pub async fn remove_kind_nodes(docker: &Docker, run_id: &str) -> usize {
-    let Ok((containers, _)) = labelled(docker, KIND_CLUSTER_LABEL).await else {
+    let Ok(containers) = kind_nodes(docker, run_id).await else {
         return 0;
     };
-    let prefix = format!("nj-{run_id}-");
     let mut removed = 0;
     for c in containers {
-        let ours = c
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(KIND_CLUSTER_LABEL))
-            .is_some_and(|v| v.starts_with(&prefix));
-        if let (true, Some(id)) = (ours, c.id) {
+        if let Some(id) = c.id {
             let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
             if docker.remove_container(&id, Some(opts)).await.is_ok() {
                 removed += 1;
@@ -290,11 +299,13 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
     Ok(removed)
 }
 
-/// Containers and networks labelled with `run_id`, by name (for leak checks).
+/// Containers and networks labelled with `run_id`, and the run's kind node containers, by name (for leak checks).
 pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
     let (containers, networks) = labelled(docker, &format!("{RUN_LABEL}={run_id}")).await?;
+    let kind = kind_nodes(docker, run_id).await?;
     let containers = containers
         .into_iter()
+        .chain(kind)
         .map(|c| format!("container {}", c.names.unwrap_or_default().join(",")));
     let networks = networks
         .into_iter()

@@ -31,10 +31,16 @@ fn docker_lines(args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Containers and networks labelled with the run id.
+/// Containers and networks labelled with the run id, and the run's kind node containers (named after it).
 fn docker_objects(run: &str) -> Vec<String> {
     let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
     let mut v = docker_lines(&["ps", "-a", "--filter", &filter, "--format", "container {{.Names}}"]);
+    let kind = format!("label={}", nodejoin::docker::KIND_CLUSTER_LABEL);
+    v.extend(
+        docker_lines(&["ps", "-a", "--filter", &kind, "--format", "container {{.Names}}"])
+            .into_iter()
+            .filter(|c| c.starts_with(&format!("container nj-{run}-"))),
+    );
     v.extend(docker_lines(&[
         "network",
         "ls",
@@ -93,8 +99,12 @@ fn state_dir(run: &str) -> PathBuf {
 
 /// Starts `nodejoin run <scenario>` and returns the child and its run id (read from its first stderr line).
 fn start_run(scenario: &Path) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    start_run_on("local", scenario)
+}
+
+fn start_run_on(provider: &str, scenario: &Path) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     let mut child = nodejoin()
-        .arg("run")
+        .args(["run", "--provider", provider])
         .arg(scenario)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -179,7 +189,11 @@ fn wait_mid_join(run: &str, child: &mut std::process::Child, joining: bool) {
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let has_container = docker_objects(run).iter().any(|o| o.starts_with("container"));
-        let has_apiserver = processes_of(run).iter().any(|p| p.contains("kube-apiserver"));
+        // A local API server carries the run in its flags; a kind one lives in the run's kind container.
+        let has_apiserver = processes_of(run).iter().any(|p| p.contains("kube-apiserver"))
+            || docker_objects(run)
+                .iter()
+                .any(|o| o.starts_with(&format!("container nj-{run}-")));
         if has_container && has_apiserver && (!joining || kubelet_running(run)) {
             return;
         }
@@ -322,4 +336,83 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "reap left these of run {run} behind"
     );
     assert_sysctls_restored(&run, &recorded);
+}
+
+/// Whether the kind provider can run here (its node image and CLI present), asked the way trials are listed.
+fn kind_ready() -> Option<String> {
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    rt.block_on(async {
+        let docker = nodejoin::docker::connect().await.ok();
+        let kind = nodejoin::cluster::provider("kind").expect("the kind provider");
+        match kind.probe(nodejoin::assets::DEFAULT_VERSION, docker.as_ref()).await {
+            nodejoin::cluster::Availability::Ready => None,
+            nodejoin::cluster::Availability::Fetchable(why) | nodejoin::cluster::Availability::Unavailable(why) => {
+                Some(why)
+            }
+        }
+    })
+}
+
+/// The same for kind: SIGTERM mid-join removes the kind control-plane container with the rest, and a SIGKILLed
+/// run's kind container (which kind cannot label with the run) is found by name and reaped at the next start.
+#[test]
+fn kind_control_planes_go_with_their_run() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    if let Some(why) = kind_ready() {
+        // Only where kind cannot run at all; .ci/run provisions it, so there this runs.
+        assert!(
+            std::env::var("CI").is_err(),
+            "kind cannot run under CI, where .ci/run provisions it: {why}"
+        );
+        eprintln!("kind_control_planes_go_with_their_run: kind cannot run here ({why}); nothing to check");
+        return;
+    }
+    let _turn = take_turn();
+    let scenario = Path::new("scenarios/basic-bootstrap-token.yaml");
+    let (mut child, run, reader) = start_run_on("kind", scenario);
+    wait_mid_join(&run, &mut child, true);
+    assert!(
+        docker_objects(&run)
+            .iter()
+            .any(|o| o.starts_with(&format!("container nj-{run}-"))),
+        "the kind control plane should be up mid-join: {:?}",
+        docker_objects(&run)
+    );
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_exit(&mut child, Duration::from_secs(150), "SIGTERM");
+    let log = reader.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "exit status {status}:\n{log}");
+    assert_eq!(
+        leftovers(&run),
+        Vec::<String>::new(),
+        "SIGTERM left these of kind run {run} behind"
+    );
+
+    let (mut child, run, reader) = start_run_on("kind", scenario);
+    wait_mid_join(&run, &mut child, false);
+    child.kill().expect("SIGKILL nodejoin");
+    let _ = child.wait();
+    let _ = reader.join();
+    assert!(
+        docker_objects(&run)
+            .iter()
+            .any(|o| o.starts_with(&format!("container nj-{run}-"))),
+        "a SIGKILLed kind run should have left its kind container (otherwise this test proves nothing): {:?}",
+        docker_objects(&run)
+    );
+    let out = nodejoin().arg("reap").output().expect("nodejoin reap");
+    assert!(
+        out.status.success(),
+        "nodejoin reap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        leftovers(&run),
+        Vec::<String>::new(),
+        "reap left these of kind run {run} behind"
+    );
 }

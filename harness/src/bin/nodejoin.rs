@@ -137,12 +137,16 @@ async fn main() -> ExitCode {
         } => {
             let result = async {
                 let docker = nodejoin::docker::connect().await?;
-                nodejoin::node::kind_image::ensure(&docker, &version).await
+                let image = nodejoin::node::kind_image::ensure(&docker, &version).await?;
+                // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
+                let kind = nodejoin::cluster::kind::ensure_kind().await?;
+                Ok::<_, nodejoin::Error>((image, kind))
             }
             .await;
             match result {
-                Ok(img) => {
+                Ok((img, kind)) => {
                     println!("kind node image {} (tagged {})", img.alias, img.tag);
+                    println!("  kind CLI {}", kind.display());
                     for i in &img.images {
                         println!("  preloaded {i}");
                     }

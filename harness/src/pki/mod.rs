@@ -6,6 +6,8 @@ use rcgen::{
     KeyUsagePurpose, SanType, SerialNumber,
 };
 use std::net::IpAddr;
+
+pub mod keys;
 use std::path::{Path, PathBuf};
 
 /// A certificate and its private key, PEM encoded.
@@ -65,7 +67,7 @@ impl Ca {
     }
 
     pub fn issue(&self, common_name: &str, orgs: &[&str], sans: &[SanType], usage: Usage) -> Result<CertKey> {
-        let ca_key = KeyPair::from_pem(&self.0.key_pem).map_err(pki_err)?;
+        let ca_key = keys::from_pem(&self.0.key_pem).map_err(pki_err)?;
         let issuer = Issuer::from_ca_cert_pem(&self.0.cert_pem, ca_key).map_err(pki_err)?;
         let key = KeyPair::generate().map_err(pki_err)?;
         let mut params = CertificateParams::default();
