@@ -57,25 +57,15 @@ pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
     if let Some(b) = find(version) {
         return Ok(b);
     }
-    let mut tried = vec![
+    let tried = vec![
         format!("{ENV_DIR} (unset or without {})", BINARIES.join(", ")),
         format!("cache {} (empty)", cache.display()),
     ];
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    if let Err(e) = download(&ReleaseUrls::from_env(), version, &staging).await {
-        eprintln!("[nodejoin] official download unavailable ({e}); building from Go modules instead");
-        tried.push(format!("official download ({e})"));
-        if let Err(e) = go_build(version, &staging).await {
-            tried.push(format!("Go module build ({e})"));
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(Error::AssetsUnavailable {
-                version: version.into(),
-                tried: tried.join("; "),
-            });
-        }
-    }
+    let downloaded = download(&ReleaseUrls::from_env(), version, &staging).await;
+    super::download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
     KubeadmBinaries::from_dir(version, &cache).ok_or_else(|| Error::AssetsUnavailable {

@@ -136,24 +136,8 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let source = match download(&ReleaseUrls::from_env(), version, &staging).await {
-        Ok(()) => "download",
-        Err(e) => {
-            eprintln!("[nodejoin] official download unavailable ({e}); building from Go modules instead");
-            tried.push(format!("official download ({e})"));
-            match go_build(version, &staging).await {
-                Ok(()) => "go-build",
-                Err(e) => {
-                    tried.push(format!("Go module build ({e})"));
-                    let _ = std::fs::remove_dir_all(&staging);
-                    return Err(Error::AssetsUnavailable {
-                        version: version.into(),
-                        tried: tried.join("; "),
-                    });
-                }
-            }
-        }
-    };
+    let downloaded = download(&ReleaseUrls::from_env(), version, &staging).await;
+    let source = download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
     let mut assets = K8sAssets::from_dir(version, &cache, "cache").ok_or_else(|| Error::AssetsUnavailable {
@@ -162,6 +146,36 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     })?;
     assets.source = source;
     Ok(assets)
+}
+
+/// The official download's outcome, else a Go build into `staging`: where the binaries came from, or an error
+/// listing everything tried (the staging directory is removed then).
+pub(crate) async fn download_else_build<F>(
+    version: &str,
+    staging: &Path,
+    mut tried: Vec<String>,
+    downloaded: std::result::Result<(), String>,
+    build: impl FnOnce() -> F,
+) -> Result<&'static str>
+where
+    F: std::future::Future<Output = std::result::Result<(), String>>,
+{
+    let Err(e) = downloaded else {
+        return Ok("download");
+    };
+    eprintln!("[nodejoin] official download unavailable ({e}); building from Go modules instead");
+    tried.push(format!("official download ({e})"));
+    match build().await {
+        Ok(()) => Ok("go-build"),
+        Err(e) => {
+            tried.push(format!("Go module build ({e})"));
+            let _ = std::fs::remove_dir_all(staging);
+            Err(Error::AssetsUnavailable {
+                version: version.into(),
+                tried: tried.join("; "),
+            })
+        }
+    }
 }
 
 async fn fetch(client: &reqwest::Client, url: &str) -> std::result::Result<Vec<u8>, String> {

@@ -429,10 +429,14 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
 /// by a container stays).
 async fn prune_superseded(image: &NodeImage) {
     let version = image.version().split('-').next().unwrap_or_default();
+    prune_builds(image.repository(), version, &image.tag).await;
+}
+
+/// Removes the tags `<repository>:<version>-*` other than `keep` (best effort; an image still used by a container
+/// stays).
+pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
     let script = format!(
-        "docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' --filter 'reference={}:{version}-*' | grep -vx '{}' | xargs -r docker rmi >/dev/null 2>&1 || true",
-        image.repository(),
-        image.tag
+        "docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' --filter 'reference={repository}:{version}-*' | grep -vx '{keep}' | xargs -r docker rmi >/dev/null 2>&1 || true"
     );
     let _ = crate::deadline::output(
         Command::new("bash").args(["-c", &script]),

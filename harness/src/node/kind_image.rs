@@ -413,16 +413,7 @@ async fn component_image(inputs: &Inputs, i: &ComponentImage, build_ref: &str, d
 /// Removes earlier builds for the same version (best effort; an image still used by a container stays).
 async fn prune_superseded(image: &KindImage) {
     let version = image.alias.rsplit_once(':').map(|(_, v)| v).unwrap_or_default();
-    let script = format!(
-        "docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' --filter 'reference={REPOSITORY}:{version}-*' | grep -vx '{}' | xargs -r docker rmi >/dev/null 2>&1 || true",
-        image.tag
-    );
-    let _ = crate::deadline::output(
-        Command::new("bash").args(["-c", &script]),
-        "pruning superseded kind node images",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
+    image::prune_builds(REPOSITORY, version, &image.tag).await;
 }
 
 #[cfg(test)]
