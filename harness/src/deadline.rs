@@ -38,6 +38,17 @@ pub async fn within<T>(what: impl Into<String>, after: Duration, fut: impl Futur
 /// Runs `cmd` to completion and collects its output, killing it and every process it started if it has not
 /// finished after `after` (a build script's `go` outlives a killed `bash` otherwise).
 pub async fn output(cmd: &mut tokio::process::Command, what: &str, after: Duration) -> Result<Output> {
+    output_recorded(cmd, what, after, None).await
+}
+
+/// `output`, recording the child in `record` (a run's pids directory: `<name>-<pid>.pid` holding the PID and the
+/// program) while it runs, so the reaper kills it, and what it started, if the run is killed meanwhile.
+pub async fn output_recorded(
+    cmd: &mut tokio::process::Command,
+    what: &str,
+    after: Duration,
+    record: Option<(&std::path::Path, &str, &std::path::Path)>,
+) -> Result<Output> {
     let process_err = |message: String| Error::Process {
         what: what.to_string(),
         message,
@@ -49,6 +60,18 @@ pub async fn output(cmd: &mut tokio::process::Command, what: &str, after: Durati
         .spawn()
         .map_err(|e| process_err(format!("cannot start: {e}")))?;
     let pid = child.id();
+    let pidfile = match (record, pid) {
+        (Some((dir, name, program)), Some(pid)) => {
+            let file = dir.join(format!("{name}-{pid}.pid"));
+            let exe = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+            let _ = std::fs::create_dir_all(dir);
+            std::fs::write(&file, format!("{pid}\n{}\n", exe.display()))
+                .map_err(|e| process_err(format!("cannot record its PID in {}: {e}", file.display())))?;
+            Some(file)
+        }
+        _ => None,
+    };
+    let _forget = pidfile.map(crate::process::RemoveOnDrop);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     // The child stays owned out here, so after a timeout it is still there to find its descendants from.
     let collected = tokio::time::timeout(after, async {

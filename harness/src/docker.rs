@@ -236,6 +236,27 @@ async fn kind_nodes(docker: &Docker, run_id: &str) -> Result<Vec<ContainerSummar
         .collect())
 }
 
+/// The runs that kind node containers belong to, by their cluster names (`nj-<run id>-<suffix>`).
+pub async fn kind_runs(docker: &Docker) -> Vec<String> {
+    let Ok((containers, _)) = labelled(docker, KIND_CLUSTER_LABEL).await else {
+        return Vec::new();
+    };
+    let mut runs: Vec<String> = containers
+        .iter()
+        .filter_map(|c| c.labels.as_ref()?.get(KIND_CLUSTER_LABEL))
+        .filter_map(|cluster| run_of_kind_cluster(cluster))
+        .collect();
+    runs.sort();
+    runs.dedup();
+    runs
+}
+
+/// `nj-<run id>-<suffix>` → the run id (run ids contain a dash themselves; the suffix does not).
+pub fn run_of_kind_cluster(cluster: &str) -> Option<String> {
+    let (run, suffix) = cluster.strip_prefix("nj-")?.rsplit_once('-')?;
+    (!run.is_empty() && !suffix.is_empty()).then(|| run.to_string())
+}
+
 /// The kind node containers of a run, removed by force.
 pub async fn remove_kind_nodes(docker: &Docker, run_id: &str) -> usize {
     let Ok(containers) = kind_nodes(docker, run_id).await else {
@@ -333,4 +354,18 @@ pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kind_cluster_names_give_their_run() {
+        assert_eq!(
+            super::run_of_kind_cluster("nj-6b045ebe-6c3f88-218").as_deref(),
+            Some("6b045ebe-6c3f88")
+        );
+        assert_eq!(super::run_of_kind_cluster("kind"), None);
+        assert_eq!(super::run_of_kind_cluster("nj-"), None);
+        assert_eq!(super::run_of_kind_cluster("other-6b045ebe-6c3f88-218"), None);
+    }
 }

@@ -136,6 +136,15 @@ fn parent_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Removes a file when dropped (a PID record whose process has ended).
+pub struct RemoveOnDrop(pub std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Kills `pid` and every process descended from it (SIGKILL): a timed-out `bash build.sh` must not leave its
 /// `go build` running. Descendants are collected first, so none is reparented away mid-walk.
 pub fn kill_tree(pid: u32) {

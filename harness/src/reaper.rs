@@ -56,10 +56,8 @@ fn kill_recorded(dir: &std::path::Path) -> usize {
             .map(|e| e.to_string_lossy().trim_end_matches(" (deleted)").to_string())
             == Some(program.to_string())
         {
-            // SAFETY: kill(2) on a PID verified to run the recorded program.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
+            // With what it started: a recorded `kind create` may be running `docker run` itself.
+            crate::process::kill_tree(pid);
             killed += 1;
         }
     }
@@ -108,14 +106,20 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
         }
     }
     if let Some(d) = docker {
+        let mut dead: Vec<String> = Vec::new();
         if let Ok(owners) = docker::owners(d).await {
-            for (run, pid) in owners {
-                if !alive(pid) {
-                    reaped.docker_objects += remove_run_objects(d, &run).await;
-                    if !reaped.runs.contains(&run) {
-                        reaped.runs.push(run);
-                    }
-                }
+            dead.extend(owners.into_iter().filter(|(_, pid)| !alive(*pid)).map(|(run, _)| run));
+        }
+        // kind's containers carry no label of ours: a run is found by their name, and is dead when no live process
+        // owns its state directory (a `kind create` in flight when its run was killed can leave one behind after
+        // everything else of the run is gone).
+        dead.extend(docker::kind_runs(d).await.into_iter().filter(|run| !run_alive(run)));
+        dead.sort();
+        dead.dedup();
+        for run in dead {
+            reaped.docker_objects += remove_run_objects(d, &run).await;
+            if !reaped.runs.contains(&run) {
+                reaped.runs.push(run);
             }
         }
     }
@@ -126,12 +130,21 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
     reaped
 }
 
+/// Whether a live process owns the run's state directory.
+fn run_alive(run: &str) -> bool {
+    std::fs::read_to_string(runs_dir().join(run).join("owner.pid"))
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        .is_some_and(alive)
+}
+
 /// Removes a run's containers and networks, looking again until none is left (bounded): a container whose
 /// creation was in flight when its owner died can show up a moment after the first pass.
 async fn remove_run_objects(d: &testcontainers::bollard::Docker, run: &str) -> usize {
-    // kind's node containers first: they hold the run network.
-    let mut removed = docker::remove_kind_nodes(d, run).await;
+    let mut removed = 0;
     for _ in 0..20 {
+        // kind's node containers first: they hold the run network.
+        removed += docker::remove_kind_nodes(d, run).await;
         removed += docker::remove_labelled(d, docker::RUN_LABEL, Some(run))
             .await
             .unwrap_or(0);

@@ -290,10 +290,13 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         shim.apply(&mut create);
     }
     let t0 = Instant::now();
-    let created = crate::deadline::output(
+    // Recorded while it runs: if the run is killed, the reaper ends kind (and its `docker run`) before removing
+    // the containers it made.
+    let created = crate::deadline::output_recorded(
         &mut create,
         &format!("kind create cluster --name {name}"),
         crate::deadline::KIND_CREATE,
+        Some((&ctx.pids_dir, "kind-create", &kind)),
     )
     .await;
     let log = dir.join("kind-create.log");
