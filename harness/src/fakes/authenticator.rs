@@ -150,6 +150,17 @@ impl Authenticator {
         })
     }
 
+    /// Whether a control plane other than `control_plane` serves the cluster name now (a scenario using it runs).
+    pub fn served_elsewhere(&self, control_plane: &str, name: &str) -> bool {
+        self.bindings
+            .read()
+            .map(|b| {
+                b.iter()
+                    .any(|(cp, x)| cp != control_plane && x.clusters.contains_key(name))
+            })
+            .unwrap_or(false)
+    }
+
     fn withdraw(&self, control_plane: &str, name: &str) {
         let Ok(mut b) = self.bindings.write() else {
             return;

@@ -71,6 +71,8 @@ pub struct Environment {
     assets: Mutex<HashMap<String, K8sAssets>>,
     images: Mutex<HashMap<String, NodeImage>>,
     clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
+    /// One trial of a scenario at a time (its providers' trials share names).
+    scenario_locks: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
     /// One IAM scenario at a time on a shared control plane (aws-auth is cluster-wide).
     iam_leases: std::sync::Mutex<HashMap<ClusterSpec, Arc<Mutex<()>>>>,
     cluster_count: std::sync::atomic::AtomicUsize,
@@ -185,6 +187,7 @@ impl Environment {
             images: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
             iam_leases: Default::default(),
+            scenario_locks: Default::default(),
             cluster_count: Default::default(),
             sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
             sandbox_lock: Mutex::new(()),
@@ -320,6 +323,15 @@ impl Environment {
         });
         clusters.insert(spec.clone(), shared.clone());
         Ok((shared, true))
+    }
+
+    /// Exclusive use of the scenario's names (node containers, cluster name) by one of its trials.
+    pub async fn scenario_lock(&self, scenario: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.scenario_locks.lock().unwrap_or_else(|p| p.into_inner());
+            locks.entry(scenario.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Exclusive use of the control plane for `spec` by one IAM scenario, held until the guard drops.

@@ -37,6 +37,10 @@ pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> Scenari
         report.outcome = Outcome::Ignored(reason);
         return report;
     }
+    // One provider's trial of a scenario at a time: the trials of one scenario on several providers share its node
+    // container names and its cluster name (the fake EKS's record, the token webhook's cluster), so two at once
+    // would collide.
+    let _one_at_a_time = env.scenario_lock(&scenario.name).await;
     let mut owned = None;
     let result = run_inner(env, scenario, &mut report, &mut owned).await;
     if let Some(spec) = owned {
@@ -422,8 +426,10 @@ fn announce_cluster(
     cluster: &SharedCluster,
     name: &str,
 ) -> Result<(Arc<ClusterRecord>, Announcement)> {
+    // A name another control plane's scenario uses now is refused; one an earlier scenario (say the same scenario
+    // on another provider) used is taken over.
     if let Some(existing) = env.eks.get(name) {
-        if existing.endpoint != cluster.endpoint {
+        if existing.endpoint != cluster.endpoint && env.authenticator.served_elsewhere(&cluster.id, name) {
             return Err(Error::ScenarioInvalid {
                 file: std::path::PathBuf::from(&sc.name),
                 message: format!("EKS cluster name '{name}' is already used by another control plane in this run; give the scenario its own cluster.name"),
