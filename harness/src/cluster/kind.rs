@@ -342,7 +342,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         cert_pem: read("/etc/kubernetes/pki/ca.crt")?,
         key_pem: read("/etc/kubernetes/pki/ca.key")?,
     });
-    super::container::Started {
+    let mut cp = super::container::Started {
         component: "kind",
         endpoint: format!("https://{cp}:6443"),
         admin_server,
@@ -354,7 +354,36 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         containers: Box::new(KindCluster { name, kind }),
     }
     .connect()
-    .await
+    .await?;
+    if let Err(e) = pin_kube_proxy(&cp.client).await {
+        let dir = cp.dir.clone();
+        if let Some(c) = cp.containers.take() {
+            c.remove(dir).await;
+        }
+        return Err(kind_err(e));
+    }
+    Ok(cp)
+}
+
+/// Keeps kubeadm's kube-proxy DaemonSet on the kind node: the scenario's nodes have no kube-proxy image and no
+/// registry to pull one from (and the local provider runs none either). On the kind node it makes Service IPs
+/// work, so CoreDNS there reaches the API server.
+async fn pin_kube_proxy(client: &kube::Client) -> std::result::Result<(), String> {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "kube-system");
+    let patch = serde_json::json!({
+        "spec": { "template": { "spec": { "nodeSelector": { "node-role.kubernetes.io/control-plane": "" } } } }
+    });
+    match api
+        .patch("kube-proxy", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // A cluster without kube-proxy (kubeProxyMode: none) has nothing to pin.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(format!("pinning kube-proxy to the kind node: {e}")),
+    }
 }
 
 #[cfg(test)]
