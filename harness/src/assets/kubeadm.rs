@@ -84,22 +84,15 @@ async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result:
 
 /// `fixtures/k8s-build/build.sh VERSION OUT kubeadm kubectl kube-scheduler kube-proxy`.
 async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
-    let script = crate::paths::fixtures_dir().join("k8s-build").join("build.sh");
-    if super::which("go").is_none() {
-        return Err("`go` is not on PATH".into());
-    }
-    let steps = Steps::new(
+    super::run_go_build_script(
+        "k8s-build",
         &format!("build kubeadm binaries {version} from Go modules"),
         BINARIES.len() as u64,
-    );
-    let log = out.with_extension("build.log");
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg(&script).arg(version).arg(out).args(BINARIES);
-    crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
-        .await
-        .map_err(|e| format!("{e} (full log: {})", log.display()))?;
-    steps.finish("built");
-    Ok(())
+        (&[], &BINARIES),
+        version,
+        out,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -296,20 +296,20 @@ async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> 
         "k8s-build",
         &format!("build Kubernetes {version} from Go modules"),
         4,
-        &[],
+        (&[], &[]),
         version,
         out,
     )
     .await
 }
 
-/// Runs `fixtures/<dir>/build.sh VERSION OUT` with Go on PATH, its `step N/M` lines shown as progress and its
-/// output kept in `<out>.build.log`.
+/// Runs `fixtures/<dir>/build.sh [BEFORE...] VERSION OUT [AFTER...]` with Go on PATH, its `step N/M` lines shown
+/// as progress and its output kept in `<out>.build.log`.
 pub(crate) async fn run_go_build_script(
     dir: &str,
     title: &str,
     steps: u64,
-    args: &[&str],
+    (before, after): (&[&str], &[&str]),
     version: &str,
     out: &Path,
 ) -> std::result::Result<(), String> {
@@ -323,7 +323,7 @@ pub(crate) async fn run_go_build_script(
     let steps = Steps::new(title, steps);
     let log = out.with_extension("build.log");
     let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg(&script).args(args).arg(version).arg(out);
+    cmd.arg(&script).args(before).arg(version).arg(out).args(after);
     crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
         .await
         .map_err(|e| format!("{e} (full log: {})", log.display()))?;

@@ -229,7 +229,8 @@ impl GoTool {
         } else {
             vec![self.module, self.package]
         };
-        if let Err(e) = super::run_go_build_script(self.build_dir, &title, self.steps, &args, &version, &staging).await
+        if let Err(e) =
+            super::run_go_build_script(self.build_dir, &title, self.steps, (&args, &[]), &version, &staging).await
         {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(self.unavailable(

@@ -72,12 +72,31 @@ pub struct Environment {
     images: Mutex<HashMap<String, NodeImage>>,
     clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
     /// One trial of a scenario at a time (its providers' trials share names).
-    scenario_locks: std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    scenario_locks: KeyedLocks<String>,
     /// One IAM scenario at a time on a shared control plane (aws-auth is cluster-wide).
-    iam_leases: std::sync::Mutex<HashMap<ClusterSpec, Arc<Mutex<()>>>>,
+    iam_leases: KeyedLocks<ClusterSpec>,
     cluster_count: std::sync::atomic::AtomicUsize,
     sysctl: std::sync::Mutex<Option<SysctlGuard>>,
     sandbox_lock: Mutex<()>,
+}
+
+/// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.
+struct KeyedLocks<K>(std::sync::Mutex<HashMap<K, Arc<Mutex<()>>>>);
+
+impl<K> Default for KeyedLocks<K> {
+    fn default() -> Self {
+        Self(std::sync::Mutex::new(HashMap::new()))
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> KeyedLocks<K> {
+    async fn lock(&self, key: &K) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            locks.entry(key.clone()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
 }
 
 /// Where the node image keeps the `docker save` archive of our pause image.
@@ -327,20 +346,12 @@ impl Environment {
 
     /// Exclusive use of the scenario's names (node containers, cluster name) by one of its trials.
     pub async fn scenario_lock(&self, scenario: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self.scenario_locks.lock().unwrap_or_else(|p| p.into_inner());
-            locks.entry(scenario.to_string()).or_default().clone()
-        };
-        lock.lock_owned().await
+        self.scenario_locks.lock(&scenario.to_string()).await
     }
 
     /// Exclusive use of the control plane for `spec` by one IAM scenario, held until the guard drops.
     pub async fn iam_lease(&self, spec: &ClusterSpec) -> tokio::sync::OwnedMutexGuard<()> {
-        let lease = {
-            let mut leases = self.iam_leases.lock().unwrap_or_else(|p| p.into_inner());
-            leases.entry(spec.clone()).or_default().clone()
-        };
-        lease.lock_owned().await
+        self.iam_leases.lock(spec).await
     }
 
     /// Stops a control plane owned by one scenario (`spec.owner`), once that scenario is done with it.
