@@ -19,6 +19,10 @@ pub const KIND_CREATE: Duration = Duration::from_secs(10 * 60);
 pub const DOCKER_CLI: Duration = Duration::from_secs(120);
 /// A one-shot probe of a local program, such as `kubelet --version`.
 pub const TOOL_PROBE: Duration = Duration::from_secs(30);
+/// systemd finishing its boot in a node container: about 1 s alone, 50 s for 50 nodes started at once on 2 cores.
+pub const SYSTEMD_BOOT: Duration = Duration::from_secs(120);
+/// A dockerd nodejoin started must answer within this (it usually does in 1-3 s).
+pub const DOCKERD_START: Duration = Duration::from_secs(60);
 /// Waiting for another process that holds a cache lock (it may be building what the lock guards).
 pub const CACHE_LOCK: Duration = Duration::from_secs(45 * 60);
 /// The clean-up after SIGINT, SIGTERM or SIGHUP: whatever is left after this, `nodejoin reap` removes.

@@ -77,6 +77,14 @@ pub enum Error {
 
     #[error("{what}: {message}")]
     Process { what: String, message: String },
+
+    /// A step of the scenario pipeline found what an earlier step should have made missing (a harness bug).
+    #[error("scenario pipeline: {0}")]
+    Pipeline(String),
+
+    /// The host lacks something nodejoin cannot set up by itself (Docker engine, a package, root).
+    #[error("host: {what}; to fix it: {fix}")]
+    Host { what: String, fix: String },
 }
 
 impl Error {
@@ -107,6 +115,8 @@ impl Error {
             }
             Error::Timeout { .. } => "the deadline is generous, so something hangs: see the logs under target/nodejoin/<run>/ and `docker ps`; `nodejoin reap` removes what a killed run left",
             Error::Process { .. } => "check the program is installed and on PATH (`nodejoin doctor`)",
+            Error::Pipeline(_) => "a harness bug: please report it with the run's report.txt",
+            Error::Host { .. } => "`nodejoin doctor` lists what is missing and the command that fixes it",
         }
     }
 

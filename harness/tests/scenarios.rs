@@ -137,11 +137,24 @@ fn exit_with(message: impl std::fmt::Display) -> ! {
 fn main() {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
-    let args = Arguments::from_args();
+    let mut args = Arguments::from_args();
+    // Trials run in parallel like `nodejoin run -j`: most of a scenario's time is waiting. `--test-threads`,
+    // RUST_TEST_THREADS or NODEJOIN_JOBS set it.
+    if args.test_threads.is_none() {
+        let from_env = std::env::var("RUST_TEST_THREADS").ok().and_then(|v| v.parse().ok());
+        args.test_threads = Some(from_env.unwrap_or_else(nodejoin::run::runner::default_jobs));
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),
     };
+    // A fresh machine: README's test command prepares the host itself (missing packages, the Docker engine)
+    // before the cheap probes decide what can run; listing alone changes nothing.
+    if !args.list {
+        if let Err(e) = rt.block_on(nodejoin::host::prepare()) {
+            eprintln!("[nodejoin] host not ready: {e}\n  hint: {}", e.hint());
+        }
+    }
     let files = nodejoin::scenario::discover(&[nodejoin::paths::workspace_root().join("scenarios")])
         .unwrap_or_else(|e| exit_with(e));
     let enabled =

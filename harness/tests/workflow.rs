@@ -250,6 +250,28 @@ fn ci_run_runs_the_readme_command_and_the_nextest_proof() {
         .expect("README has the test command in a sh block after 'Run the tests'");
     assert_eq!(command, "cargo test --workspace");
     let lines: Vec<&str> = ci.lines().map(str::trim).collect();
+    // README's first command runs first, before anything else touches the host (no setup script, no Docker
+    // engine started by CI): it must prepare the host itself.
+    let first = readme
+        .split("Run the bundled scenarios")
+        .nth(1)
+        .and_then(|r| r.split("```sh\n").nth(1))
+        .and_then(|r| r.split("\n```").next())
+        .expect("README has the run command in a sh block after 'Run the bundled scenarios'");
+    assert_eq!(first, "cargo run --bin nodejoin -- run scenarios/");
+    let first_at = lines
+        .iter()
+        .position(|l| *l == first)
+        .expect(".ci/run runs README's first command");
+    let commands_before: Vec<&&str> = lines[..first_at]
+        .iter()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| l.contains("setup-host") || l.contains("provision") || l.contains("dockerd"))
+        .collect();
+    assert!(
+        commands_before.is_empty(),
+        "nothing prepares the host before README's first command: {commands_before:?}"
+    );
     let test_at = lines
         .iter()
         .position(|l| *l == command)
@@ -258,7 +280,10 @@ fn ci_run_runs_the_readme_command_and_the_nextest_proof() {
         .iter()
         .position(|l| *l == "bash ci/nextest-skips.sh")
         .expect(".ci/run runs ci/nextest-skips.sh");
-    assert!(test_at < proof_at, "the README's command runs first");
+    assert!(
+        first_at < test_at && test_at < proof_at,
+        "README's two commands run first, in order"
+    );
     let proof = std::fs::read_to_string(root().join("ci/nextest-skips.sh")).expect("ci/nextest-skips.sh");
     assert!(
         proof.contains("cargo install cargo-nextest --version \"$NEXTEST_VERSION\" --locked"),

@@ -39,3 +39,36 @@ impl Check {
         Self::new(name, passed, format!("{expected:?}"), format!("{actual:?}"))
     }
 }
+
+/// Turns the checks of a group (its nodes' and its own, named `<owner>/<what>`) listed in `failing_checks`
+/// around: each must have failed (it then passes, marked as an expected failure, its findings kept); one that
+/// passed, or a pattern no check matches, fails.
+pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_checks: &[String]) {
+    let node = owners.first().cloned().unwrap_or_default();
+    for pattern in failing_checks {
+        let mut matched = false;
+        for c in checks.iter_mut() {
+            let Some(what) = owners
+                .iter()
+                .find_map(|o| c.name.strip_prefix(o.as_str()).and_then(|r| r.strip_prefix('/')))
+            else {
+                continue;
+            };
+            if !crate::fakes::calls::glob(pattern, what) {
+                continue;
+            }
+            matched = true;
+            c.expected = format!("to fail (failingChecks), i.e. not: {}", c.expected);
+            c.passed = !c.passed;
+            c.xfail = true;
+        }
+        if !matched {
+            checks.push(Check::new(
+                format!("{node}/failingChecks {pattern}"),
+                false,
+                "a check of this name that fails",
+                "no such check ran",
+            ));
+        }
+    }
+}

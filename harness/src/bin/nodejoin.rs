@@ -1,8 +1,12 @@
 //! The `nodejoin` CLI: provision assets and the node image, check the machine, run scenarios.
 use clap::{Parser, Subcommand};
-use nodejoin::run::{report, Environment};
+use nodejoin::reporter::{self, Format};
+use nodejoin::run::events::{Event, EventSink, Reporter};
+use nodejoin::run::{report, Environment, LazyEnvironment};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::runtime::Runtime;
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +47,12 @@ enum Command {
         /// named here must run: if it cannot, the exit code is 4.
         #[arg(long, value_parser = ["local", "k3s", "kind"])]
         provider: Option<String>,
+        /// How many scenarios run at once (default: NODEJOIN_JOBS, else 4 per core up to 8, as memory allows).
+        #[arg(short = 'j', long)]
+        jobs: Option<usize>,
+        /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout).
+        #[arg(long, default_value = "human", value_parser = ["human", "json"])]
+        format: String,
     },
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
@@ -101,12 +111,37 @@ fn fail(e: &nodejoin::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
     let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => {
+            eprintln!("error: cannot start a tokio runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match cli.command {
+        // These two share the test harness's environment handling (start on first use, clean up on signals,
+        // shut down at the end): `LazyEnvironment`, driven from this thread.
+        Command::Run {
+            scenarios,
+            junit,
+            provider,
+            jobs,
+            format,
+        } => {
+            let format = nodejoin::reporter::Format::parse(&format).unwrap_or_default();
+            run(rt, scenarios, junit, provider.as_deref(), jobs, format)
+        }
+        Command::Mutate { only, list, scenarios } => mutate(rt, &only, list, &scenarios),
+        command => rt.block_on(other(command)),
+    }
+}
+
+async fn other(command: Command) -> ExitCode {
+    match command {
         Command::Assets { version } => {
             let result = async {
                 let a = nodejoin::assets::resolve(&version).await?;
@@ -136,7 +171,7 @@ async fn main() -> ExitCode {
             },
         } => {
             let result = async {
-                let docker = nodejoin::docker::connect().await?;
+                let docker = nodejoin::host::prepare().await?;
                 let image = nodejoin::node::kind_image::ensure(&docker, &version).await?;
                 // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
                 let kind = nodejoin::cluster::kind::ensure_kind().await?;
@@ -167,7 +202,7 @@ async fn main() -> ExitCode {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
                 let tools = nodejoin::assets::tools::NodeTools::resolve().await?;
-                let docker = nodejoin::docker::connect().await?;
+                let docker = nodejoin::host::prepare().await?;
                 let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
                 let over = match &overlay {
                     Some(dir) => {
@@ -225,35 +260,28 @@ async fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Run {
-            scenarios,
-            junit,
-            provider,
-        } => run(scenarios, junit, provider.as_deref()).await,
-        Command::Mutate { only, list, scenarios } => mutate(&only, list, &scenarios).await,
+        Command::Run { .. } | Command::Mutate { .. } => ExitCode::from(2),
     }
 }
 
-/// The run's environment, with SIGINT, SIGTERM and SIGHUP handlers installed first: a signal at any point
-/// removes what the run has created so far.
-async fn start_environment() -> Result<std::sync::Arc<Environment>, ExitCode> {
-    let started = nodejoin::signals::exit_on_termination_once_started().map_err(|e| {
+/// The run's environment (signal handlers installed first: a signal at any point removes what the run has
+/// created so far), started now so start-up errors come before any output.
+fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), ExitCode> {
+    let lazy = LazyEnvironment::new(rt.clone()).map_err(|e| {
         eprintln!("error: cannot install signal handlers: {e}");
         ExitCode::from(2)
     })?;
-    let env = Environment::start().await.map_err(|e| fail(&e))?;
-    let _ = started.set(env.run_id.clone());
-    Ok(env)
+    match lazy.get() {
+        Ok(env) => Ok((lazy, env)),
+        Err(message) => {
+            eprintln!("error: {message}");
+            let _ = lazy.finish();
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
-/// Shuts the environment down and waits out a signal's clean-up if one is running; what the run left behind.
-async fn finish(env: std::sync::Arc<Environment>) -> Vec<String> {
-    let leftovers = env.shutdown().await;
-    nodejoin::signals::wait_if_terminating().await;
-    leftovers
-}
-
-async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> ExitCode {
+fn mutate(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &std::path::Path) -> ExitCode {
     use nodejoin::mutate;
     let selected = match mutate::select(only) {
         Ok(m) => m,
@@ -280,18 +308,19 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
             return ExitCode::from(2);
         }
     };
-    let env = match start_environment().await {
-        Ok(env) => env,
+    let (lazy, env) = match start_environment(&rt) {
+        Ok(started) => started,
         Err(code) => return code,
     };
     let mut results = Vec::new();
     let controls = mutate::Controls::default();
     for m in &selected {
-        let r = mutate::run(&env, &controls, m, scenarios, scratch.path()).await;
+        let r = rt.block_on(mutate::run(&env, &controls, m, scenarios, scratch.path()));
         println!("{}", r.line());
         results.push(r);
     }
-    let leftovers = finish(env).await;
+    drop(env);
+    let leftovers = lazy.finish();
     println!("\n{}", mutate::summary(&results));
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {leftovers:?}");
@@ -304,7 +333,14 @@ async fn mutate(only: &[String], list: bool, scenarios: &std::path::Path) -> Exi
     }
 }
 
-async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -> ExitCode {
+fn run(
+    rt: Arc<Runtime>,
+    paths: Vec<PathBuf>,
+    junit: Option<PathBuf>,
+    asked: Option<&str>,
+    jobs: Option<usize>,
+    format: Format,
+) -> ExitCode {
     use nodejoin::scenario::model::Provider;
     use nodejoin::scenario::trials;
     let provider = asked.and_then(Provider::parse).unwrap_or_default();
@@ -373,7 +409,7 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -
         return ExitCode::from(EXIT_NOTHING_RAN);
     }
     if required {
-        match provider_unavailable(provider, &applicable).await {
+        match rt.block_on(provider_unavailable(provider, &applicable)) {
             Ok(None) => {}
             Ok(Some(why)) => {
                 eprintln!("error: provider {} cannot run here: {why}", provider.as_str());
@@ -390,41 +426,41 @@ async fn run(paths: Vec<PathBuf>, junit: Option<PathBuf>, asked: Option<&str>) -
             Err(e) => return fail(&e),
         }
     }
-    let env = match start_environment().await {
-        Ok(env) => env,
+    let (lazy, env) = match start_environment(&rt) {
+        Ok(started) => started,
         Err(code) => return code,
     };
     let run_id = env.run_id.clone();
     let run_dir = env.run_dir.clone();
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
-    eprintln!(
-        "[nodejoin] run {run_id}: {} scenario(s); artifacts in {}",
-        scenarios.len(),
-        run_dir.display()
-    );
-    let mut reports = Vec::new();
-    for (file, s) in &scenarios {
-        let r = nodejoin::run::scenario::run(&env, s, file).await;
-        print!("{}", r.render());
-        for line in r.failure_lines() {
-            eprintln!("FAIL {}: {line}", r.name);
-        }
-        reports.push(r);
-    }
-    let leftovers = finish(env).await;
-    println!("\n{}", report::summary_table(&reports));
+    let jobs = jobs.unwrap_or_else(nodejoin::run::runner::default_jobs).max(1);
     let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
-    match report::junit(&reports, &run_id) {
-        Ok(xml) => {
-            if let Err(e) = std::fs::write(&junit_path, xml) {
-                eprintln!("error: cannot write {}: {e}", junit_path.display());
-            } else {
-                println!("JUnit report: {}", junit_path.display());
-            }
-        }
-        Err(e) => eprintln!("error: JUnit report: {e}"),
-    }
+    let mut reporters: Vec<Box<dyn Reporter>> = match format {
+        Format::Human => vec![Box::new(reporter::human::Human::new())],
+        Format::Json => vec![Box::new(reporter::json::JsonLines::new(std::io::stdout()))],
+    };
+    reporters.push(Box::new(reporter::junit::Junit::new(
+        &run_id,
+        junit_path,
+        format == Format::Json,
+    )));
+    let events = EventSink::to(reporters);
+    let started = std::time::Instant::now();
+    events.emit(Event::RunStarted {
+        run_id: run_id.clone(),
+        artifacts: run_dir.clone(),
+        scenarios: scenarios.len(),
+        jobs,
+    });
+    let reports = rt.block_on(nodejoin::run::runner::run_all(&env, &scenarios, jobs, &events));
+    drop(env);
+    let leftovers = lazy.finish();
+    events.emit(Event::RunFinished {
+        reports: Arc::new(reports.clone()),
+        wall: started.elapsed(),
+        leftovers: leftovers.clone(),
+    });
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {leftovers:?}");
         return ExitCode::from(1);

@@ -405,7 +405,8 @@ mod tests {
                 id: "c0ffee".into(),
                 created: SystemTime::now(),
                 creating_for_calls: Default::default(),
-                creating_until: None,
+                creating_for: None,
+                first_described: Default::default(),
                 authentication_mode: AuthenticationMode::Api,
                 access_entries: RwLock::new(Vec::new()),
             });

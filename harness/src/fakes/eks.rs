@@ -31,8 +31,11 @@ pub struct ClusterRecord {
     pub created: SystemTime,
     /// DescribeCluster calls that still answer `CREATING` before the cluster turns `ACTIVE`.
     pub creating_for_calls: AtomicU32,
-    /// DescribeCluster answers `CREATING` until then.
-    pub creating_until: Option<SystemTime>,
+    /// DescribeCluster answers `CREATING` for this long from the first DescribeCluster call: counted from the
+    /// node's first look rather than from the scenario's start, so a slow (loaded) machine still sees the fault.
+    pub creating_for: Option<std::time::Duration>,
+    /// When the first DescribeCluster call came.
+    pub first_described: std::sync::OnceLock<SystemTime>,
     pub authentication_mode: AuthenticationMode,
     pub access_entries: RwLock<Vec<AccessEntry>>,
 }
@@ -44,7 +47,8 @@ impl ClusterRecord {
 
     /// The DescribeCluster response body; `status` moves CREATING → ACTIVE as calls are made.
     fn describe(&self) -> serde_json::Value {
-        let creating = self.creating_until.is_some_and(|t| SystemTime::now() < t)
+        let first = *self.first_described.get_or_init(SystemTime::now);
+        let creating = self.creating_for.is_some_and(|d| SystemTime::now() < first + d)
             || self
                 .creating_for_calls
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -285,7 +289,8 @@ mod tests {
             id: "c0ffee".into(),
             created: SystemTime::now(),
             creating_for_calls: AtomicU32::new(creating),
-            creating_until: None,
+            creating_for: None,
+            first_described: Default::default(),
             authentication_mode: mode,
             access_entries: RwLock::new(Vec::new()),
         }

@@ -78,7 +78,14 @@ pub struct Environment {
     cluster_count: std::sync::atomic::AtomicUsize,
     sysctl: std::sync::Mutex<Option<SysctlGuard>>,
     sandbox_lock: Mutex<()>,
+    /// Node containers that may run at once across the scenarios of this process (see [`NODE_SLOTS`]).
+    node_slots: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many node containers the scenarios of one process run at once: enough for the bundled scenarios' usual
+/// one or two nodes times the parallel jobs, so a scenario with a large node group (the scale scenario's 50)
+/// waits for the machine to itself instead of starving a dozen others of CPU and hitting their deadlines.
+pub const NODE_SLOTS: u32 = 16;
 
 /// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.
 struct KeyedLocks<K>(std::sync::Mutex<HashMap<K, Arc<Mutex<()>>>>);
@@ -105,7 +112,8 @@ const PAUSE_ARCHIVE: &str = "/opt/nodejoin/pause.tar";
 impl Environment {
     /// Reaps what killed runs left, then creates the run network and starts the fakes on its gateway.
     pub async fn start() -> Result<Arc<Self>> {
-        let docker = docker::connect().await?;
+        // A fresh machine: missing packages installed, the Docker engine started (see `host`).
+        let docker = crate::host::prepare().await?;
         crate::reaper::reap_stale(Some(&docker)).await;
         let run_id = crate::reaper::new_run_id();
         crate::signals::starting(&run_id);
@@ -210,6 +218,7 @@ impl Environment {
             cluster_count: Default::default(),
             sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
             sandbox_lock: Mutex::new(()),
+            node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
         }))
     }
 
@@ -350,6 +359,21 @@ impl Environment {
     }
 
     /// Exclusive use of the control plane for `spec` by one IAM scenario, held until the guard drops.
+    /// Room for `nodes` node containers (a larger group takes all of it), held while the permit lives; the
+    /// semaphore is fair, so a large scenario waiting is not overtaken by small ones.
+    pub async fn node_slots(&self, nodes: u32) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.node_slots
+            .clone()
+            .acquire_many_owned(nodes.clamp(1, NODE_SLOTS))
+            .await
+            .map_err(|e| Error::Pipeline(format!("node slots: {e}")))
+    }
+
+    /// Whether `nodes` node containers would have to wait for room now.
+    pub fn node_slots_busy(&self, nodes: u32) -> bool {
+        self.node_slots.available_permits() < nodes.clamp(1, NODE_SLOTS) as usize
+    }
+
     pub async fn iam_lease(&self, spec: &ClusterSpec) -> tokio::sync::OwnedMutexGuard<()> {
         self.iam_leases.lock(spec).await
     }

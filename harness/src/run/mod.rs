@@ -1,8 +1,11 @@
 //! Running scenarios: the shared environment of a process (network, fakes, control planes), the per-scenario
 //! pipeline of small named actions, and the reports.
+mod actions;
+pub mod aggregate;
 pub mod artifacts;
 mod boot;
 pub mod env;
+pub mod events;
 pub mod failfast;
 pub mod files;
 pub mod iam;
@@ -12,6 +15,7 @@ mod node_checks;
 mod observe;
 pub mod pod;
 pub mod report;
+pub mod runner;
 pub mod scenario;
 pub mod userdata;
 pub mod verdict;

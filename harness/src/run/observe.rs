@@ -122,10 +122,11 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
             return Some(dead);
         }
-        if nodes.iter().all(|n| n.done) {
+        let waiting = nodes.iter().filter(|n| !n.done).count();
+        if waiting == 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(poll_interval(waiting)).await;
     }
     for n in nodes.iter_mut().filter(|n| !n.expect().evidence.is_empty()) {
         gather_evidence(env, cluster, n).await;
@@ -144,6 +145,13 @@ fn after_ready_watched(n: &RunningNode, since: Duration) -> bool {
 
 /// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
 /// started it, nodeadm failed), keeping the cause.
+/// How long to wait between two looks at the cluster: 200 ms for a few nodes, longer for many (each look lists
+/// every CSR and Node and probes each waiting node; for 50 nodes every 200 ms that was the busiest process on
+/// the machine), at most 1 s.
+fn poll_interval(waiting: usize) -> Duration {
+    Duration::from_millis((200 + 20 * waiting.saturating_sub(5) as u64).min(1000))
+}
+
 pub(super) async fn probe_failure(n: &mut RunningNode) {
     let user_data = n.group.user_data.is_some();
     let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
@@ -243,5 +251,18 @@ pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             .lines()
             .find(|l| l.contains(&wanted))
             .map(|l| l.trim().chars().take(400).collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_waiting_nodes_are_looked_at_less_often() {
+        assert_eq!(poll_interval(1), Duration::from_millis(200));
+        assert_eq!(poll_interval(5), Duration::from_millis(200));
+        assert_eq!(poll_interval(30), Duration::from_millis(700));
+        assert_eq!(poll_interval(50), Duration::from_millis(1000));
     }
 }

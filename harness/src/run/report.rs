@@ -51,6 +51,10 @@ pub struct ScenarioReport {
     pub call_log: String,
     /// Notes worth printing (approver decisions, evidence quotes, reaped leftovers).
     pub notes: Vec<String>,
+    /// The control plane's processes and their RSS in KiB, read when the join was observed (local provider).
+    pub control_plane_rss: Vec<(String, u64)>,
+    /// How many calls the scenario's nodes made to the fakes.
+    pub call_count: usize,
 }
 
 impl ScenarioReport {
@@ -66,6 +70,8 @@ impl ScenarioReport {
             artifacts: None,
             call_log: String::new(),
             notes: vec![],
+            control_plane_rss: vec![],
+            call_count: 0,
         }
     }
 
@@ -130,6 +136,9 @@ impl ScenarioReport {
                 .collect();
             out.push_str(&format!("    {}\n", parts.join(" | ")));
         }
+        for line in super::aggregate::lines(self, AGGREGATE_FROM_NODES) {
+            out.push_str(&format!("  nodes: {line}\n"));
+        }
         let passed = self.checks.iter().filter(|c| c.passed).count();
         out.push_str(&format!("  checks: {passed}/{} passed\n", self.checks.len()));
         for c in &self.checks {
@@ -168,6 +177,9 @@ pub fn check_line(c: &Check) -> String {
         c.actual
     )
 }
+
+/// Reports of this many nodes or more carry the aggregate lines (`aggregate`).
+pub const AGGREGATE_FROM_NODES: usize = 3;
 
 pub fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())

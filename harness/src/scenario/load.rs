@@ -3,6 +3,10 @@ use super::model::Scenario;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
+/// A sanity bound on a node group's size; whether the machine can hold the nodes is checked when the scenario
+/// runs (`node::capacity`).
+pub const MAX_GROUP_NODES: u32 = 1000;
+
 /// Parses scenario text; `file` is only used in error messages.
 pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
     let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
@@ -114,8 +118,11 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         if !names.insert(&n.name) {
             return Err(invalid(file, format!("node group name '{}' is used twice", n.name)));
         }
-        if n.count == 0 || n.count > 8 {
-            return Err(invalid(file, format!("node group '{}': count must be 1..=8", n.name)));
+        if n.count == 0 || n.count > MAX_GROUP_NODES {
+            return Err(invalid(
+                file,
+                format!("node group '{}': count must be 1..={MAX_GROUP_NODES} (what this machine can hold is checked when it runs)", n.name),
+            ));
         }
         if !n.expect.joins && n.expect.evidence.is_empty() {
             return Err(invalid(

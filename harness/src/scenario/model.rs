@@ -98,7 +98,7 @@ pub struct Cluster {
     /// DescribeCluster answers CREATING this many times before ACTIVE.
     #[serde(default)]
     pub creating_for_calls: u32,
-    /// DescribeCluster answers CREATING for this long after the scenario starts (e.g. `10s`).
+    /// DescribeCluster answers CREATING for this long from the first DescribeCluster call (e.g. `10s`).
     #[serde(default, deserialize_with = "opt_duration")]
     pub creating_for: Option<Duration>,
     /// EKS access configuration: which of aws-auth and access entries the token webhook consults.

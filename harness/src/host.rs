@@ -1,0 +1,293 @@
+//! Preparing the host, so README's two commands work on a fresh Debian/Ubuntu machine: the Debian packages the
+//! node image build needs, a running Docker engine, and inotify limits large enough for many kubelets. Each is
+//! done only when missing; what cannot be done (not root, no apt-get, no dockerd) is an error saying exactly what
+//! to run. `NODEJOIN_HOST_SETUP=never` turns the changes off (then a missing piece is only reported).
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `never`: report what is missing instead of installing or starting it.
+pub const ENV_HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
+
+/// Where a dockerd started by nodejoin logs.
+pub const DOCKERD_LOG: &str = "/var/log/nodejoin-dockerd.log";
+
+/// A Debian package and how to tell it is installed.
+struct Package {
+    name: &'static str,
+    present: fn() -> bool,
+    why: &'static str,
+}
+
+fn on_path(cmd: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
+        .unwrap_or(false)
+}
+
+const PACKAGES: &[Package] = &[
+    Package {
+        name: "docker.io",
+        present: || on_path("dockerd") || on_path("docker"),
+        why: "node containers",
+    },
+    Package {
+        name: "debootstrap",
+        present: || on_path("debootstrap"),
+        why: "the node image's root filesystem (no registry needed)",
+    },
+    Package {
+        name: "gcc",
+        present: || on_path("gcc"),
+        why: "the static pause binary",
+    },
+    Package {
+        name: "libc6-dev",
+        present: || {
+            Path::new("/usr/lib/x86_64-linux-gnu/libc.a").exists()
+                || Path::new("/usr/lib/aarch64-linux-gnu/libc.a").exists()
+        },
+        why: "the static pause binary",
+    },
+    Package {
+        name: "iptables",
+        present: || on_path("iptables"),
+        why: "the Docker engine's networks",
+    },
+    Package {
+        name: "curl",
+        present: || on_path("curl"),
+        why: "downloads of official Kubernetes binaries",
+    },
+    Package {
+        name: "python3-pip",
+        present: || {
+            std::process::Command::new("python3")
+                .args(["-m", "pip", "--version"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        },
+        why: "the AWS CLI in the node image",
+    },
+];
+
+/// The packages missing here, with why each is needed.
+pub fn missing_packages() -> Vec<(&'static str, &'static str)> {
+    PACKAGES
+        .iter()
+        .filter(|p| !(p.present)())
+        .map(|p| (p.name, p.why))
+        .collect()
+}
+
+fn may_change_host() -> bool {
+    std::env::var(ENV_HOST_SETUP).map(|v| v != "never").unwrap_or(true)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Installs missing packages with apt-get when it may (root, apt-get present, not turned off); otherwise an
+/// error naming the command to run.
+pub async fn ensure_packages() -> Result<()> {
+    let missing = missing_packages();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = missing.iter().map(|(n, _)| *n).collect();
+    let command = format!("apt-get install -y --no-install-recommends {}", names.join(" "));
+    if !(may_change_host() && is_root() && on_path("apt-get")) {
+        let why: Vec<String> = missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
+        return Err(Error::Host {
+            what: format!("missing packages: {}", why.join(", ")),
+            fix: format!("run as root: {command}"),
+        });
+    }
+    let _lock = crate::paths::CacheLock::acquire("host-setup")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let missing: Vec<&str> = missing_packages().iter().map(|(n, _)| *n).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let steps = crate::progress::Steps::new("host: installing Debian packages", 2);
+    steps.step(1, "apt-get update");
+    apt(&["update", "-qq"]).await?;
+    steps.step(2, &format!("apt-get install {}", missing.join(" ")));
+    let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    args.extend(missing.iter().copied());
+    apt(&args).await?;
+    steps.finish(&format!("installed {}", missing.join(" ")));
+    Ok(())
+}
+
+async fn apt(args: &[&str]) -> Result<()> {
+    let out = tokio::process::Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .await
+        .map_err(|e| Error::Process {
+            what: "apt-get".into(),
+            message: e.to_string(),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(Error::Host {
+        what: format!(
+            "apt-get {} failed: {}",
+            args.join(" "),
+            crate::process::last_lines(&err, 5, " / ")
+        ),
+        fix: format!("run `apt-get {}` and see why", args.join(" ")),
+    })
+}
+
+/// A Docker engine that answers: the running one, else a `dockerd` started now (detached, logging to
+/// [`DOCKERD_LOG`]; it keeps running after nodejoin exits, like one started by systemd).
+pub async fn ensure_docker() -> Result<testcontainers::bollard::Docker> {
+    let refused = match crate::docker::connect().await {
+        Ok(d) => return Ok(d),
+        Err(e) => e,
+    };
+    // An engine elsewhere (DOCKER_HOST) or one that runs but does not answer is not ours to start.
+    let custom = std::env::var("DOCKER_HOST")
+        .is_ok_and(|h| !h.is_empty() && h != "unix:///var/run/docker.sock" && h != "unix:///run/docker.sock");
+    if custom || dockerd_running() {
+        return Err(refused);
+    }
+    let fix = "install docker.io and start it: `dockerd &` or `systemctl start docker`".to_string();
+    if !on_path("dockerd") {
+        return Err(Error::Host {
+            what: "no Docker engine answers and dockerd is not installed".into(),
+            fix,
+        });
+    }
+    if !(may_change_host() && is_root()) {
+        return Err(Error::Host {
+            what: "no Docker engine answers (nodejoin starts dockerd only as root, unless NODEJOIN_HOST_SETUP=never)"
+                .into(),
+            fix,
+        });
+    }
+    let _lock = crate::paths::CacheLock::acquire("host-setup")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if let Ok(d) = crate::docker::connect().await {
+        return Ok(d);
+    }
+    let steps = crate::progress::Steps::new("host: starting the Docker engine", 1);
+    steps.step(1, &format!("dockerd (log: {DOCKERD_LOG})"));
+    start_dockerd()?;
+    let start = Instant::now();
+    loop {
+        if let Ok(d) = crate::docker::connect().await {
+            steps.finish("the Docker engine answers");
+            return Ok(d);
+        }
+        if start.elapsed() > crate::deadline::DOCKERD_START {
+            let log = std::fs::read_to_string(DOCKERD_LOG).unwrap_or_default();
+            return Err(Error::Host {
+                what: format!(
+                    "dockerd did not answer within {}; its log ends: {}",
+                    humantime::format_duration(crate::deadline::DOCKERD_START),
+                    crate::process::last_lines(&log, 5, " / ")
+                ),
+                fix: format!("see {DOCKERD_LOG}; `dockerd` run by hand shows why it stops"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Whether a dockerd process exists already (per its pid file), answering or not.
+fn dockerd_running() -> bool {
+    std::fs::read_to_string("/var/run/docker.pid")
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn start_dockerd() -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(DOCKERD_LOG)
+        .map_err(|e| Error::io(DOCKERD_LOG, e))?;
+    let err = log.try_clone().map_err(|e| Error::io(DOCKERD_LOG, e))?;
+    let mut cmd = std::process::Command::new("dockerd");
+    cmd.stdin(std::process::Stdio::null()).stdout(log).stderr(err);
+    // SAFETY: setsid in the child before exec: the engine gets its own session, so a signal to this run's process
+    // group (Ctrl-C) does not reach it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn().map(|_| ()).map_err(|e| Error::Process {
+        what: "dockerd".into(),
+        message: e.to_string(),
+    })
+}
+
+/// inotify limits for many kubelets (each node's systemd, containerd and kubelet hold inotify instances; the
+/// default 128 per user holds about a dozen nodes, then cAdvisor fails with "too many open files"). Raised, never
+/// lowered; a limit that cannot be raised is a warning naming the command.
+pub fn ensure_inotify(nodes: usize) {
+    let want_instances = (nodes as u64 * 16).max(8192);
+    for (key, want) in [
+        ("fs/inotify/max_user_instances", want_instances),
+        ("fs/inotify/max_user_watches", 524288),
+    ] {
+        let path = format!("/proc/sys/{key}");
+        let have: u64 = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if have >= want {
+            continue;
+        }
+        let raised = may_change_host() && std::fs::write(&path, want.to_string()).is_ok();
+        if raised {
+            eprintln!("[nodejoin] host: {} {have} -> {want}", key.replace('/', "."));
+        } else {
+            eprintln!(
+                "[nodejoin] host: warning: {} is {have}; large node groups may run out (as root: sysctl -w {}={want})",
+                key.replace('/', "."),
+                key.replace('/', ".")
+            );
+        }
+    }
+}
+
+/// All of it, before a run: packages, the Docker engine, inotify limits.
+pub async fn prepare() -> Result<testcontainers::bollard::Docker> {
+    ensure_packages().await?;
+    let docker = ensure_docker().await?;
+    ensure_inotify(0);
+    Ok(docker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_commands_on_path() {
+        assert!(on_path("sh"));
+        assert!(!on_path("no-such-command-nodejoin"));
+    }
+
+    #[test]
+    fn every_package_says_why() {
+        assert!(PACKAGES.iter().all(|p| !p.why.is_empty() && !p.name.is_empty()));
+    }
+}

@@ -1,0 +1,158 @@
+//! JSON lines (`nodejoin run --format json`): one object per event on stdout, `"event"` naming it, durations in
+//! seconds; a finished scenario carries its outcome, checks, phases and per-node timeline.
+use crate::run::events::{Event, Reporter};
+use crate::run::report::{NodeTimeline, Outcome, ScenarioReport};
+use serde_json::{json, Value};
+use std::io::Write;
+
+/// Writes to `out` (stdout for the CLI; a buffer in tests).
+pub struct JsonLines<W: Write + Send> {
+    out: W,
+}
+
+impl<W: Write + Send> JsonLines<W> {
+    pub fn new(out: W) -> Self {
+        Self { out }
+    }
+}
+
+impl<W: Write + Send> Reporter for JsonLines<W> {
+    fn on(&mut self, event: &Event) {
+        let line = to_json(event);
+        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.flush();
+    }
+}
+
+fn opt_secs(d: Option<std::time::Duration>) -> Value {
+    d.map(|d| json!(d.as_secs_f64())).unwrap_or(Value::Null)
+}
+
+fn node_json(n: &NodeTimeline) -> Value {
+    json!({
+        "node": n.node_name, "instanceId": n.instance_id, "ip": n.ip,
+        "containerUp": opt_secs(n.container_up), "bootstrapDone": opt_secs(n.bootstrap),
+        "clientCsrIssued": opt_secs(n.client_csr_issued), "registered": opt_secs(n.registered),
+        "ready": opt_secs(n.ready), "servingCsrIssued": opt_secs(n.serving_csr_issued),
+        "servingCertLive": opt_secs(n.serving_cert_live),
+    })
+}
+
+/// A finished scenario as JSON.
+pub fn report_json(r: &ScenarioReport) -> Value {
+    let (outcome, reason) = match &r.outcome {
+        Outcome::Passed => ("passed", None),
+        Outcome::Failed => ("failed", None),
+        Outcome::Ignored(why) => ("ignored", Some(why.clone())),
+        Outcome::Unavailable(why) => ("unavailable", Some(why.clone())),
+        Outcome::Error { message, hint } => ("error", Some(format!("{message} (hint: {hint})"))),
+    };
+    json!({
+        "scenario": r.name, "file": r.file, "outcome": outcome, "reason": reason,
+        "wall": r.wall.as_secs_f64(),
+        "phases": r.phases.iter().map(|(n, d)| json!({"phase": n, "took": d.as_secs_f64()})).collect::<Vec<_>>(),
+        "checks": r.checks.iter().map(check_json).collect::<Vec<_>>(),
+        "nodes": r.nodes.iter().map(node_json).collect::<Vec<_>>(),
+        "failures": r.failure_lines(),
+        "notes": r.notes,
+        "aggregate": crate::run::aggregate::lines(r, crate::run::report::AGGREGATE_FROM_NODES),
+        "calls": r.call_count,
+        "controlPlaneRssKib": r.control_plane_rss.iter().map(|(n, k)| json!({"process": n, "kib": k})).collect::<Vec<_>>(),
+        "artifacts": r.artifacts,
+    })
+}
+
+fn check_json(c: &crate::assert::Check) -> Value {
+    json!({"check": c.name, "passed": c.passed, "expected": c.expected, "actual": c.actual, "expectedFailure": c.xfail})
+}
+
+pub fn to_json(event: &Event) -> Value {
+    match event {
+        Event::RunStarted {
+            run_id,
+            artifacts,
+            scenarios,
+            jobs,
+        } => {
+            json!({"event": "run_started", "runId": run_id, "artifacts": artifacts, "scenarios": scenarios, "jobs": jobs})
+        }
+        Event::ScenarioStarted { scenario, provider } => {
+            json!({"event": "scenario_started", "scenario": scenario, "provider": provider})
+        }
+        Event::PhaseStarted { scenario, phase } => {
+            json!({"event": "phase_started", "scenario": scenario, "phase": phase})
+        }
+        Event::PhaseDone { scenario, phase, took } => {
+            json!({"event": "phase_done", "scenario": scenario, "phase": phase, "took": took.as_secs_f64()})
+        }
+        Event::CheckDone { scenario, check } => {
+            let mut v = check_json(check);
+            v["event"] = json!("check");
+            v["scenario"] = json!(scenario);
+            v
+        }
+        Event::ScenarioFinished { report } => {
+            let mut v = report_json(report);
+            v["event"] = json!("scenario_finished");
+            v
+        }
+        Event::RunFinished {
+            reports,
+            wall,
+            leftovers,
+        } => {
+            let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
+            json!({
+                "event": "run_finished", "wall": wall.as_secs_f64(),
+                "passed": count(|o| matches!(o, Outcome::Passed)),
+                "failed": count(|o| matches!(o, Outcome::Failed)),
+                "errors": count(|o| matches!(o, Outcome::Error { .. })),
+                "ignored": count(|o| matches!(o, Outcome::Ignored(_) | Outcome::Unavailable(_))),
+                "leftovers": leftovers,
+                "harnessPeakRssMib": crate::run::runner::own_peak_rss_mib(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn one_parseable_line_per_event() {
+        let mut report = ScenarioReport::new("basic", "scenarios/basic.yaml".into());
+        report
+            .checks
+            .push(crate::assert::Check::new("n/ready", false, "Ready", "NotReady"));
+        report.outcome = Outcome::Failed;
+        let mut out = Vec::new();
+        {
+            let mut r = JsonLines::new(&mut out);
+            r.on(&Event::PhaseDone {
+                scenario: "basic".into(),
+                phase: "bootstrap".into(),
+                took: Duration::from_millis(1500),
+            });
+            r.on(&Event::ScenarioFinished {
+                report: Arc::new(report.clone()),
+            });
+            r.on(&Event::RunFinished {
+                reports: Arc::new(vec![report]),
+                wall: Duration::from_secs(3),
+                leftovers: vec![],
+            });
+        }
+        let text = String::from_utf8(out).unwrap_or_default();
+        let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["event"], "phase_done");
+        assert_eq!(lines[0]["took"], 1.5);
+        assert_eq!(lines[1]["outcome"], "failed");
+        assert_eq!(lines[1]["failures"][0], "n/ready: expected Ready, got NotReady");
+        assert_eq!(lines[2]["failed"], 1);
+        assert_eq!(lines[2]["passed"], 0);
+    }
+}

@@ -1,0 +1,157 @@
+//! `assertions`: for each node, the evidence gathered while it joined (and what is read now: Node object, files,
+//! calls, cloud-init's and nodeadm's reports) turned into checks by `assert`, then each group's own checks.
+use super::{Action, Context};
+use crate::assert;
+use crate::error::{Error, Result};
+use crate::run::node::{calls_text, RunningNode};
+use crate::run::report::ScenarioReport;
+use crate::scenario::model::AuthMode;
+use crate::scenario::template::render;
+use futures::future::BoxFuture;
+
+pub(super) const ACTION: Action = Action {
+    name: "assertions",
+    applies: super::always,
+    run,
+};
+
+fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
+    Box::pin(async move {
+        let (env, sc) = (cx.env, cx.sc);
+        let Some(cluster) = cx.cluster.clone() else {
+            return Err(Error::Pipeline("assertions ran before boot".into()));
+        };
+        let report = &mut cx.report;
+        for n in cx.nodes.iter_mut() {
+            crate::run::node_checks::check_node(&cluster, n, report).await;
+            calls(env, n, report);
+            user_data(env, n, report).await;
+            if sc.cluster.auth == AuthMode::Iam {
+                if n.expect().joins {
+                    let vars = n.vars.clone();
+                    let render_var = |v: &str| render(v, &vars).unwrap_or_else(|e| e);
+                    let (checks, notes) =
+                        crate::run::iam::checks(env, &cluster, sc, &n.group, &n.instance, &n.node_name, &render_var);
+                    report.checks.extend(checks);
+                    report.notes.extend(notes);
+                } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {
+                    report
+                        .notes
+                        .push(format!("{}: last token webhook decision: {}", n.node_name, d.line()));
+                }
+            }
+            files(n, report).await;
+            report.nodes.push(n.timeline.clone());
+        }
+        for g in &sc.nodes {
+            let members: Vec<&RunningNode> = cx.nodes.iter().filter(|n| n.group.name == g.name).collect();
+            if g.expect.deterministic {
+                let mut outputs = Vec::new();
+                for n in &members {
+                    outputs.push((
+                        n.node_name.clone(),
+                        crate::run::files::normalised_outputs(&n.container, &n.instance).await,
+                    ));
+                }
+                report.checks.push(assert::files::determinism(&g.name, &outputs));
+            }
+            let mut owners: Vec<String> = members.iter().map(|n| n.node_name.clone()).collect();
+            owners.push(g.name.clone());
+            assert::expect_failures(&mut report.checks, &owners, &g.expect.failing_checks);
+        }
+        for c in &report.checks {
+            cx.events.emit(crate::run::events::Event::CheckDone {
+                scenario: report.name.clone(),
+                check: c.clone(),
+            });
+        }
+        Ok(())
+    })
+}
+
+/// The node's calls to the fakes: the log, a summary note, and the scenario's call expectations.
+fn calls(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioReport) {
+    let calls = env.calls.of(&n.instance.instance_id);
+    report.call_count += calls.len();
+    report.call_log.push_str(&format!(
+        "calls from {} ({}):\n{}\n",
+        n.node_name,
+        n.instance.instance_id,
+        calls_text(env, n)
+    ));
+    report.notes.push(format!(
+        "{}: {} calls to the fakes: {}",
+        n.node_name,
+        calls.len(),
+        assert::calls::summary(&calls)
+    ));
+    if let Some(want) = &n.expect().calls {
+        let ready_at = n.timeline.ready.map(|d| n.kubelet_start + d);
+        report
+            .checks
+            .extend(assert::calls::checks(&n.node_name, &calls, want, n.booted, ready_at));
+    }
+}
+
+/// What cloud-init and nodeadm reported for a user-data node, and the sandbox image its containerd pulled.
+async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioReport) {
+    if n.group.user_data.is_some() {
+        if let Some(note) = &n.user_data_note {
+            report.notes.push(format!("{}: user data {note}", n.node_name));
+        }
+        if let Some(ci) = &n.cloud_init {
+            report.notes.push(format!("{}: {}", n.node_name, ci.summary()));
+        }
+        if let Some(na) = &n.nodeadm {
+            report.notes.push(format!("{}: {}", n.node_name, na.summary()));
+        }
+        report.checks.extend(crate::run::userdata::checks(
+            env,
+            &n.group,
+            &n.node_name,
+            &n.instance.instance_id,
+            n.cloud_init.as_ref(),
+            n.nodeadm.as_ref(),
+        ));
+    }
+    // Derived from what the tool did, so it holds for any nodeadm version; other nodes ask for it.
+    let nodeadm_ok = n.nodeadm.as_ref().is_some_and(|r| r.succeeded()) && n.expect().joins;
+    if nodeadm_ok || n.expect().sandbox_image {
+        report
+            .checks
+            .push(crate::run::userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
+    }
+}
+
+/// Idempotency, the programs the bootstrap ran, and the files it wrote.
+async fn files(n: &RunningNode, report: &mut ScenarioReport) {
+    if n.expect().idempotent {
+        match &n.invocation {
+            Some((cmd, exec_env)) => report.checks.push(
+                crate::run::files::idempotency(&n.node_name, &n.container, cmd, exec_env, n.expect().within).await,
+            ),
+            None => report.checks.push(assert::Check::new(
+                format!("{}/idempotent bootstrap", n.node_name),
+                false,
+                "a second run",
+                "the bootstrap never ran",
+            )),
+        }
+    }
+    if let Some(assert::executables::Trace::Read(t)) = &n.executables {
+        report.notes.push(format!(
+            "{}: the bootstrap ran {}",
+            n.node_name,
+            assert::executables::summary(&t.ran)
+        ));
+    }
+    if let Some(want) = &n.expect().executables {
+        report
+            .checks
+            .extend(assert::executables::checks(&n.node_name, n.executables.as_ref(), want));
+    }
+    let files = n.expect().files.clone();
+    report
+        .checks
+        .extend(crate::run::files::expectations(&n.node_name, &n.container, &files, &n.vars).await);
+}

@@ -1,0 +1,52 @@
+//! `artifacts`: a failed or negative scenario (or any, with `NODEJOIN_KEEP_ARTIFACTS`) keeps the control plane's
+//! and each node's logs, files and evidence under the run directory.
+use super::{Action, Context};
+use crate::error::Result;
+use crate::run::artifacts;
+use crate::run::node::{bootstrap_text, calls_text, imds_text};
+use futures::future::BoxFuture;
+
+pub(super) const ACTION: Action = Action {
+    name: "artifacts",
+    applies: wanted,
+    run,
+};
+
+fn wanted(cx: &Context<'_>) -> bool {
+    let failed = cx.report.checks.iter().any(|c| !c.passed);
+    let negative = cx
+        .nodes
+        .iter()
+        .any(|n| !n.expect().joins || !n.expect().evidence.is_empty());
+    cx.cluster.is_some() && (failed || negative || std::env::var_os("NODEJOIN_KEEP_ARTIFACTS").is_some())
+}
+
+fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
+    Box::pin(async move {
+        let env = cx.env;
+        let Some(cluster) = cx.cluster.clone() else {
+            return Ok(());
+        };
+        let dir = env.run_dir.join(&cx.sc.name);
+        artifacts::collect_cluster(&dir, &cluster);
+        for n in &cx.nodes {
+            let logs = artifacts::HarnessLogs {
+                bootstrap: bootstrap_text(n),
+                imds: imds_text(env, n),
+                authenticator: crate::run::iam::decision_lines(env, &n.instance.instance_id),
+                calls: calls_text(env, n),
+            };
+            artifacts::collect_node(
+                &dir.join(&n.node_name),
+                &n.container,
+                &n.instance,
+                &n.node_name,
+                &logs,
+                &cluster,
+            )
+            .await;
+        }
+        cx.report.artifacts = Some(dir);
+        Ok(())
+    })
+}

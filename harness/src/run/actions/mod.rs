@@ -1,0 +1,145 @@
+//! The actions a scenario run is made of (kind's create "actions" style): each a small named step over one
+//! per-scenario [`Context`], timed by the pipeline itself, which also announces each step as an event. Teardown
+//! is not an action anyone calls by hand: the context owns what the run created and gives it back when the
+//! pipeline ends, whichever step failed (or, if the run was cancelled, when it is dropped).
+mod announce;
+mod boot;
+mod bootstrap;
+mod check;
+mod collect;
+mod observe;
+mod provision;
+mod teardown;
+
+use super::env::{Environment, SharedCluster};
+use super::events::{Event, EventSink};
+use super::node::RunningNode;
+use super::report::ScenarioReport;
+use crate::assets::K8sAssets;
+use crate::cluster::objects::BootstrapToken;
+use crate::cluster::ClusterSpec;
+use crate::error::Result;
+use crate::fakes::authenticator::Announcement;
+use crate::node::image::NodeImage;
+use crate::scenario::model::Scenario;
+use futures::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::OwnedMutexGuard;
+
+/// What the actions of one scenario share: its inputs, its report, and what it has created so far.
+pub(crate) struct Context<'a> {
+    pub env: &'a Environment,
+    pub sc: &'a Scenario,
+    pub report: ScenarioReport,
+    pub events: &'a EventSink,
+    pub assets: Option<K8sAssets>,
+    /// One image per node group, in the order of `sc.nodes`.
+    pub group_images: Vec<NodeImage>,
+    pub spec: Option<ClusterSpec>,
+    /// Exclusive use of a shared control plane (IAM scenarios: aws-auth is cluster-wide).
+    pub lease: Option<OwnedMutexGuard<()>>,
+    /// Room for this scenario's node containers among those of the scenarios running beside it.
+    pub slots: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub cluster: Option<Arc<SharedCluster>>,
+    pub nodes: Vec<RunningNode>,
+    pub token: Option<BootstrapToken>,
+    /// The placeholders a bootstrap's arguments and user data may use (`{{cluster.endpoint}}`...).
+    pub cluster_vars: BTreeMap<String, String>,
+    /// The token webhook serves this scenario's cluster name while this lives.
+    pub served: Option<Announcement>,
+}
+
+/// One named step of the pipeline; `applies` says whether it has anything to do for this run (a step that does
+/// not apply is neither run nor timed).
+pub(crate) struct Action {
+    pub name: &'static str,
+    pub applies: fn(&Context<'_>) -> bool,
+    pub run: for<'c, 'a> fn(&'c mut Context<'a>) -> BoxFuture<'c, Result<()>>,
+}
+
+fn always(_: &Context<'_>) -> bool {
+    true
+}
+
+/// The pipeline, in order.
+pub(crate) const PIPELINE: &[Action] = &[
+    provision::ACTION,
+    provision::SLOTS,
+    provision::LEASE,
+    boot::ACTION,
+    announce::ACTION,
+    bootstrap::ACTION,
+    observe::ACTION,
+    check::ACTION,
+    collect::ACTION,
+];
+
+impl<'a> Context<'a> {
+    pub fn new(env: &'a Environment, sc: &'a Scenario, report: ScenarioReport, events: &'a EventSink) -> Self {
+        Self {
+            env,
+            sc,
+            report,
+            events,
+            assets: None,
+            group_images: Vec::new(),
+            spec: None,
+            lease: None,
+            slots: None,
+            cluster: None,
+            nodes: Vec::new(),
+            token: None,
+            cluster_vars: BTreeMap::new(),
+            served: None,
+        }
+    }
+
+    /// How many node containers the scenario starts.
+    pub fn node_count(&self) -> u32 {
+        self.sc.nodes.iter().map(|g| g.count).sum()
+    }
+
+    /// Records a phase of the report and announces it.
+    pub fn phase(&mut self, name: &str, took: std::time::Duration) {
+        self.report.phases.push((name.to_string(), took));
+        self.events.emit(Event::PhaseDone {
+            scenario: self.report.name.clone(),
+            phase: name.to_string(),
+            took,
+        });
+    }
+
+    /// Runs the pipeline up to the first error, then tears down what exists (timed as `teardown`).
+    pub async fn run(&mut self) -> Result<()> {
+        let mut result = Ok(());
+        for action in PIPELINE {
+            if !(action.applies)(self) {
+                continue;
+            }
+            self.events.emit(Event::PhaseStarted {
+                scenario: self.report.name.clone(),
+                phase: action.name.to_string(),
+            });
+            let t = Instant::now();
+            result = (action.run)(self).await;
+            self.phase(action.name, t.elapsed());
+            if result.is_err() {
+                break;
+            }
+        }
+        let t = Instant::now();
+        teardown::run(self).await;
+        self.phase("teardown", t.elapsed());
+        result
+    }
+}
+
+impl Drop for Context<'_> {
+    /// A run cancelled mid-way (its future dropped) still gives back its containers and instances: removed in the
+    /// background, as nothing can be awaited here.
+    fn drop(&mut self) {
+        teardown::in_background(self);
+    }
+}

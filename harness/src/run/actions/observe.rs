@@ -1,0 +1,38 @@
+//! `join observed`: watches the cluster and the nodes until every node's expectations are settled (or its
+//! `within` runs out, or the harness can tell it never will), then notes the control plane's memory.
+use super::{Action, Context};
+use crate::error::{Error, Result};
+use futures::future::BoxFuture;
+
+pub(super) const ACTION: Action = Action {
+    name: "join observed",
+    applies: super::always,
+    run,
+};
+
+fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
+    Box::pin(async move {
+        let Some(cluster) = cx.cluster.clone() else {
+            return Err(Error::Pipeline("observe ran before boot".into()));
+        };
+        if let Some(component) = crate::run::observe::observe(cx.env, &cluster, &mut cx.nodes).await {
+            if crate::reaper::interrupted() {
+                return Err(Error::Interrupted);
+            }
+            return Err(Error::ControlPlane {
+                component: "control plane".into(),
+                message: format!("{component}; logs in {}", cluster.logs_dir.display()),
+            });
+        }
+        let memory = cluster.control_plane.lock().await.memory();
+        if !memory.is_empty() {
+            let rss: Vec<String> = memory
+                .iter()
+                .map(|(name, kib)| format!("{name} {} MiB", kib / 1024))
+                .collect();
+            cx.report.notes.push(format!("control-plane RSS: {}", rss.join(", ")));
+            cx.report.control_plane_rss = memory;
+        }
+        Ok(())
+    })
+}

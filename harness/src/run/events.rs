@@ -1,0 +1,110 @@
+//! What a run tells its reporters, as it happens (nextest keeps its runner apart from its reporters the same way):
+//! the runner and the scenario pipeline emit events; the human renderer, the JSON-lines writer and the JUnit
+//! writer (`crate::reporter`) consume them.
+use super::report::ScenarioReport;
+use crate::assert::Check;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        artifacts: std::path::PathBuf,
+        scenarios: usize,
+        jobs: usize,
+    },
+    ScenarioStarted {
+        scenario: String,
+        provider: String,
+    },
+    PhaseStarted {
+        scenario: String,
+        phase: String,
+    },
+    PhaseDone {
+        scenario: String,
+        phase: String,
+        took: Duration,
+    },
+    CheckDone {
+        scenario: String,
+        check: Check,
+    },
+    ScenarioFinished {
+        report: Arc<ScenarioReport>,
+    },
+    RunFinished {
+        reports: Arc<Vec<ScenarioReport>>,
+        wall: Duration,
+        /// What the run left behind (containers, networks, processes), if anything.
+        leftovers: Vec<String>,
+    },
+}
+
+/// Consumes events; called in order, one event at a time.
+pub trait Reporter: Send {
+    fn on(&mut self, event: &Event);
+}
+
+/// Where events go: the reporters of a run, or nowhere (a trial under libtest, which prints its report itself).
+#[derive(Clone, Default)]
+pub struct EventSink(Option<Arc<Mutex<Reporters>>>);
+
+type Reporters = Vec<Box<dyn Reporter>>;
+
+impl EventSink {
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub fn to(reporters: Vec<Box<dyn Reporter>>) -> Self {
+        Self(Some(Arc::new(Mutex::new(reporters))))
+    }
+
+    pub fn emit(&self, event: Event) {
+        if let Some(reporters) = &self.0 {
+            let mut reporters = reporters.lock().unwrap_or_else(|p| p.into_inner());
+            for r in reporters.iter_mut() {
+                r.on(&event);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(Arc<Mutex<Vec<String>>>);
+    impl Reporter for Count {
+        fn on(&mut self, event: &Event) {
+            if let Event::PhaseDone { phase, .. } = event {
+                self.0.lock().unwrap_or_else(|p| p.into_inner()).push(phase.clone());
+            }
+        }
+    }
+
+    #[test]
+    fn every_reporter_sees_every_event_in_order() {
+        let (a, b) = (Arc::new(Mutex::new(vec![])), Arc::new(Mutex::new(vec![])));
+        let sink = EventSink::to(vec![Box::new(Count(a.clone())), Box::new(Count(b.clone()))]);
+        for phase in ["provision", "bootstrap"] {
+            sink.emit(Event::PhaseDone {
+                scenario: "s".into(),
+                phase: phase.into(),
+                took: Duration::ZERO,
+            });
+        }
+        EventSink::none().emit(Event::PhaseStarted {
+            scenario: "s".into(),
+            phase: "ignored".into(),
+        });
+        for seen in [a, b] {
+            assert_eq!(
+                *seen.lock().unwrap_or_else(|p| p.into_inner()),
+                ["provision", "bootstrap"]
+            );
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Runs many scenarios at once on one environment, `jobs` at a time, announcing the run to reporters: the loop
+//! `nodejoin run` uses. (Under `cargo test`, libtest-mimic's thread pool plays this part, with the same number of
+//! jobs by default, over the same environment and pipeline.)
+use super::env::Environment;
+use super::events::EventSink;
+use super::report::ScenarioReport;
+use crate::scenario::model::Scenario;
+use futures::StreamExt;
+use std::path::PathBuf;
+
+/// The variable that sets how many scenarios run at once (`nodejoin run -j` and the trials' default).
+pub const ENV_JOBS: &str = "NODEJOIN_JOBS";
+
+/// Memory a scenario may take at once, for the default: a few node containers and, for IAM scenarios on the
+/// local provider, a control plane of its own.
+const MEMORY_PER_JOB_MIB: u64 = 1536;
+
+/// How many scenarios to run at once by default: most of a scenario's time is waiting (bootstraps, back-offs,
+/// polls), so several per core, as many as memory holds, at most 8 (past that, 2-core machines only slow each
+/// scenario down). `NODEJOIN_JOBS` overrides it.
+pub fn default_jobs() -> usize {
+    if let Some(n) = std::env::var(ENV_JOBS)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return n.max(1);
+    }
+    let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+    let by_memory = available_memory_mib()
+        .map(|m| (m / MEMORY_PER_JOB_MIB) as usize)
+        .unwrap_or(usize::MAX);
+    jobs_for(cpus, by_memory)
+}
+
+fn jobs_for(cpus: usize, by_memory: usize) -> usize {
+    (cpus * 4).min(8).min(by_memory).max(1)
+}
+
+/// `MemAvailable` from /proc/meminfo, in MiB.
+pub fn available_memory_mib() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_field(&meminfo, "MemAvailable:").map(|kib| kib / 1024)
+}
+
+fn meminfo_field(meminfo: &str, field: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.
+pub fn own_peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    meminfo_field(&status, "VmHWM:").map(|kib| kib / 1024)
+}
+
+/// Runs `scenarios`, `jobs` at a time; the reports come back in the order of `scenarios`.
+pub async fn run_all(
+    env: &Environment,
+    scenarios: &[(PathBuf, Scenario)],
+    jobs: usize,
+    events: &EventSink,
+) -> Vec<ScenarioReport> {
+    let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(scenarios.iter().enumerate())
+        .map(|(i, (file, sc))| async move { (i, super::scenario::run_observed(env, sc, file, events).await) })
+        .buffer_unordered(jobs.max(1))
+        .collect()
+        .await;
+    reports.sort_by_key(|(i, _)| *i);
+    reports.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_scale_with_cores_within_memory() {
+        assert_eq!(jobs_for(2, 100), 8);
+        assert_eq!(jobs_for(1, 100), 4);
+        assert_eq!(jobs_for(64, 100), 8);
+        assert_eq!(jobs_for(2, 3), 3, "memory limits it");
+        assert_eq!(jobs_for(2, 0), 1, "never fewer than one");
+    }
+
+    #[test]
+    fn reads_meminfo() {
+        let m = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20480000 kB\n";
+        assert_eq!(meminfo_field(m, "MemAvailable:"), Some(20480000));
+        assert_eq!(meminfo_field(m, "SwapTotal:"), None);
+    }
+}
