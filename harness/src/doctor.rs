@@ -114,33 +114,30 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "",
     );
-    // The optional providers: their images are looked up locally only (no pull from doctor).
+    // The container providers, each by its own cheap probe (images looked up locally only, nothing pulled or
+    // built), as the registry lists them.
     if let Ok(d) = &docker {
-        for (provider, image, fix) in [
-            (
-                "k3s",
-                crate::cluster::k3s::image_for(version),
-                "docker pull {image} (needs a registry), or docker load -i a saved copy".to_string(),
-            ),
-            (
-                "kind",
-                crate::cluster::kind::image_for(Some(d), version).await,
-                format!(
-                    "nodejoin image build --kind --version {version} (no registry needed), or docker pull {}",
-                    crate::cluster::kind::upstream_image(version)
+        for r in crate::cluster::REGISTRY.iter().filter(|r| r.name != "local") {
+            let provider = (r.make)();
+            let (ok, detail, fix) = match provider.probe(version, Some(d)).await {
+                crate::cluster::Availability::Ready => (true, "ready".to_string(), String::new()),
+                crate::cluster::Availability::Fetchable(what) => (
+                    false,
+                    format!(
+                        "not ready: its trials are ignored unless NODEJOIN_REQUIRE_PROVIDERS={} (then fetched)",
+                        r.name
+                    ),
+                    what,
                 ),
-            ),
-        ] {
-            let present = d.inspect_image(&image).await.is_ok();
+                crate::cluster::Availability::Unavailable(why) => {
+                    (false, format!("{} trials are reported ignored", r.name), why)
+                }
+            };
             out.push(Finding {
-                what: format!("{provider} provider image"),
-                ok: present,
-                detail: if present {
-                    image.clone()
-                } else {
-                    format!("{image} absent: {provider} trials are reported ignored")
-                },
-                fix: fix.replace("{image}", &image),
+                what: format!("{} provider", r.name),
+                ok,
+                detail,
+                fix,
                 optional: true,
             });
         }

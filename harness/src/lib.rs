@@ -37,7 +37,9 @@ pub fn init_crypto() {
 /// Logging for the CLI and the trials: `RUST_LOG` wins, else info for nodejoin and warnings for the rest.
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nodejoin=warn"));
+        // kube-client logs every non-2xx answer at ERROR (an API server's 503 while it starts, a 404 on a delete);
+        // the harness handles those itself and says what matters.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nodejoin=warn,kube_client::client::builder=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

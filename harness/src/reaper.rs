@@ -123,7 +123,7 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
             }
         }
     }
-    crate::node::sysctl::restore_if_last();
+    crate::node::sysctl::restore_if_last(other_live_runs);
     if !reaped.runs.is_empty() {
         tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
     }
@@ -177,7 +177,7 @@ pub async fn emergency_cleanup(run_id: &str) {
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
-    crate::node::sysctl::restore_if_last();
+    crate::node::sysctl::restore_if_last(other_live_runs);
     let _ = std::fs::remove_dir_all(dir);
 }
 

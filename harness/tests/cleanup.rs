@@ -365,13 +365,13 @@ fn kind_control_planes_go_with_their_run() {
     // required, or under CI (where .ci/run provisions it), a kind that cannot run fails; elsewhere it is said.
     use nodejoin::scenario::{model::Provider, trials};
     let enabled = trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()).expect("NODEJOIN_PROVIDERS");
-    if !enabled.contains(&Provider::Kind) {
+    if !enabled.contains(&Provider::KIND) {
         eprintln!("kind_control_planes_go_with_their_run: NODEJOIN_PROVIDERS does not enable kind; nothing to check");
         return;
     }
     let required = trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &enabled)
         .expect("NODEJOIN_REQUIRE_PROVIDERS")
-        .contains(&Provider::Kind);
+        .contains(&Provider::KIND);
     if let Some(why) = kind_ready() {
         assert!(
             !required && std::env::var("CI").is_err(),

@@ -99,7 +99,7 @@ fn probe_all(
     required: &[Provider],
 ) -> BTreeMap<(&'static str, String), Availability> {
     let pairs: Vec<(Provider, String)> = pairs.into_iter().collect();
-    let docker = if pairs.iter().any(|(p, _)| *p != Provider::Local) {
+    let docker = if pairs.iter().any(|(p, _)| *p != Provider::LOCAL) {
         rt.block_on(async {
             tokio::time::timeout(std::time::Duration::from_secs(10), nodejoin::docker::connect())
                 .await

@@ -45,9 +45,9 @@ enum Command {
         junit: Option<PathBuf>,
         /// Cluster provider: local (embedded processes, the default), k3s or kind (containers). A provider
         /// named here must run: if it cannot, the exit code is 4.
-        #[arg(long, value_parser = ["local", "k3s", "kind"])]
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
         provider: Option<String>,
-        /// How many scenarios run at once (default: NODEJOIN_JOBS, else 4 per core up to 8, as memory allows).
+        /// How many scenarios run at once (default: NODEJOIN_JOBS, else 2 per core up to 8, as memory allows).
         #[arg(short = 'j', long)]
         jobs: Option<usize>,
         /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout).
@@ -344,7 +344,7 @@ fn run(
     use nodejoin::scenario::model::Provider;
     use nodejoin::scenario::trials;
     let provider = asked.and_then(Provider::parse).unwrap_or_default();
-    let required = match trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &Provider::ALL) {
+    let required = match trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &Provider::all()) {
         Ok(r) => asked.is_some() || r.contains(&provider),
         Err(e) => {
             eprintln!("error: {e}");

@@ -17,9 +17,7 @@ pub const KIND_VERSION: &str = "v0.33.0";
 /// Use this node image instead of `kindest/node:<version>`.
 pub const ENV_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
 
-/// Whether kind's node containers get the restricted-host docker shim: `auto` (default) probes whether the
-/// Docker daemon grants `--privileged`, `1`/`always` forces the shim, `0`/`never` runs kind untouched.
-pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
+pub use super::kind_host::ENV_RESTRICTED;
 
 /// The image an explicit `NODEJOIN_KIND_IMAGE` names, if set.
 fn image_override() -> Option<String> {

@@ -6,6 +6,10 @@
 use std::path::PathBuf;
 use tokio::sync::OnceCell;
 
+/// Whether kind's node containers get the restricted-host docker shim: `auto` (default) probes whether the
+/// Docker daemon grants `--privileged`, `1`/`always` forces the shim, `0`/`never` runs kind untouched.
+pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
+
 /// How kind's docker is chosen (`NODEJOIN_KIND_RESTRICTED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -24,7 +28,7 @@ pub fn mode(value: Option<&str>) -> Result<Mode, String> {
         "0" | "false" | "never" | "no" => Ok(Mode::Never),
         other => Err(format!(
             "{}={other} is not one of auto, always (1), never (0)",
-            super::kind::ENV_RESTRICTED
+            ENV_RESTRICTED
         )),
     }
 }
@@ -65,7 +69,7 @@ fn shim() -> Result<Shim, String> {
 
 /// The shim to run kind with on this host, if it needs one.
 pub async fn restricted(image: &str) -> Result<Option<Shim>, String> {
-    match mode(std::env::var(super::kind::ENV_RESTRICTED).ok().as_deref())? {
+    match mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? {
         Mode::Never => Ok(None),
         Mode::Always => shim().map(Some),
         Mode::Auto => {

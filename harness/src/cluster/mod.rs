@@ -127,18 +127,37 @@ pub trait ControlPlane: Send + Sync {
     fn stop(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
 
-/// The provider called `name`.
-pub fn provider(name: &str) -> Option<Box<dyn ClusterProvider>> {
-    match name {
-        "local" => Some(Box::new(local::LocalProvider)),
-        "k3s" => Some(Box::new(k3s::K3sProvider)),
-        "kind" => Some(Box::new(kind::KindProvider)),
-        _ => None,
-    }
+/// One registered provider: its name (in scenario files, trial names, `--provider`, doctor) and its constructor.
+pub struct Registration {
+    pub name: &'static str,
+    pub make: fn() -> Box<dyn ClusterProvider>,
 }
 
-/// Every provider, in the order trials are listed.
-pub const PROVIDERS: [&str; 3] = ["local", "k3s", "kind"];
+/// Every provider, in the order trials are listed: a new provider is its module plus one line here.
+pub const REGISTRY: &[Registration] = &[
+    Registration {
+        name: "local",
+        make: || Box::new(local::LocalProvider),
+    },
+    Registration {
+        name: "k3s",
+        make: || Box::new(k3s::K3sProvider),
+    },
+    Registration {
+        name: "kind",
+        make: || Box::new(kind::KindProvider),
+    },
+];
+
+/// The provider called `name`.
+pub fn provider(name: &str) -> Option<Box<dyn ClusterProvider>> {
+    REGISTRY.iter().find(|r| r.name == name).map(|r| (r.make)())
+}
+
+/// The registered providers' names.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|r| r.name).collect()
+}
 
 /// A client that authenticates as `user` in `groups` with a certificate from `ca` (a CA the API server trusts
 /// for clients), so the audit log names that identity itself.

@@ -1,9 +1,30 @@
 //! From an authenticated AWS caller to a Kubernetes identity: EKS access entries and aws-auth, in the order
 //! the cluster's authentication mode gives them.
 use super::aws_auth::{self, AwsAuth, TemplateContext};
-use crate::scenario::model::AuthenticationMode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// EKS `accessConfig.authenticationMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum AuthenticationMode {
+    #[serde(rename = "CONFIG_MAP")]
+    ConfigMap,
+    #[serde(rename = "API")]
+    Api,
+    #[default]
+    #[serde(rename = "API_AND_CONFIG_MAP")]
+    ApiAndConfigMap,
+}
+
+impl AuthenticationMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::ConfigMap => "CONFIG_MAP",
+            Self::Api => "API",
+            Self::ApiAndConfigMap => "API_AND_CONFIG_MAP",
+        }
+    }
+}
 
 /// The access entry types a node or a person uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]

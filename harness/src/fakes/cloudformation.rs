@@ -119,7 +119,7 @@ mod tests {
     async fn signals_are_verified_validated_and_recorded() {
         let instances = Instances::new();
         let i = instances.register(crate::fakes::instances::tests::instance());
-        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
         let cf = CloudFormation::new(instances);
         let s = FakeServer::start("cloudformation", "127.0.0.1".parse().unwrap(), cf.router())
             .await

@@ -231,7 +231,7 @@ mod tests {
     async fn signed_calls_and_instance_types() {
         let instances = Instances::new();
         let i = instances.register(crate::fakes::instances::tests::instance());
-        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
         let ec2 = Ec2::new(instances);
         ec2.add_instance_type(
             "x9z.large",

@@ -127,7 +127,7 @@ mod tests {
     async fn tokens_are_signed_for_and_remembered() {
         let instances = Instances::new();
         let i = instances.register(crate::fakes::instances::tests::instance());
-        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
         let ecr = Ecr::new(instances);
         let s = FakeServer::start("ecr", "127.0.0.1".parse().unwrap(), ecr.router())
             .await

@@ -306,7 +306,7 @@ mod tests {
         async fn start(creating: u32, mode: AuthenticationMode) -> Self {
             let instances = Instances::new();
             let i = instances.register(crate::fakes::instances::tests::instance());
-            let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+            let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
             let eks = Eks::new(instances);
             eks.put(record(creating, mode));
             let server = FakeServer::start("eks", "127.0.0.1".parse().unwrap(), eks.router())

@@ -1,37 +1,10 @@
 //! Instance-profile credentials: what IMDS hands each instance, and what STS, EC2, EKS and the token webhook
 //! check signatures against. One store, so a key the fake IMDS never issued is unknown everywhere.
-use super::instances::Instance;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// How an instance's IMDS credentials behave; the non-default modes reproduce real failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CredentialMode {
-    /// Valid credentials, rotated before they expire.
-    #[default]
-    Valid,
-    /// IMDS keeps serving credentials that have already expired (a stuck refresh, as after a long stop).
-    Expired,
-    /// IMDS serves a SecretAccessKey that AWS does not know for the key: every signature fails to verify.
-    WrongSecret,
-}
-
-/// The credential settings of one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CredentialPolicy {
-    pub lifetime: Duration,
-    pub mode: CredentialMode,
-}
-
-impl Default for CredentialPolicy {
-    fn default() -> Self {
-        Self {
-            lifetime: Duration::from_secs(6 * 3600),
-            mode: CredentialMode::Valid,
-        }
-    }
-}
+pub use super::credentials::{CredentialMode, CredentialPolicy, Holder};
 
 /// One set of temporary credentials of an instance profile's role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,9 +77,9 @@ fn refresh_margin(lifetime: Duration) -> Duration {
 impl CredentialStore {
     /// The credentials IMDS serves `instance` now: the current set, or a new one when the current set is near
     /// its expiry. Old sets stay valid until they expire, as with AWS.
-    pub fn serve(&self, instance: &Instance, now: SystemTime) -> Option<Served> {
-        let role = instance.role_name.clone()?;
-        let policy = instance.credentials;
+    pub fn serve(&self, instance: Holder<'_>, now: SystemTime) -> Option<Served> {
+        let role = instance.role_name?.to_string();
+        let policy = instance.policy;
         let mut current = self.current.lock().ok()?;
         let fresh_enough = |c: &IssuedCredentials| match policy.mode {
             CredentialMode::Expired => true,
@@ -115,7 +88,7 @@ impl CredentialStore {
                 .duration_since(now)
                 .is_ok_and(|left| left > refresh_margin(policy.lifetime)),
         };
-        let creds = match current.get(&instance.instance_id) {
+        let creds = match current.get(instance.instance_id) {
             Some(c) if fresh_enough(c) => c.clone(),
             _ => {
                 let (issued, expiration) = match policy.mode {
@@ -131,14 +104,14 @@ impl CredentialStore {
                     session_token: format!("IQoJb3JpZ2luX2Vj{}", super::random_alnum(340)),
                     issued,
                     expiration,
-                    instance_id: instance.instance_id.clone(),
+                    instance_id: instance.instance_id.to_string(),
                     role_name: role,
-                    account_id: instance.account_id.clone(),
+                    account_id: instance.account_id.to_string(),
                 });
                 if let Ok(mut keys) = self.by_key.lock() {
                     keys.insert(c.access_key_id.clone(), c.clone());
                 }
-                current.insert(instance.instance_id.clone(), c.clone());
+                current.insert(instance.instance_id.to_string(), c.clone());
                 c
             }
         };
@@ -185,14 +158,20 @@ mod tests {
         let mut i = instance();
         i.credentials.lifetime = Duration::from_secs(300);
         let t0 = SystemTime::now();
-        let a = store.serve(&i, t0).unwrap().credentials;
+        let a = store.serve(i.holder(), t0).unwrap().credentials;
         assert!(a.access_key_id.starts_with("ASIA") && a.access_key_id.len() == 20);
         assert_eq!(a.expiration, t0 + Duration::from_secs(300));
         // Still fresh: the same set.
-        let b = store.serve(&i, t0 + Duration::from_secs(150)).unwrap().credentials;
+        let b = store
+            .serve(i.holder(), t0 + Duration::from_secs(150))
+            .unwrap()
+            .credentials;
         assert_eq!(a.access_key_id, b.access_key_id);
         // Less than a third of the lifetime left: a new set; the old key is still known.
-        let c = store.serve(&i, t0 + Duration::from_secs(201)).unwrap().credentials;
+        let c = store
+            .serve(i.holder(), t0 + Duration::from_secs(201))
+            .unwrap()
+            .credentials;
         assert_ne!(a.access_key_id, c.access_key_id);
         assert!(c.expiration > a.expiration);
         assert_eq!(store.lookup(&a.access_key_id).unwrap().access_key_id, a.access_key_id);
@@ -209,20 +188,20 @@ mod tests {
         let mut i = instance();
         i.credentials.mode = CredentialMode::Expired;
         let now = SystemTime::now();
-        let s = store.serve(&i, now).unwrap();
+        let s = store.serve(i.holder(), now).unwrap();
         assert!(s.credentials.expiration < now);
         // A stuck refresh keeps serving the same expired set.
-        let again = store.serve(&i, now + Duration::from_secs(60)).unwrap();
+        let again = store.serve(i.holder(), now + Duration::from_secs(60)).unwrap();
         assert_eq!(s.credentials.access_key_id, again.credentials.access_key_id);
 
         let mut j = instance();
         j.instance_id = "i-0other".into();
         j.credentials.mode = CredentialMode::WrongSecret;
-        let s = store.serve(&j, now).unwrap();
+        let s = store.serve(j.holder(), now).unwrap();
         assert_ne!(s.secret_served, s.credentials.secret_access_key);
 
         let mut k = instance();
         k.role_name = None;
-        assert!(store.serve(&k, now).is_none());
+        assert!(store.serve(k.holder(), now).is_none());
     }
 }

@@ -186,7 +186,7 @@ async fn answer(
         None => None,
     };
     // Credentials are issued on first use and rotated before they expire, like the real service does.
-    let served = imds.instances.iam.serve(&instance, SystemTime::now());
+    let served = imds.instances.iam.serve(instance.holder(), SystemTime::now());
     let mut reply = lookup(&instance, served.as_ref(), path);
     reply.ttl = remaining;
     reply

@@ -29,11 +29,21 @@ pub struct Instance {
     /// IMDSv2 required (`http-tokens=required`): requests without a token get 401.
     pub imds_v2_required: bool,
     /// How IMDS hands out the role's credentials (see [`super::iam`]).
-    pub credentials: super::iam::CredentialPolicy,
+    pub credentials: super::credentials::CredentialPolicy,
     pub launch_time: SystemTime,
 }
 
 impl Instance {
+    /// The instance as its credentials' holder (what `iam::CredentialStore::serve` needs of it).
+    pub fn holder(&self) -> super::credentials::Holder<'_> {
+        super::credentials::Holder {
+            instance_id: &self.instance_id,
+            account_id: &self.account_id,
+            role_name: self.role_name.as_deref(),
+            policy: self.credentials,
+        }
+    }
+
     /// `ec2.internal` in us-east-1, `<region>.compute.internal` elsewhere.
     pub fn dns_domain(&self) -> String {
         if self.region == "us-east-1" {

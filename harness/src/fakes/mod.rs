@@ -3,6 +3,7 @@
 pub mod authenticator;
 pub mod calls;
 pub mod cloudformation;
+pub mod credentials;
 pub mod ec2;
 pub mod ecr;
 pub mod eks;

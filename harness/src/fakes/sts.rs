@@ -57,7 +57,7 @@ mod tests {
     async fn get_caller_identity() {
         let instances = Instances::new();
         let i = instances.register(crate::fakes::instances::tests::instance());
-        let creds = instances.iam.serve(&i, SystemTime::now()).unwrap().credentials;
+        let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
         let sts = Arc::new(Sts { instances });
         let s = FakeServer::start("sts", "127.0.0.1".parse().unwrap(), sts.router())
             .await

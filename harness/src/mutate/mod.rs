@@ -193,7 +193,7 @@ impl Controls {
             .get_or_init(|| async {
                 match crate::scenario::load_file(file) {
                     Ok(mut sc) => {
-                        sc.cluster.provider = Provider::Local;
+                        sc.cluster.provider = Provider::LOCAL;
                         sc.name = format!("control-{}", sc.name);
                         crate::run::scenario::run(env, &sc, file).await
                     }
@@ -250,7 +250,7 @@ pub async fn run(
             return broken(why);
         }
         let planted = crate::scenario::load_file(&file).and_then(|mut sc| {
-            sc.cluster.provider = Provider::Local;
+            sc.cluster.provider = Provider::LOCAL;
             plant(m, &sc, scratch)
         });
         let sc = match planted {

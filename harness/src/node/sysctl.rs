@@ -61,16 +61,19 @@ pub fn current() -> BTreeMap<String, String> {
     read_current()
 }
 
+/// Counts the other live runs (the reaper's registry knows them; passed in so this module needs nothing above it).
+pub type LiveRuns = fn() -> usize;
+
 /// Restores and forgets the baseline when no other run is alive (called by runs at shutdown and by the
 /// reaper).
-pub fn restore_if_last() {
+pub fn restore_if_last(other_live_runs: LiveRuns) {
     let Ok(_lock) = CacheLock::acquire_blocking("sysctl") else {
         return;
     };
     let Ok(text) = std::fs::read_to_string(baseline_file()) else {
         return;
     };
-    if crate::reaper::other_live_runs() > 0 {
+    if other_live_runs() > 0 {
         return;
     }
     let restored = restore(&parse(&text));
@@ -82,26 +85,28 @@ pub fn restore_if_last() {
 
 /// Held by a run: records the baseline if no run holds one yet, and restores it on drop if this was the last
 /// live run.
-pub struct SysctlGuard;
+pub struct SysctlGuard {
+    other_live_runs: LiveRuns,
+}
 
 impl SysctlGuard {
-    pub fn record() -> Self {
+    pub fn record(other_live_runs: LiveRuns) -> Self {
         if let Ok(_lock) = CacheLock::acquire_blocking("sysctl") {
             // A baseline left by runs that are all gone is stale only if something else changed the host since;
             // with no live run, the current values are the truth.
-            let keep = baseline_file().exists() && crate::reaper::other_live_runs() > 0;
+            let keep = baseline_file().exists() && other_live_runs() > 0;
             if !keep {
                 let text: String = read_current().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
                 let _ = std::fs::write(baseline_file(), text);
             }
         }
-        SysctlGuard
+        SysctlGuard { other_live_runs }
     }
 }
 
 impl Drop for SysctlGuard {
     fn drop(&mut self) {
-        restore_if_last();
+        restore_if_last(self.other_live_runs);
     }
 }
 

@@ -55,7 +55,7 @@ pub fn report_json(r: &ScenarioReport) -> Value {
         "nodes": r.nodes.iter().map(node_json).collect::<Vec<_>>(),
         "failures": r.failure_lines(),
         "notes": r.notes,
-        "aggregate": crate::run::aggregate::lines(r, crate::run::report::AGGREGATE_FROM_NODES),
+        "aggregate": r.aggregate(),
         "calls": r.call_count,
         "controlPlaneRssKib": r.control_plane_rss.iter().map(|(n, k)| json!({"process": n, "kib": k})).collect::<Vec<_>>(),
         "artifacts": r.artifacts,

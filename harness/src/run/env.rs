@@ -216,7 +216,7 @@ impl Environment {
             iam_leases: Default::default(),
             scenario_locks: Default::default(),
             cluster_count: Default::default(),
-            sysctl: std::sync::Mutex::new(Some(SysctlGuard::record())),
+            sysctl: std::sync::Mutex::new(Some(SysctlGuard::record(crate::reaper::other_live_runs))),
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
         }))

@@ -1,7 +1,6 @@
 //! Running scenarios: the shared environment of a process (network, fakes, control planes), the per-scenario
 //! pipeline of small named actions, and the reports.
 mod actions;
-pub mod aggregate;
 pub mod artifacts;
 mod boot;
 pub mod env;
@@ -17,6 +16,7 @@ pub mod pod;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod timeline;
 pub mod userdata;
 pub mod verdict;
 

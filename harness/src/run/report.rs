@@ -1,4 +1,5 @@
 //! Scenario reports: the text printed for people, the per-phase timings, and JUnit XML for CI.
+pub use super::timeline::{secs, NodeTimeline, AGGREGATE_FROM_NODES};
 use crate::assert::Check;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,22 +19,6 @@ pub enum Outcome {
         message: String,
         hint: String,
     },
-}
-
-/// Timeline of one node; the join milestones are measured from the moment the bootstrap finished (when the
-/// kubelet was started).
-#[derive(Debug, Clone, Default)]
-pub struct NodeTimeline {
-    pub node_name: String,
-    pub instance_id: String,
-    pub ip: String,
-    pub container_up: Option<Duration>,
-    pub bootstrap: Option<Duration>,
-    pub client_csr_issued: Option<Duration>,
-    pub registered: Option<Duration>,
-    pub ready: Option<Duration>,
-    pub serving_csr_issued: Option<Duration>,
-    pub serving_cert_live: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -73,6 +58,23 @@ impl ScenarioReport {
             control_plane_rss: vec![],
             call_count: 0,
         }
+    }
+
+    /// Figures over the nodes, for reports of [`AGGREGATE_FROM_NODES`] nodes or more.
+    pub fn aggregate(&self) -> Vec<String> {
+        let window: Duration = self
+            .phases
+            .iter()
+            .filter(|(p, _)| p == "bootstrap" || p == "join observed")
+            .map(|(_, d)| *d)
+            .sum();
+        let figures = super::timeline::Figures {
+            nodes: &self.nodes,
+            calls: self.call_count,
+            calls_window: window,
+            control_plane_rss_kib: self.control_plane_rss.iter().map(|(_, kib)| kib).sum(),
+        };
+        figures.lines(AGGREGATE_FROM_NODES)
     }
 
     pub fn passed(&self) -> bool {
@@ -136,7 +138,7 @@ impl ScenarioReport {
                 .collect();
             out.push_str(&format!("    {}\n", parts.join(" | ")));
         }
-        for line in super::aggregate::lines(self, AGGREGATE_FROM_NODES) {
+        for line in self.aggregate() {
             out.push_str(&format!("  nodes: {line}\n"));
         }
         let passed = self.checks.iter().filter(|c| c.passed).count();
@@ -176,13 +178,6 @@ pub fn check_line(c: &Check) -> String {
         c.expected,
         c.actual
     )
-}
-
-/// Reports of this many nodes or more carry the aggregate lines (`aggregate`).
-pub const AGGREGATE_FROM_NODES: usize = 3;
-
-pub fn secs(d: Duration) -> String {
-    format!("{:.2}s", d.as_secs_f64())
 }
 
 /// A summary table of several scenarios.

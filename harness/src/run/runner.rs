@@ -15,9 +15,9 @@ pub const ENV_JOBS: &str = "NODEJOIN_JOBS";
 /// local provider, a control plane of its own.
 const MEMORY_PER_JOB_MIB: u64 = 1536;
 
-/// How many scenarios to run at once by default: most of a scenario's time is waiting (bootstraps, back-offs,
-/// polls), so several per core, as many as memory holds, at most 8 (past that, 2-core machines only slow each
-/// scenario down). `NODEJOIN_JOBS` overrides it.
+/// How many scenarios to run at once by default: much of a scenario's time is waiting (back-offs, polls, waiter
+/// intervals), so two per core, as many as memory holds, at most 8. More only stretches each scenario on a busy
+/// machine (Python AWS CLIs and cloud-init are CPU-bound) towards its deadlines. `NODEJOIN_JOBS` overrides it.
 pub fn default_jobs() -> usize {
     if let Some(n) = std::env::var(ENV_JOBS)
         .ok()
@@ -33,7 +33,7 @@ pub fn default_jobs() -> usize {
 }
 
 fn jobs_for(cpus: usize, by_memory: usize) -> usize {
-    (cpus * 4).min(8).min(by_memory).max(1)
+    (cpus * 2).min(8).min(by_memory).max(1)
 }
 
 /// `MemAvailable` from /proc/meminfo, in MiB.
@@ -78,8 +78,8 @@ mod tests {
 
     #[test]
     fn jobs_scale_with_cores_within_memory() {
-        assert_eq!(jobs_for(2, 100), 8);
-        assert_eq!(jobs_for(1, 100), 4);
+        assert_eq!(jobs_for(2, 100), 4);
+        assert_eq!(jobs_for(1, 100), 2);
         assert_eq!(jobs_for(64, 100), 8);
         assert_eq!(jobs_for(2, 3), 3, "memory limits it");
         assert_eq!(jobs_for(2, 0), 1, "never fewer than one");

@@ -1,6 +1,6 @@
 //! What a scenario expects of each node: the `expect` section of a node group. Like the rest of the format, every
 //! struct rejects unknown fields so mistakes are reported with file, line and column.
-use super::model::duration;
+use super::durations::duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;

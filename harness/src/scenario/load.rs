@@ -342,7 +342,7 @@ mod tests {
         let s = p(MINIMAL).unwrap();
         assert_eq!(s.name, "test");
         assert_eq!(s.cluster_name(), "test");
-        assert_eq!(s.cluster.provider, Provider::Local);
+        assert_eq!(s.cluster.provider, Provider::LOCAL);
         assert_eq!(s.cluster.kubernetes_version, crate::scenario::model::default_version());
         assert_eq!(s.cluster.service_cidr().to_string(), "10.100.0.0/16");
         assert_eq!(s.cluster.network.vpc_cidrs()[0].to_string(), "192.168.0.0/16");
@@ -378,7 +378,7 @@ mod tests {
         assert!(!msg.is_empty());
         let (line, _, msg) = parse_error("cluster:\n  providers: [minikube]\nnodes: []\n");
         assert_eq!(line, 2);
-        assert!(msg.contains("unknown variant `minikube`"), "{msg}");
+        assert!(msg.contains("unknown provider 'minikube' (known: local, k3s, kind)"), "{msg}");
         let (line, _, msg) = parse_error("cluster:\n  kubernetesVersion: \"1.30\"\nnodes: []\n");
         assert_eq!(line, 2);
         assert!(msg.contains("v1.36.3"), "{msg}");

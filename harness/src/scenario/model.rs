@@ -29,28 +29,47 @@ pub struct Scenario {
     pub user_data_patch: Option<super::patch::TextPatch>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Provider {
-    #[default]
-    Local,
-    Kind,
-    K3s,
-}
+/// A cluster provider, by its registered name (`cluster::REGISTRY`: a new provider is its module plus one line
+/// there; scenario files, trial names, `--provider` and doctor all read the registry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Provider(&'static str);
 
 impl Provider {
-    pub const ALL: [Provider; 3] = [Provider::Local, Provider::K3s, Provider::Kind];
+    /// The providers code names directly (defaults, tests); any registered name parses.
+    pub const LOCAL: Provider = Provider("local");
+    pub const K3S: Provider = Provider("k3s");
+    pub const KIND: Provider = Provider("kind");
+
+    /// Every registered provider, in the order trials are listed.
+    pub fn all() -> Vec<Provider> {
+        crate::cluster::REGISTRY.iter().map(|r| Provider(r.name)).collect()
+    }
 
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name.trim())
+        crate::cluster::REGISTRY
+            .iter()
+            .find(|r| r.name == name.trim())
+            .map(|r| Provider(r.name))
     }
 
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Provider::Local => "local",
-            Provider::Kind => "kind",
-            Provider::K3s => "k3s",
-        }
+        self.0
+    }
+}
+
+impl Default for Provider {
+    fn default() -> Self {
+        Self::LOCAL
+    }
+}
+
+impl<'de> Deserialize<'de> for Provider {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Provider::parse(&name).ok_or_else(|| {
+            let known: Vec<&str> = crate::cluster::REGISTRY.iter().map(|r| r.name).collect();
+            serde::de::Error::custom(format!("unknown provider '{name}' (known: {})", known.join(", ")))
+        })
     }
 }
 
@@ -99,7 +118,7 @@ pub struct Cluster {
     #[serde(default)]
     pub creating_for_calls: u32,
     /// DescribeCluster answers CREATING for this long from the first DescribeCluster call (e.g. `10s`).
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_duration")]
     pub creating_for: Option<Duration>,
     /// EKS access configuration: which of aws-auth and access entries the token webhook consults.
     #[serde(default)]
@@ -154,25 +173,16 @@ fn opt_minor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(u32, u32)>, D::E
         .ok_or_else(|| serde::de::Error::custom(format!("'{s}' is not a Kubernetes minor version like 1.35")))
 }
 
-/// EKS `accessConfig.authenticationMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-pub enum AuthenticationMode {
-    #[serde(rename = "CONFIG_MAP")]
-    ConfigMap,
-    #[serde(rename = "API")]
-    Api,
-    #[default]
-    #[serde(rename = "API_AND_CONFIG_MAP")]
-    ApiAndConfigMap,
-}
+pub use super::durations::duration;
+pub use crate::eks::identity::AuthenticationMode;
 
-impl AuthenticationMode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::ConfigMap => "CONFIG_MAP",
-            Self::Api => "API",
-            Self::ApiAndConfigMap => "API_AND_CONFIG_MAP",
-        }
+impl Cluster {
+    /// The service CIDR: the scenario's `serviceIpv4Cidr`, else the block EKS picks when CreateCluster is given
+    /// none (172.20.0.0/16 for a VPC in 10.0.0.0/8, 10.100.0.0/16 otherwise), so a kubelet's fallback DNS IP
+    /// lies in the cluster's real service range.
+    pub fn service_cidr(&self) -> ipnet::Ipv4Net {
+        self.service_ipv4_cidr
+            .unwrap_or_else(|| crate::eks::dns::eks_default_service_cidr(&self.network.all_cidrs()))
     }
 }
 
@@ -240,13 +250,6 @@ fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     crate::assets::check_version(&v)
         .map_err(|_| serde::de::Error::custom(format!("kubernetesVersion '{v}' must look like v1.36.3")))?;
     Ok(v)
-}
-
-/// Durations written like `60s`, `2m`, `1500ms`.
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s)
-        .map_err(|e| serde::de::Error::custom(format!("'{s}' is not a duration like 60s: {e}")))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -398,12 +401,8 @@ pub struct Imds {
     #[serde(default)]
     pub credentials: CredentialsMode,
     /// Lifetime of each set of credentials (they rotate before expiry); default 6h.
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_duration")]
     pub credential_lifetime: Option<Duration>,
-}
-
-fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
 }
 
 /// How the node bootstraps: a script run as `/etc/eks/bootstrap.sh ARGS...` (as user data would call it).
@@ -463,7 +462,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub status: Option<u16>,
     /// Wait this long before answering (or failing).
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_duration")]
     pub latency: Option<Duration>,
     /// Never answer (the client's own timeout decides).
     #[serde(default)]

@@ -5,7 +5,6 @@
 //! stays its container's real address, because the API server and the harness must reach its kubelet; so that
 //! address does not lie in the declared blocks. That is harmless for bootstraps: they read the VPC blocks only
 //! for derivations (the DNS fallback), never to pick an address or a route.
-use super::model::Cluster;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Deserialize, Deserializer};
 use std::net::Ipv4Addr;
@@ -159,16 +158,6 @@ impl Network {
     }
 }
 
-impl Cluster {
-    /// The service CIDR: the scenario's `serviceIpv4Cidr`, else the block EKS picks when CreateCluster is given
-    /// none (172.20.0.0/16 for a VPC in 10.0.0.0/8, 10.100.0.0/16 otherwise), so a kubelet's fallback DNS IP
-    /// lies in the cluster's real service range.
-    pub fn service_cidr(&self) -> Ipv4Net {
-        self.service_ipv4_cidr
-            .unwrap_or_else(|| crate::eks::dns::eks_default_service_cidr(&self.network.all_cidrs()))
-    }
-}
-
 /// `serviceIpv4Cidr`, checked as EKS's CreateCluster does: inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16,
 /// /12 to /24. (That it must not overlap the VPC needs both fields: the loader checks it.)
 pub(crate) fn service_cidr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Net>, D::Error> {
@@ -188,6 +177,7 @@ pub(crate) fn service_cidr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::model::Cluster;
 
     fn parse(yaml: &str) -> Result<Network, String> {
         serde_yaml_ng::from_str::<Network>(yaml).map_err(|e| e.to_string())

@@ -55,7 +55,7 @@ pub fn name(provider: Provider, version: &str, scenario: &str) -> String {
 /// The providers enabled by `NODEJOIN_PROVIDERS` (its value given here), or every one.
 pub fn enabled(value: Option<&str>) -> Result<Vec<Provider>, String> {
     match value.filter(|v| !v.trim().is_empty()) {
-        None => Ok(Provider::ALL.to_vec()),
+        None => Ok(Provider::all()),
         Some(v) => parse_list(ENV_PROVIDERS, v),
     }
 }
@@ -104,35 +104,35 @@ mod tests {
 
     #[test]
     fn names_carry_provider_and_minor_version() {
-        assert_eq!(name(Provider::Local, "v1.36.3", "basic"), "local/v1.36/basic");
-        assert_eq!(name(Provider::K3s, "v1.35.4", "iam-join"), "k3s/v1.35/iam-join");
+        assert_eq!(name(Provider::LOCAL, "v1.36.3", "basic"), "local/v1.36/basic");
+        assert_eq!(name(Provider::K3S, "v1.35.4", "iam-join"), "k3s/v1.35/iam-join");
         assert_eq!(minor("weird"), "weird");
     }
 
     #[test]
     fn enabled_providers_come_from_the_environment_value() {
-        assert_eq!(enabled(None).unwrap(), Provider::ALL.to_vec());
-        assert_eq!(enabled(Some("")).unwrap(), Provider::ALL.to_vec());
+        assert_eq!(enabled(None).unwrap(), Provider::all());
+        assert_eq!(enabled(Some("")).unwrap(), Provider::all());
         assert_eq!(
             enabled(Some("k3s, local")).unwrap(),
-            vec![Provider::K3s, Provider::Local]
+            vec![Provider::K3S, Provider::LOCAL]
         );
         assert!(enabled(Some("local,minikube")).unwrap_err().contains("minikube"));
     }
 
     #[test]
     fn required_providers_must_be_known_and_enabled() {
-        let all = Provider::ALL.to_vec();
+        let all = Provider::all();
         assert_eq!(required(None, &all).unwrap(), vec![]);
         assert_eq!(required(Some(" "), &all).unwrap(), vec![]);
         assert_eq!(
             required(Some("local,kind"), &all).unwrap(),
-            vec![Provider::Local, Provider::Kind]
+            vec![Provider::LOCAL, Provider::KIND]
         );
         assert!(required(Some("minikube"), &all)
             .unwrap_err()
             .contains("NODEJOIN_REQUIRE_PROVIDERS: unknown provider 'minikube'"));
-        let err = required(Some("kind"), &[Provider::Local]).unwrap_err();
+        let err = required(Some("kind"), &[Provider::LOCAL]).unwrap_err();
         assert!(
             err.contains("requires kind but NODEJOIN_PROVIDERS does not enable it"),
             "{err}"
@@ -145,13 +145,13 @@ mod tests {
         let ready = Availability::Ready;
         let fetch = Availability::Fetchable("image x is not present locally".into());
         let gone = Availability::Unavailable("image x cannot be pulled".into());
-        assert_eq!(plan(Provider::K3s, None, &ready, false), Plan::Run);
+        assert_eq!(plan(Provider::K3S, None, &ready, false), Plan::Run);
         assert_eq!(
-            plan(Provider::K3s, None, &fetch, true),
+            plan(Provider::K3S, None, &fetch, true),
             Plan::Run,
             "required: fetched at run time"
         );
-        let Plan::Ignore(why) = plan(Provider::K3s, None, &fetch, false) else {
+        let Plan::Ignore(why) = plan(Provider::K3S, None, &fetch, false) else {
             panic!("absent and not required is ignored");
         };
         assert!(
@@ -159,11 +159,11 @@ mod tests {
             "{why}"
         );
         assert_eq!(
-            plan(Provider::K3s, None, &gone, false),
+            plan(Provider::K3S, None, &gone, false),
             Plan::Ignore("provider k3s cannot run here: image x cannot be pulled".into())
         );
         assert_eq!(
-            plan(Provider::Kind, None, &gone, true),
+            plan(Provider::KIND, None, &gone, true),
             Plan::Fail(
                 "provider kind is required (NODEJOIN_REQUIRE_PROVIDERS) but cannot run here: image x cannot be pulled"
                     .into()
@@ -171,7 +171,7 @@ mod tests {
         );
         // A version the scenario does not apply to is ignored whatever the provider's state.
         assert_eq!(
-            plan(Provider::Kind, Some("needs 1.35".into()), &gone, true),
+            plan(Provider::KIND, Some("needs 1.35".into()), &gone, true),
             Plan::Ignore("needs 1.35".into())
         );
     }
@@ -179,16 +179,16 @@ mod tests {
     #[test]
     fn a_scenario_may_restrict_its_providers() {
         let all = scenario("nodes:\n  - name: a\n    bootstrap: {}\n");
-        assert_eq!(providers_for(&all, &Provider::ALL), Provider::ALL.to_vec());
+        assert_eq!(providers_for(&all, &Provider::all()), Provider::all());
         let local = scenario("cluster: { providers: [local] }\nnodes:\n  - name: a\n    bootstrap: {}\n");
-        assert_eq!(providers_for(&local, &Provider::ALL), vec![Provider::Local]);
-        assert!(providers_for(&local, &[Provider::Kind]).is_empty());
+        assert_eq!(providers_for(&local, &Provider::all()), vec![Provider::LOCAL]);
+        assert!(providers_for(&local, &[Provider::KIND]).is_empty());
     }
 
     /// What `cargo test -- <filter>` and nextest's `test(/.../)` match: substrings of these names.
     #[test]
     fn names_filter_by_provider_and_version() {
-        let names: Vec<String> = Provider::ALL
+        let names: Vec<String> = Provider::all()
             .iter()
             .flat_map(|p| ["v1.35.4", "v1.36.3"].map(|v| name(*p, v, "basic")))
             .collect();

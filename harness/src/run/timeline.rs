@@ -1,0 +1,145 @@
+//! A node's timeline, and figures over the nodes of a scenario (most useful for large groups): p50/p95/max of
+//! each node's start, its bootstrap, and its join, and how fast the nodes called the fakes.
+use std::time::Duration;
+
+/// Timeline of one node; the join milestones are measured from the moment the bootstrap finished (when the
+/// kubelet was started).
+#[derive(Debug, Clone, Default)]
+pub struct NodeTimeline {
+    pub node_name: String,
+    pub instance_id: String,
+    pub ip: String,
+    pub container_up: Option<Duration>,
+    pub bootstrap: Option<Duration>,
+    pub client_csr_issued: Option<Duration>,
+    pub registered: Option<Duration>,
+    pub ready: Option<Duration>,
+    pub serving_csr_issued: Option<Duration>,
+    pub serving_cert_live: Option<Duration>,
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+/// Reports of this many nodes or more carry the aggregate lines.
+pub const AGGREGATE_FROM_NODES: usize = 3;
+
+/// The `p`th percentile (nearest rank) of `values`, which must be sorted.
+fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
+}
+
+/// `what p50 X p95 Y max Z (n of N)` for one milestone, from the nodes that reached it.
+fn line(what: &str, nodes: &[NodeTimeline], f: impl Fn(&NodeTimeline) -> Option<Duration>) -> String {
+    let mut values: Vec<Duration> = nodes.iter().filter_map(f).collect();
+    values.sort();
+    let show = |d: Option<Duration>| d.map(secs).unwrap_or_else(|| "-".into());
+    format!(
+        "{what} p50 {} p95 {} max {} ({} of {})",
+        show(percentile(&values, 50.0)),
+        show(percentile(&values, 95.0)),
+        show(values.last().copied()),
+        values.len(),
+        nodes.len()
+    )
+}
+
+/// What the aggregate lines are computed from.
+pub struct Figures<'a> {
+    pub nodes: &'a [NodeTimeline],
+    /// Calls the nodes made to the fakes, and over how long (the bootstrap and the join).
+    pub calls: usize,
+    pub calls_window: Duration,
+    pub control_plane_rss_kib: u64,
+}
+
+impl Figures<'_> {
+    /// The aggregate lines, when there are `min_nodes` nodes or more.
+    pub fn lines(&self, min_nodes: usize) -> Vec<String> {
+        let nodes = self.nodes;
+        if nodes.len() < min_nodes {
+            return Vec::new();
+        }
+        let mut out = vec![
+            line("container up", nodes, |n| n.container_up),
+            line("bootstrap done", nodes, |n| n.bootstrap),
+            line("Ready after the kubelet started", nodes, |n| n.ready),
+            line("serving cert live after the kubelet started", nodes, |n| {
+                n.serving_cert_live
+            }),
+            // From the container's start to Ready: what a user waits for, per node.
+            line("joined (container start to Ready)", nodes, |n| {
+                Some(n.container_up? + n.bootstrap? + n.ready?)
+            }),
+        ];
+        if self.calls > 0 && !self.calls_window.is_zero() {
+            out.push(format!(
+                "fake calls: {} in {} ({:.1}/s)",
+                self.calls,
+                secs(self.calls_window),
+                self.calls as f64 / self.calls_window.as_secs_f64()
+            ));
+        }
+        if self.control_plane_rss_kib > 0 {
+            out.push(format!("control-plane RSS {} MiB", self.control_plane_rss_kib / 1024));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(ready_ms: u64) -> NodeTimeline {
+        NodeTimeline {
+            container_up: Some(Duration::from_secs(2)),
+            bootstrap: Some(Duration::from_secs(1)),
+            ready: Some(Duration::from_millis(ready_ms)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<Duration> = (1..=20).map(Duration::from_secs).collect();
+        assert_eq!(percentile(&v, 50.0), Some(Duration::from_secs(10)));
+        assert_eq!(percentile(&v, 95.0), Some(Duration::from_secs(19)));
+        assert_eq!(percentile(&v, 100.0), Some(Duration::from_secs(20)));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn counts_nodes_that_never_got_there() {
+        let mut nodes: Vec<NodeTimeline> = (1..=4).map(|i| node(i * 1000)).collect();
+        nodes.push(NodeTimeline::default());
+        let figures = Figures {
+            nodes: &nodes,
+            calls: 0,
+            calls_window: Duration::ZERO,
+            control_plane_rss_kib: 0,
+        };
+        let found = figures.lines(3);
+        let ready = found
+            .iter()
+            .find(|l| l.starts_with("Ready"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            ready,
+            "Ready after the kubelet started p50 2.00s p95 4.00s max 4.00s (4 of 5)"
+        );
+        let joined = found
+            .iter()
+            .find(|l| l.starts_with("joined"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(joined.contains("max 7.00s (4 of 5)"), "{joined}");
+        assert!(figures.lines(10).is_empty());
+    }
+}
