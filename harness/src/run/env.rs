@@ -106,6 +106,18 @@ impl<K: std::hash::Hash + Eq + Clone> KeyedLocks<K> {
     }
 }
 
+/// Where each fake listens, found by name among those started.
+struct Endpoints {
+    imds: std::net::SocketAddr,
+    eks: String,
+    ec2: String,
+    sts: String,
+    webhook: std::net::SocketAddr,
+    cloudformation: String,
+    ecr: String,
+    registry: String,
+}
+
 /// Where the node image keeps the `docker save` archive of our pause image.
 const PAUSE_ARCHIVE: &str = "/opt/nodejoin/pause.tar";
 
@@ -179,7 +191,27 @@ impl Environment {
             ])
         }
         .await;
-        let fakes = match started {
+        // Each fake by its name, not by its place in the list above.
+        let found = started.and_then(|fakes| {
+            let fake = |name: &str| {
+                fakes
+                    .iter()
+                    .find(|f| f.name == name)
+                    .ok_or_else(|| Error::Pipeline(format!("no fake called {name} was started")))
+            };
+            let endpoints = Endpoints {
+                imds: fake("imds")?.addr,
+                eks: fake("eks")?.url(),
+                ec2: fake("ec2")?.url(),
+                sts: fake("sts")?.url(),
+                webhook: fake("token-webhook")?.addr,
+                cloudformation: fake("cloudformation")?.url(),
+                ecr: fake("ecr")?.url(),
+                registry: fake("registry")?.url(),
+            };
+            Ok((fakes, endpoints))
+        });
+        let (fakes, at) = match found {
             Ok(f) => f,
             Err(e) => {
                 let _ = docker.remove_network(&network.name).await;
@@ -187,14 +219,14 @@ impl Environment {
             }
         };
         Ok(Arc::new(Self {
-            imds_addr: fakes[0].addr,
-            eks_url: fakes[1].url(),
-            ec2_url: fakes[2].url(),
-            sts_url: fakes[3].url(),
-            cloudformation_url: fakes[5].url(),
-            ecr_url: fakes[6].url(),
-            registry_url: fakes[7].url(),
-            webhook_base: format!("https://{}", fakes[4].addr),
+            imds_addr: at.imds,
+            eks_url: at.eks,
+            ec2_url: at.ec2,
+            sts_url: at.sts,
+            cloudformation_url: at.cloudformation,
+            ecr_url: at.ecr,
+            registry_url: at.registry,
+            webhook_base: format!("https://{}", at.webhook),
             webhook_ca: webhook_ca.0.cert_pem.clone(),
             run_id,
             run_dir,

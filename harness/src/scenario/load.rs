@@ -378,7 +378,10 @@ mod tests {
         assert!(!msg.is_empty());
         let (line, _, msg) = parse_error("cluster:\n  providers: [minikube]\nnodes: []\n");
         assert_eq!(line, 2);
-        assert!(msg.contains("unknown provider 'minikube' (known: local, k3s, kind)"), "{msg}");
+        assert!(
+            msg.contains("unknown provider 'minikube' (known: local, k3s, kind)"),
+            "{msg}"
+        );
         let (line, _, msg) = parse_error("cluster:\n  kubernetesVersion: \"1.30\"\nnodes: []\n");
         assert_eq!(line, 2);
         assert!(msg.contains("v1.36.3"), "{msg}");

@@ -23,9 +23,7 @@ pub(super) const ACTION: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let (env, sc) = (cx.env, cx.sc);
-        let Some(cluster) = cx.cluster.clone() else {
-            return Err(Error::Pipeline("announce ran before boot".into()));
-        };
+        let cluster = cx.cluster("announce")?;
         let cluster_name = sc.cluster_name();
         let (record, served) = announce(env, sc, &cluster, &cluster_name)?;
         cx.served = Some(served);

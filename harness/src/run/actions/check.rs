@@ -2,7 +2,7 @@
 //! calls, cloud-init's and nodeadm's reports) turned into checks by `assert`, then each group's own checks.
 use super::{Action, Context};
 use crate::assert;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::run::node::{calls_text, RunningNode};
 use crate::run::report::ScenarioReport;
 use crate::scenario::model::AuthMode;
@@ -18,9 +18,7 @@ pub(super) const ACTION: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let (env, sc) = (cx.env, cx.sc);
-        let Some(cluster) = cx.cluster.clone() else {
-            return Err(Error::Pipeline("assertions ran before boot".into()));
-        };
+        let cluster = cx.cluster("assertions")?;
         let report = &mut cx.report;
         for n in cx.nodes.iter_mut() {
             crate::run::node_checks::check_node(&cluster, n, report).await;

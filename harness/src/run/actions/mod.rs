@@ -96,6 +96,14 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The control plane `boot` started, for the steps after it (`step` names the asker in the error, a harness
+    /// bug, should the pipeline's order ever break).
+    pub fn cluster(&self, step: &str) -> Result<Arc<SharedCluster>> {
+        self.cluster
+            .clone()
+            .ok_or_else(|| crate::error::Error::Pipeline(format!("{step} ran before the control plane was booted")))
+    }
+
     /// How many node containers the scenario starts.
     pub fn node_count(&self) -> u32 {
         self.sc.nodes.iter().map(|g| g.count).sum()

@@ -12,9 +12,7 @@ pub(super) const ACTION: Action = Action {
 
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        let Some(cluster) = cx.cluster.clone() else {
-            return Err(Error::Pipeline("observe ran before boot".into()));
-        };
+        let cluster = cx.cluster("observe")?;
         if let Some(component) = crate::run::observe::observe(cx.env, &cluster, &mut cx.nodes).await {
             if crate::reaper::interrupted() {
                 return Err(Error::Interrupted);
