@@ -268,6 +268,26 @@ pub fn ensure_inotify(nodes: usize) {
     }
 }
 
+/// `MemAvailable` from /proc/meminfo, in MiB.
+pub fn available_memory_mib() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_field(&meminfo, "MemAvailable:").map(|kib| kib / 1024)
+}
+
+fn meminfo_field(meminfo: &str, field: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.
+pub fn own_peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    meminfo_field(&status, "VmHWM:").map(|kib| kib / 1024)
+}
+
 /// All of it, before a run: packages, the Docker engine, inotify limits.
 pub async fn prepare() -> Result<testcontainers::bollard::Docker> {
     ensure_packages().await?;
@@ -284,6 +304,13 @@ mod tests {
     fn finds_commands_on_path() {
         assert!(on_path("sh"));
         assert!(!on_path("no-such-command-nodejoin"));
+    }
+
+    #[test]
+    fn reads_meminfo() {
+        let m = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20480000 kB\n";
+        assert_eq!(meminfo_field(m, "MemAvailable:"), Some(20480000));
+        assert_eq!(meminfo_field(m, "SwapTotal:"), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ const RESERVE_MIB: u64 = 1024;
 
 /// An error when `nodes` nodes need more memory than is available now.
 pub fn check(scenario: &str, nodes: u64) -> Result<()> {
-    match crate::run::runner::available_memory_mib() {
+    match crate::host::available_memory_mib() {
         Some(available) => fits(scenario, nodes, available),
         None => Ok(()),
     }

@@ -93,7 +93,7 @@ impl Reporter for Human {
                 });
             }
             Event::RunFinished { reports, wall, .. } => {
-                let rss = crate::run::runner::own_peak_rss_mib()
+                let rss = crate::host::own_peak_rss_mib()
                     .map(|m| format!(", harness peak RSS {m} MiB"))
                     .unwrap_or_default();
                 self.print(&format!(

@@ -109,7 +109,7 @@ pub fn to_json(event: &Event) -> Value {
                 "errors": count(|o| matches!(o, Outcome::Error { .. })),
                 "ignored": count(|o| matches!(o, Outcome::Ignored(_) | Outcome::Unavailable(_))),
                 "leftovers": leftovers,
-                "harnessPeakRssMib": crate::run::runner::own_peak_rss_mib(),
+                "harnessPeakRssMib": crate::host::own_peak_rss_mib(),
             })
         }
     }

@@ -401,11 +401,6 @@ impl Environment {
             .map_err(|e| Error::Pipeline(format!("node slots: {e}")))
     }
 
-    /// Whether `nodes` node containers would have to wait for room now.
-    pub fn node_slots_busy(&self, nodes: u32) -> bool {
-        self.node_slots.available_permits() < nodes.clamp(1, NODE_SLOTS) as usize
-    }
-
     pub async fn iam_lease(&self, spec: &ClusterSpec) -> tokio::sync::OwnedMutexGuard<()> {
         self.iam_leases.lock(spec).await
     }

@@ -65,7 +65,7 @@ impl ScenarioReport {
         let window: Duration = self
             .phases
             .iter()
-            .filter(|(p, _)| p == "bootstrap" || p == "join observed")
+            .filter(|(p, _)| p == super::timeline::PHASE_BOOTSTRAP || p == super::timeline::PHASE_JOIN_OBSERVED)
             .map(|(_, d)| *d)
             .sum();
         let figures = super::timeline::Figures {

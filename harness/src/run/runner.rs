@@ -26,7 +26,7 @@ pub fn default_jobs() -> usize {
         return n.max(1);
     }
     let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
-    let by_memory = available_memory_mib()
+    let by_memory = crate::host::available_memory_mib()
         .map(|m| (m / MEMORY_PER_JOB_MIB) as usize)
         .unwrap_or(usize::MAX);
     jobs_for(cpus, by_memory)
@@ -34,26 +34,6 @@ pub fn default_jobs() -> usize {
 
 fn jobs_for(cpus: usize, by_memory: usize) -> usize {
     (cpus * 2).min(8).min(by_memory).max(1)
-}
-
-/// `MemAvailable` from /proc/meminfo, in MiB.
-pub fn available_memory_mib() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    meminfo_field(&meminfo, "MemAvailable:").map(|kib| kib / 1024)
-}
-
-fn meminfo_field(meminfo: &str, field: &str) -> Option<u64> {
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-}
-
-/// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.
-pub fn own_peak_rss_mib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    meminfo_field(&status, "VmHWM:").map(|kib| kib / 1024)
 }
 
 /// Runs `scenarios`, `jobs` at a time; the reports come back in the order of `scenarios`.
@@ -83,12 +63,5 @@ mod tests {
         assert_eq!(jobs_for(64, 100), 8);
         assert_eq!(jobs_for(2, 3), 3, "memory limits it");
         assert_eq!(jobs_for(2, 0), 1, "never fewer than one");
-    }
-
-    #[test]
-    fn reads_meminfo() {
-        let m = "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:   20480000 kB\n";
-        assert_eq!(meminfo_field(m, "MemAvailable:"), Some(20480000));
-        assert_eq!(meminfo_field(m, "SwapTotal:"), None);
     }
 }

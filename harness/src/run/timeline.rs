@@ -22,6 +22,11 @@ pub fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
+/// The phases in which the nodes call the fakes: the call rate is taken over them. (Their steps in
+/// `run::actions` are named with these.)
+pub const PHASE_BOOTSTRAP: &str = "bootstrap";
+pub const PHASE_JOIN_OBSERVED: &str = "join observed";
+
 /// Reports of this many nodes or more carry the aggregate lines.
 pub const AGGREGATE_FROM_NODES: usize = 3;
 

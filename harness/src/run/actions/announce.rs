@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 pub(super) const ACTION: Action = Action {
     name: "cluster announced",
     applies: super::always,
+    wait: false,
     run,
 };
 

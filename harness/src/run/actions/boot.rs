@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 pub(super) const ACTION: Action = Action {
     name: "control plane + nodes booted (in parallel)",
     applies: super::always,
+    wait: false,
     run,
 };
 

@@ -5,8 +5,9 @@ use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
 pub(super) const ACTION: Action = Action {
-    name: "bootstrap",
+    name: crate::run::timeline::PHASE_BOOTSTRAP,
     applies: super::always,
+    wait: false,
     run,
 };
 

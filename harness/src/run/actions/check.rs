@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 pub(super) const ACTION: Action = Action {
     name: "assertions",
     applies: super::always,
+    wait: false,
     run,
 };
 

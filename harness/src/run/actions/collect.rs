@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 pub(super) const ACTION: Action = Action {
     name: "artifacts",
     applies: wanted,
+    wait: false,
     run,
 };
 

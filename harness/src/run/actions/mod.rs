@@ -52,12 +52,16 @@ pub(crate) struct Context<'a> {
 }
 
 /// One named step of the pipeline; `applies` says whether it has anything to do for this run (a step that does
-/// not apply is neither run nor timed).
+/// not apply is neither run nor timed). A `wait` step (for room, for a lease) is reported only when it waited.
 pub(crate) struct Action {
     pub name: &'static str,
     pub applies: fn(&Context<'_>) -> bool,
+    pub wait: bool,
     pub run: for<'c, 'a> fn(&'c mut Context<'a>) -> BoxFuture<'c, Result<()>>,
 }
+
+/// Less than this is not waiting.
+const WAITED: std::time::Duration = std::time::Duration::from_millis(10);
 
 fn always(_: &Context<'_>) -> bool {
     true
@@ -132,7 +136,9 @@ impl<'a> Context<'a> {
             });
             let t = Instant::now();
             result = (action.run)(self).await;
-            self.phase(action.name, t.elapsed());
+            if !(action.wait && t.elapsed() < WAITED) {
+                self.phase(action.name, t.elapsed());
+            }
             if result.is_err() {
                 break;
             }

@@ -9,12 +9,14 @@ use futures::future::BoxFuture;
 pub(super) const ACTION: Action = Action {
     name: "provision",
     applies: super::always,
+    wait: false,
     run,
 };
 
 pub(super) const LEASE: Action = Action {
     name: "waited for the shared control plane (one IAM scenario at a time)",
     applies: needs_lease,
+    wait: false,
     run: lease,
 };
 
@@ -72,24 +74,16 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             owner: own.then(|| sc.name.clone()),
         });
         cx.assets = Some(assets);
-        if !cx.env.node_slots_busy(cx.node_count()) {
-            // Room now: taken here, so the `SLOTS` step (shown only when it waits) has nothing to do.
-            cx.slots = Some(cx.env.node_slots(cx.node_count()).await?);
-        }
         Ok(())
     })
 }
 
 pub(super) const SLOTS: Action = Action {
     name: "waited for room for its nodes (other scenarios' nodes running)",
-    applies: slots_busy,
+    applies: super::always,
+    wait: true,
     run: slots,
 };
-
-/// Only timed (and shown) when the scenario has to wait; the permit is taken either way.
-fn slots_busy(cx: &Context<'_>) -> bool {
-    cx.slots.is_none()
-}
 
 fn slots<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
