@@ -23,6 +23,13 @@ pub async fn check(version: &str) -> Vec<Finding> {
             optional: false,
         });
     };
+    let share = crate::paths::fixtures_dir();
+    add(
+        "nodejoin's own files (fixtures, kind config)",
+        share.join("bootstrap/bootstrap.sh").is_file(),
+        crate::paths::share_source(),
+        "set NODEJOIN_FIXTURES to a nodejoin checkout's fixtures/, or reinstall nodejoin",
+    );
     let docker = crate::docker::connect().await;
     add(
         "Docker engine",

@@ -68,6 +68,12 @@ pub enum Error {
     #[error("mutation {mutation}: {message}")]
     Mutation { mutation: String, message: String },
 
+    #[error("nodejoin init: {0}")]
+    Init(String),
+
+    #[error("nodejoin compare: {0}")]
+    Compare(String),
+
     #[error("{what} did not finish within {}", humantime::format_duration(*after))]
     Timeout {
         /// What was waited for, e.g. "`journalctl -u kubelet` in node nodejoin-...-a-1".
@@ -113,6 +119,8 @@ impl Error {
             Error::Mutation { .. } => {
                 "the catalogue (harness/src/mutate/catalogue.rs) no longer matches the reference bootstrap or the scenario: update its anchor text or catchers"
             }
+            Error::Init(_) => "`nodejoin init --help`: give paths inside the repository; --force overwrites files",
+            Error::Compare(_) => "`nodejoin compare --help`: a side is script:FILE, overlay:DIR, image:TAG, user-data:FILE or git:REV",
             Error::Timeout { .. } => "the deadline is generous, so something hangs: see the logs under target/nodejoin/<run>/ and `docker ps`; `nodejoin reap` removes what a killed run left",
             Error::Process { .. } => "check the program is installed and on PATH (`nodejoin doctor`)",
             Error::Pipeline(_) => "a harness bug: please report it with the run's report.txt",

@@ -19,6 +19,12 @@ struct Package {
     why: &'static str,
 }
 
+/// `DOCKER_HOST` names an engine other than the local socket's: nodejoin neither installs nor starts it.
+fn custom_docker_host() -> bool {
+    std::env::var("DOCKER_HOST")
+        .is_ok_and(|h| !h.is_empty() && h != "unix:///var/run/docker.sock" && h != "unix:///run/docker.sock")
+}
+
 fn on_path(cmd: &str) -> bool {
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
@@ -28,7 +34,10 @@ fn on_path(cmd: &str) -> bool {
 const PACKAGES: &[Package] = &[
     Package {
         name: "docker.io",
-        present: || on_path("dockerd") || on_path("docker"),
+        // The engine, not the CLI: a machine can have the `docker` client alone (found on a fresh CI machine,
+        // where a first run then could not start any engine). An engine nodejoin does not start (DOCKER_HOST, or
+        // one already serving the socket) needs no package.
+        present: || on_path("dockerd") || custom_docker_host() || Path::new("/var/run/docker.sock").exists(),
         why: "node containers",
     },
     Package {
@@ -157,9 +166,7 @@ pub async fn ensure_docker() -> Result<testcontainers::bollard::Docker> {
         Err(e) => e,
     };
     // An engine elsewhere (DOCKER_HOST) or one that runs but does not answer is not ours to start.
-    let custom = std::env::var("DOCKER_HOST")
-        .is_ok_and(|h| !h.is_empty() && h != "unix:///var/run/docker.sock" && h != "unix:///run/docker.sock");
-    if custom || dockerd_running() {
+    if custom_docker_host() || dockerd_running() {
         return Err(refused);
     }
     let fix = "install docker.io and start it: `dockerd &` or `systemctl start docker`".to_string();

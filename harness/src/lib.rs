@@ -6,6 +6,7 @@
 pub mod assert;
 pub mod assets;
 pub mod cluster;
+pub mod compare;
 pub mod controllers;
 pub mod deadline;
 pub mod docker;
@@ -14,6 +15,7 @@ pub mod eks;
 pub mod error;
 pub mod fakes;
 pub mod host;
+pub mod init;
 pub mod mutate;
 pub mod node;
 pub mod paths;

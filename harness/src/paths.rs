@@ -1,4 +1,7 @@
-//! Where nodejoin keeps things outside the repository (caches) and inside it (run artifacts).
+//! Where nodejoin keeps things outside the repository (caches) and inside it (run artifacts), and where it finds
+//! its own files (`fixtures/`, `kind-config/`): in a checkout, or packed into the binary.
+mod embedded;
+
 use std::path::{Path, PathBuf};
 
 /// `$NODEJOIN_CACHE_DIR`, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin`.
@@ -15,36 +18,67 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache").join("nodejoin")
 }
 
-/// The workspace root: the nearest ancestor of the current directory (or of this crate, for tests) whose
-/// Cargo.toml declares a `[workspace]`, so paths like `fixtures/` and `scenarios/` resolve the same from
-/// `cargo test` (cwd = harness/) and from the CLI (cwd = repo root).
-pub fn workspace_root() -> PathBuf {
+/// A nodejoin checkout containing the current directory (or, for this crate's own tests, the crate): the nearest
+/// ancestor with `harness/Cargo.toml` naming the `nodejoin` package and our `fixtures/`. A user's repository is
+/// none, even when it is a Cargo workspace with a `fixtures/` of its own.
+pub fn checkout_root() -> Option<PathBuf> {
     let starts = [
         std::env::current_dir().ok(),
-        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        // `cargo test` runs in harness/; this is the same checkout, never an installed binary's old one.
+        cfg!(test).then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
     ];
-    for start in starts.into_iter().flatten() {
-        for dir in start.ancestors() {
-            let manifest = dir.join("Cargo.toml");
-            if let Ok(text) = std::fs::read_to_string(&manifest) {
-                if text.contains("[workspace]") && dir.join("fixtures").is_dir() {
-                    return dir.to_path_buf();
-                }
-            }
-        }
-    }
-    PathBuf::from(".")
+    starts
+        .into_iter()
+        .flatten()
+        .find_map(|start| start.ancestors().find(|d| is_checkout(d)).map(Path::to_path_buf))
 }
 
-/// `fixtures/` of the workspace (or `$NODEJOIN_FIXTURES`).
+fn is_checkout(dir: &Path) -> bool {
+    dir.join("fixtures/bootstrap/bootstrap.sh").is_file()
+        && std::fs::read_to_string(dir.join("harness/Cargo.toml")).is_ok_and(|t| t.contains("name = \"nodejoin\""))
+}
+
+/// The workspace root when running from a nodejoin checkout (so `scenarios/` and `target/` resolve the same from
+/// `cargo test`, cwd = harness/, and from the CLI, cwd = the root); else the current directory.
+pub fn workspace_root() -> PathBuf {
+    checkout_root().unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Where `fixtures/` and `kind-config/` are read from: a checkout's own (edits take effect at once), else the
+/// copy packed into this binary at build time (build.rs), unpacked into `<cache>/share/<hash>/` on first use:
+/// what a `cargo install`ed nodejoin uses.
+pub fn share_root() -> PathBuf {
+    checkout_root().unwrap_or_else(embedded::unpacked)
+}
+
+/// Where [`share_root`] comes from, for `nodejoin doctor`.
+pub fn share_source() -> String {
+    match checkout_root() {
+        Some(root) => format!("the nodejoin checkout at {}", root.display()),
+        None => format!(
+            "the copy built into this binary, unpacked at {}",
+            embedded::unpacked().display()
+        ),
+    }
+}
+
+/// `fixtures/` (or `$NODEJOIN_FIXTURES`).
 pub fn fixtures_dir() -> PathBuf {
     std::env::var_os("NODEJOIN_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("fixtures"))
+        .unwrap_or_else(|| share_root().join("fixtures"))
 }
 
-/// `target/nodejoin/` (honours `CARGO_TARGET_DIR`).
+/// `kind-config/` (the kind cluster template and the restricted-host docker shim).
+pub fn kind_config_dir() -> PathBuf {
+    share_root().join("kind-config")
+}
+
+/// `target/nodejoin/` (honours `$NODEJOIN_ARTIFACTS_DIR`, else `CARGO_TARGET_DIR`).
 pub fn artifacts_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NODEJOIN_ARTIFACTS_DIR") {
+        return PathBuf::from(dir);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
@@ -57,6 +91,12 @@ pub fn resolve(path: &Path) -> PathBuf {
         return path.to_path_buf();
     }
     workspace_root().join(path)
+}
+
+/// Our reference bootstrap (`fixtures/bootstrap/bootstrap.sh`): what a node runs when its scenario names no
+/// script and its image brings none.
+pub fn reference_bootstrap() -> PathBuf {
+    fixtures_dir().join("bootstrap").join("bootstrap.sh")
 }
 
 /// An exclusive lock on `<cache>/<name>.lock`, held until dropped: provisioning (downloads, builds, image

@@ -43,6 +43,16 @@ impl Identity {
         Identity { values }
     }
 
+    /// One more value to replace (a cluster's endpoint, CA, token), keeping the longest-first order. Values
+    /// shorter than 4 characters are left alone: they would match by accident.
+    pub fn with(mut self, value: &str, placeholder: &'static str) -> Self {
+        if value.len() >= 4 && !self.values.iter().any(|(v, _)| v == value) {
+            self.values.push((value.to_string(), placeholder));
+            self.values.sort_by_key(|v| std::cmp::Reverse(v.0.len()));
+        }
+        self
+    }
+
     pub fn normalise(&self, text: &str) -> String {
         self.values
             .iter()

@@ -268,7 +268,7 @@ impl super::container::Containers for KindCluster {
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
     let kind = ensure_kind().await?;
     let dir = super::container::prepare_dir(&ctx)?;
-    let template_path = crate::paths::workspace_root().join("kind-config").join("cluster.yaml");
+    let template_path = crate::paths::kind_config_dir().join("cluster.yaml");
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
     let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
     let config = dir.join("kind.yaml");
@@ -389,7 +389,7 @@ mod tests {
     use super::*;
 
     fn template() -> String {
-        std::fs::read_to_string(crate::paths::workspace_root().join("kind-config/cluster.yaml")).unwrap()
+        std::fs::read_to_string(crate::paths::kind_config_dir().join("cluster.yaml")).unwrap()
     }
 
     fn spec(version: &str) -> ClusterSpec {

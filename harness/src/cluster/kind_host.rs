@@ -54,9 +54,7 @@ impl Shim {
 }
 
 fn shim() -> Result<Shim, String> {
-    let dir = crate::paths::workspace_root()
-        .join("kind-config")
-        .join("restricted-host");
+    let dir = crate::paths::kind_config_dir().join("restricted-host");
     if !dir.join("docker").is_file() {
         return Err(format!(
             "the restricted-host docker shim {} is missing",
@@ -141,7 +139,7 @@ mod tests {
         std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let shim = crate::paths::workspace_root().join("kind-config/restricted-host/docker");
+        let shim = crate::paths::kind_config_dir().join("restricted-host/docker");
         let run = |args: &[&str]| {
             let out = std::process::Command::new(&shim)
                 .args(args)

@@ -17,9 +17,6 @@ use tokio::sync::OnceCell;
 
 pub use catalogue::CATALOGUE;
 
-/// The reference bootstrap the harness installs unless a scenario names another.
-pub const REFERENCE_BOOTSTRAP: &str = "fixtures/bootstrap/bootstrap.sh";
-
 /// Where a mutation is planted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -108,7 +105,7 @@ pub fn select(only: &[String]) -> std::result::Result<Vec<Mutation>, String> {
 
 /// The mutated reference bootstrap, written under `dir`.
 fn mutated_bootstrap(m: &Mutation, dir: &Path) -> Result<PathBuf> {
-    let source = crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP));
+    let source = crate::paths::reference_bootstrap();
     let text = std::fs::read_to_string(&source).map_err(|e| Error::io(&source, e))?;
     let patched = TextPatch::new(m.find, m.replace)
         .apply(&text)
@@ -119,6 +116,11 @@ fn mutated_bootstrap(m: &Mutation, dir: &Path) -> Result<PathBuf> {
     let path = dir.join(format!("bootstrap-{}.sh", m.name));
     std::fs::write(&path, patched).map_err(|e| Error::io(&path, e))?;
     Ok(path)
+}
+
+/// A path as the file it names (symlinks and `..` resolved), so two spellings of one file compare equal.
+fn same_file_key(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// `sc` with `m` planted: node groups running the reference bootstrap get the mutated copy, or the user data
@@ -133,11 +135,11 @@ pub fn plant(m: &Mutation, sc: &Scenario, scratch: &Path) -> Result<Scenario> {
     match m.target {
         Target::ReferenceBootstrap => {
             let script = mutated_bootstrap(m, scratch)?;
-            let reference = crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP));
+            let reference = same_file_key(&crate::paths::reference_bootstrap());
             let mut planted = 0;
             for g in &mut sc.nodes {
                 let runs_reference = match &g.bootstrap.script {
-                    Some(s) => crate::paths::resolve(Path::new(s)) == reference,
+                    Some(s) => same_file_key(Path::new(s)) == reference,
                     None => g.image.is_none(),
                 };
                 if runs_reference {
@@ -311,7 +313,7 @@ mod tests {
     /// Every anchor occurs exactly once in what it patches, so no mutation silently tests nothing.
     #[test]
     fn every_bootstrap_anchor_occurs_once() {
-        let text = std::fs::read_to_string(crate::paths::resolve(Path::new(REFERENCE_BOOTSTRAP))).unwrap();
+        let text = std::fs::read_to_string(crate::paths::reference_bootstrap()).unwrap();
         for m in CATALOGUE.iter().filter(|m| m.target == Target::ReferenceBootstrap) {
             let patched = TextPatch::new(m.find, m.replace).apply(&text);
             assert!(patched.is_ok(), "{}: {patched:?}", m.name);

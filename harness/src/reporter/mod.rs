@@ -1,9 +1,10 @@
 //! Reporters: what a run's events become. The human renderer (live progress for the scenarios running at once,
-//! each scenario's report when it ends, the summary table), JSON lines for tools (`--format json`), and JUnit XML
-//! for CI. They only consume `run::events::Event`s; the runner knows none of them.
+//! each scenario's report when it ends, the summary table), JSON lines for tools (`--format json`), JUnit XML
+//! for CI, and a Markdown summary for pull requests (`--markdown`). They only consume `run::events::Event`s; the runner knows none of them.
 pub mod human;
 pub mod json;
 pub mod junit;
+pub mod markdown;
 
 /// The console format of `nodejoin run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

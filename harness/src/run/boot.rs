@@ -32,17 +32,14 @@ pub(super) async fn boot_node(
             g.tag.is_some()
                 || g.overlay
                     .as_ref()
-                    .is_some_and(|d| crate::node::image::overlay_has_bootstrap(&crate::paths::resolve(Path::new(d))))
+                    .is_some_and(|d| crate::node::image::overlay_has_bootstrap(Path::new(d)))
         });
     let mut bootstrap_files = Vec::new();
     if !image_brings_bootstrap {
-        let script_path = crate::paths::resolve(Path::new(
-            group
-                .bootstrap
-                .script
-                .as_deref()
-                .unwrap_or("fixtures/bootstrap/bootstrap.sh"),
-        ));
+        let script_path = match group.bootstrap.script.as_deref() {
+            Some(s) => std::path::PathBuf::from(s),
+            None => crate::paths::reference_bootstrap(),
+        };
         let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
         for (path, from, mode) in [
             ("/etc/eks/bootstrap.sh", &script_path, 0o755),

@@ -298,7 +298,7 @@ impl Environment {
         let Some(dir) = &g.overlay else {
             return Ok(base.clone());
         };
-        let dir = crate::paths::resolve(std::path::Path::new(dir));
+        let dir = std::path::PathBuf::from(dir);
         let key = format!("{}+{}", base.tag, dir.display());
         let mut cache = self.images.lock().await;
         if let Some(i) = cache.get(&key) {

@@ -71,16 +71,7 @@ pub async fn kubelet_state(container: &NodeContainer) -> Option<UnitState> {
 /// The kubelet's own error line in its journal: the last line that says why it exited (`Error: unknown flag`,
 /// `failed to run Kubelet`, a klog `E` line), without the journal's prefix.
 pub fn kubelet_error_line(journal: &str) -> Option<String> {
-    let strip = |l: &str| -> String {
-        // "Nov 23 09:30:01 host kubelet[123]: message" → "message".
-        let msg = l.split_once("]: ").map(|(_, m)| m).unwrap_or(l);
-        msg.trim().chars().take(300).collect()
-    };
-    let is_klog_error = |m: &str| {
-        let b = m.as_bytes();
-        b.len() > 5 && b[0] == b'E' && b[1..5].iter().all(u8::is_ascii_digit)
-    };
-    let messages: Vec<String> = journal.lines().map(strip).collect();
+    let messages: Vec<String> = journal.lines().map(super::journal::message).collect();
     let strong = [
         "Error:",
         "unknown flag",
@@ -92,7 +83,7 @@ pub fn kubelet_error_line(journal: &str) -> Option<String> {
         .iter()
         .rev()
         .find(|m| strong.iter().any(|s| m.contains(s)))
-        .or_else(|| messages.iter().rev().find(|m| is_klog_error(m)))
+        .or_else(|| messages.iter().rev().find(|m| super::journal::is_klog_error(m)))
         .cloned()
 }
 

@@ -8,6 +8,7 @@ pub mod events;
 pub mod failfast;
 pub mod files;
 pub mod iam;
+mod journal;
 pub mod lazy;
 mod node;
 mod node_checks;

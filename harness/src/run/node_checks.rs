@@ -100,7 +100,7 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
             None => format!("nodes in the cluster: {names:?}"),
         };
         // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
-        let cause = match last_error_line(&n.container.journal(Some("kubelet")).await) {
+        let cause = match super::journal::last_error(&n.container.journal(Some("kubelet")).await) {
             Some(line) => format!("; the kubelet's last error: {line}"),
             None => String::new(),
         };
@@ -278,16 +278,6 @@ fn field_checks(
     ));
 }
 
-/// The last klog error line (`E1123 12:25:31.496353 ...`) of a journal, trimmed to its message.
-fn last_error_line(journal: &str) -> Option<String> {
-    journal.lines().rev().find_map(|l| {
-        let msg = l.split_once("]: ").map(|(_, m)| m).unwrap_or(l).trim_start();
-        let mut chars = msg.chars();
-        (chars.next() == Some('E') && chars.next().is_some_and(|c| c.is_ascii_digit()))
-            .then(|| msg.chars().take(300).collect())
-    })
-}
-
 /// The kubelet unit is enabled, not only started: a node whose bootstrap only started it loses its kubelet on
 /// the first reboot (EKS AMIs' bootstrap and nodeadm enable it).
 async fn kubelet_enabled(n: &RunningNode) -> Check {
@@ -398,11 +388,8 @@ pub(super) async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The kubelet's live `clusterDNS`, through the API server's node proxy to `/configz`.
-pub(super) async fn configz_cluster_dns(
-    cluster: &SharedCluster,
-    node: &str,
-) -> std::result::Result<Vec<String>, String> {
+/// The kubelet's live config (`/configz`), through the API server's node proxy.
+pub(super) async fn configz(cluster: &SharedCluster, node: &str) -> std::result::Result<serde_json::Value, String> {
     let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
@@ -411,26 +398,17 @@ pub(super) async fn configz_cluster_dns(
         .request_text(req)
         .await
         .map_err(|e| format!("configz: {e}"))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("configz: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("configz: {e}"))
+}
+
+/// The kubelet's live `clusterDNS`, from `/configz`.
+pub(super) async fn configz_cluster_dns(
+    cluster: &SharedCluster,
+    node: &str,
+) -> std::result::Result<Vec<String>, String> {
+    let v = configz(cluster, node).await?;
     let dns = v["kubeletconfig"]["clusterDNS"]
         .as_array()
         .ok_or("configz has no kubeletconfig.clusterDNS")?;
     Ok(dns.iter().filter_map(|d| d.as_str().map(str::to_string)).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_last_klog_error_of_a_journal_is_quoted() {
-        let journal = "Nov 23 12:00:01 ip-1 kubelet[446]: I1123 12:00:01.1 446 server.go:1] starting\n\
-Nov 23 12:00:02 ip-1 kubelet[446]: E1123 12:00:02.2 446 reflector.go:2] x509: certificate signed by unknown authority\n\
-Nov 23 12:00:03 ip-1 kubelet[446]: W1123 12:00:03.3 446 x.go:3] a warning\n";
-        assert_eq!(
-            last_error_line(journal).unwrap(),
-            "E1123 12:00:02.2 446 reflector.go:2] x509: certificate signed by unknown authority"
-        );
-        assert!(last_error_line("Nov 23 ip-1 kubelet[1]: Error is not a klog line\n").is_none());
-    }
 }

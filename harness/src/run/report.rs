@@ -40,6 +40,8 @@ pub struct ScenarioReport {
     pub control_plane_rss: Vec<(String, u64)>,
     /// How many calls the scenario's nodes made to the fakes.
     pub call_count: usize,
+    /// What the nodes showed, normalised (only when the scenario asked for it: `nodejoin compare`).
+    pub snapshot: Option<crate::compare::snapshot::ScenarioSnapshot>,
 }
 
 impl ScenarioReport {
@@ -57,6 +59,7 @@ impl ScenarioReport {
             notes: vec![],
             control_plane_rss: vec![],
             call_count: 0,
+            snapshot: None,
         }
     }
 

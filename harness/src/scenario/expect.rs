@@ -29,7 +29,7 @@ pub struct FileExpectation {
     /// `dotted.path: value` pairs that must hold in the file (JSON or YAML); `clusterDNS.0` indexes a list.
     #[serde(default)]
     pub values: BTreeMap<String, serde_yaml_ng::Value>,
-    /// A golden file (relative to the workspace, placeholders filled in) the file must equal.
+    /// A golden file (relative to the scenario file, placeholders filled in) the file must equal.
     #[serde(default)]
     pub golden: Option<String>,
     /// Substrings the file must contain.

@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 /// runs (`node::capacity`).
 pub const MAX_GROUP_NODES: u32 = 1000;
 
-/// Parses scenario text; `file` is only used in error messages.
+/// Parses scenario text; `file` names it in error messages, and its directory is what the scenario's relative
+/// paths are relative to (`scenario::relative`).
 pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
+    let dir = super::relative::dir_of(file);
+    let _base = super::relative::enter(&dir);
     let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
         let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
         // serde_yaml_ng appends "at line L column C" to some messages; the location is printed separately.
@@ -21,6 +24,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
             message,
         }
     })?;
+    absolute_paths(&mut scenario);
     if scenario.name.is_empty() {
         scenario.name = file
             .file_stem()
@@ -31,6 +35,21 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
     super::iam_rules::check(&scenario, text, file)?;
     check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
+}
+
+/// Every path of the scenario made absolute against the scenario file's directory (the user-data file already is,
+/// see `user_data.rs`), so the runner, the image builder and `compare` never guess again.
+fn absolute_paths(s: &mut Scenario) {
+    let abs = |p: &mut String| *p = super::relative::resolve(p).to_string_lossy().into_owned();
+    for n in &mut s.nodes {
+        n.bootstrap.script.as_mut().map(abs);
+        if let Some(img) = &mut n.image {
+            img.overlay.as_mut().map(abs);
+        }
+        for f in &mut n.expect.files {
+            f.golden.as_mut().map(abs);
+        }
+    }
 }
 
 /// EKS refuses a service range that overlaps the VPC. The check needs two sections, so serde cannot point at it;
@@ -131,14 +150,15 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             ));
         }
         if let Some(script) = &n.bootstrap.script {
-            let path = crate::paths::resolve(Path::new(script));
+            let path = Path::new(script);
             if !path.is_file() {
                 return Err(invalid(
                     file,
                     format!(
-                        "node group '{}': bootstrap script {} does not exist",
+                        "node group '{}': bootstrap script {} does not exist ({})",
                         n.name,
-                        path.display()
+                        path.display(),
+                        super::relative::HINT
                     ),
                 ));
             }
@@ -172,9 +192,18 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         }
         for f in &n.expect.files {
             if let Some(g) = &f.golden {
-                let path = crate::paths::resolve(Path::new(g));
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| invalid(file, format!("node group '{}': golden {}: {e}", n.name, path.display())))?;
+                let path = Path::new(g);
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    invalid(
+                        file,
+                        format!(
+                            "node group '{}': golden {}: {e} ({})",
+                            n.name,
+                            path.display(),
+                            super::relative::HINT
+                        ),
+                    )
+                })?;
                 super::template::check(&text)
                     .map_err(|m| invalid(file, format!("node group '{}': golden {}: {m}", n.name, path.display())))?;
             }
@@ -216,11 +245,15 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
 fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), String> {
     match (&img.overlay, &img.tag) {
         (Some(dir), None) => {
-            let path = crate::paths::resolve(Path::new(dir));
+            let path = Path::new(dir);
             if path.is_dir() {
                 Ok(())
             } else {
-                Err(format!("image.overlay {} is not a directory", path.display()))
+                Err(format!(
+                    "image.overlay {} is not a directory ({})",
+                    path.display(),
+                    super::relative::HINT
+                ))
             }
         }
         (None, Some(tag)) if !tag.trim().is_empty() => Ok(()),
@@ -334,7 +367,7 @@ mod tests {
     const MINIMAL: &str = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n";
 
     fn p(text: &str) -> Result<Scenario> {
-        parse(text, Path::new("scenarios/test.yaml"))
+        parse(text, &crate::paths::workspace_root().join("test.yaml"))
     }
 
     #[test]

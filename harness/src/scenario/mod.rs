@@ -7,6 +7,7 @@ pub mod load;
 pub mod model;
 pub mod network;
 pub mod patch;
+pub mod relative;
 pub mod template;
 pub mod trials;
 pub mod user_data;

@@ -27,6 +27,9 @@ pub struct Scenario {
     /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
     #[serde(skip)]
     pub user_data_patch: Option<super::patch::TextPatch>,
+    /// Take a snapshot of every node before teardown (`nodejoin compare`): what the bootstrap did, normalised.
+    #[serde(skip)]
+    pub snapshot: bool,
 }
 
 /// A cluster provider, by its registered name (`cluster::REGISTRY`: a new provider is its module plus one line
@@ -409,7 +412,7 @@ pub struct Imds {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bootstrap {
-    /// The script, relative to the workspace; defaults to our reference `fixtures/bootstrap/bootstrap.sh`.
+    /// The script, relative to the scenario file; defaults to our reference `fixtures/bootstrap/bootstrap.sh`.
     #[serde(default)]
     pub script: Option<String>,
     /// Arguments; `{{...}}` placeholders are filled in (see README).
@@ -481,7 +484,7 @@ fn any_action() -> String {
 #[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GroupImage {
-    /// A directory (relative to the workspace) laid out like the root filesystem, copied over our node image as
+    /// A directory (relative to the scenario file) laid out like the root filesystem, copied over our node image as
     /// one more layer (what `nodejoin image build --overlay DIR` builds). When it holds `etc/eks/bootstrap.sh`,
     /// that script is the node's bootstrap.
     #[serde(default)]

@@ -12,7 +12,7 @@ use std::path::Path;
 /// User data for a node group: exactly one of a file or a generator.
 #[derive(Debug, Clone, Default)]
 pub struct UserDataSpec {
-    /// A file (relative to the workspace): plain text, or already gzip, base64 or base64(gzip(...)); its
+    /// A file (relative to the scenario file): plain text, or already gzip, base64 or base64(gzip(...)); its
     /// placeholders are filled in the innermost text and it is wrapped again in the same layers.
     pub file: Option<String>,
     /// What the file's final bytes are (default: `base64` when its outermost layer is base64, else `raw`).
@@ -73,7 +73,10 @@ impl<'de> Visitor<'de> for Checked {
             ));
         }
         let spec = UserDataSpec {
-            file: f.file,
+            // Relative to the scenario file (scenario::relative), made absolute here so it means the same later.
+            file: f
+                .file
+                .map(|p| super::relative::resolve(&p).to_string_lossy().into_owned()),
             encoding: f.encoding,
             encode: f.encode.unwrap_or_default(),
             eks_managed: f.eks_managed,
@@ -145,8 +148,14 @@ impl UserDataSpec {
             file: file.to_string(),
             problem,
         };
-        let path = crate::paths::resolve(Path::new(file));
-        let bytes = std::fs::read(&path).map_err(|e| err(Problem::Read(format!("{}: {e}", path.display()))))?;
+        let path = Path::new(file);
+        let bytes = std::fs::read(path).map_err(|e| {
+            err(Problem::Read(format!(
+                "{}: {e} ({})",
+                path.display(),
+                super::relative::HINT
+            )))
+        })?;
         let prepared = udfile::prepare(&bytes, &self.encode, render).map_err(err)?;
         let default = if prepared.is_base64() {
             FileEncoding::Base64
@@ -320,7 +329,7 @@ mod tests {
         let text = format!(
             "cluster: {{ auth: iam }}\nnodes:\n  - name: a\n    imds: {{ tokens: optional }}\n    userData: {{ {user_data} }}\n"
         );
-        crate::scenario::load::parse(&text, Path::new("scenarios/t.yaml"))
+        crate::scenario::load::parse(&text, &crate::paths::workspace_root().join("t.yaml"))
     }
 
     fn parse_error(user_data: &str) -> (usize, String) {

@@ -9,6 +9,7 @@ mod check;
 mod collect;
 mod observe;
 mod provision;
+mod snapshot;
 mod teardown;
 
 use super::env::{Environment, SharedCluster};
@@ -77,6 +78,7 @@ pub(crate) const PIPELINE: &[Action] = &[
     bootstrap::ACTION,
     observe::ACTION,
     check::ACTION,
+    snapshot::ACTION,
     collect::ACTION,
 ];
 

@@ -1,4 +1,8 @@
-//! The `nodejoin` CLI: provision assets and the node image, check the machine, run scenarios.
+//! The `nodejoin` CLI: provision assets and the node image, check the machine, run scenarios, compare two
+//! versions of a bootstrap, scaffold a user's repository.
+mod compare;
+mod init;
+
 use clap::{Parser, Subcommand};
 use nodejoin::reporter::{self, Format};
 use nodejoin::run::events::{Event, EventSink, Reporter};
@@ -53,7 +57,20 @@ enum Command {
         /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout).
         #[arg(long, default_value = "human", value_parser = ["human", "json"])]
         format: String,
+        /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
     },
+    /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
+    /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
+    /// check outcomes. A side is script:FILE, overlay:DIR, image:TAG, user-data:FILE, git:REV (the scenarios and
+    /// what they refer to at that revision), a file (script) or directory (overlay); left out, the scenarios
+    /// as written.
+    #[command(after_help = compare::EXIT_CODES)]
+    Compare(compare::Args),
+    /// Write a starter nodejoin/ folder (a scenario for your bootstrap script or image overlay, a README) and a
+    /// GitHub workflow into a repository.
+    Init(init::Args),
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
     /// Run the mutation catalogue: deliberate regressions planted in the reference bootstrap and user-data
@@ -106,7 +123,7 @@ const EXIT_NO_SCENARIOS: u8 = 3;
 const EXIT_PROVIDER_UNAVAILABLE: u8 = 4;
 const EXIT_NOTHING_RAN: u8 = 5;
 
-fn fail(e: &nodejoin::Error) -> ExitCode {
+pub(crate) fn fail(e: &nodejoin::Error) -> ExitCode {
     eprintln!("error: {e}\n  hint: {}", e.hint());
     ExitCode::from(2)
 }
@@ -131,10 +148,18 @@ fn main() -> ExitCode {
             provider,
             jobs,
             format,
+            markdown,
         } => {
             let format = nodejoin::reporter::Format::parse(&format).unwrap_or_default();
-            run(rt, scenarios, junit, provider.as_deref(), jobs, format)
+            let out = RunOutputs {
+                junit,
+                markdown,
+                format,
+            };
+            run(rt, scenarios, out, provider.as_deref(), jobs)
         }
+        Command::Compare(args) => compare::main(rt, args),
+        Command::Init(args) => init::main(args),
         Command::Mutate { only, list, scenarios } => mutate(rt, &only, list, &scenarios),
         command => rt.block_on(other(command)),
     }
@@ -260,13 +285,13 @@ async fn other(command: Command) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Run { .. } | Command::Mutate { .. } => ExitCode::from(2),
+        Command::Run { .. } | Command::Mutate { .. } | Command::Compare(_) | Command::Init(_) => ExitCode::from(2),
     }
 }
 
 /// The run's environment (signal handlers installed first: a signal at any point removes what the run has
 /// created so far), started now so start-up errors come before any output.
-fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), ExitCode> {
+pub(crate) fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), ExitCode> {
     let lazy = LazyEnvironment::new(rt.clone()).map_err(|e| {
         eprintln!("error: cannot install signal handlers: {e}");
         ExitCode::from(2)
@@ -333,14 +358,19 @@ fn mutate(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &std::path::
     }
 }
 
-fn run(
-    rt: Arc<Runtime>,
-    paths: Vec<PathBuf>,
+/// Where `nodejoin run` reports besides the console.
+struct RunOutputs {
     junit: Option<PathBuf>,
-    asked: Option<&str>,
-    jobs: Option<usize>,
+    markdown: Option<PathBuf>,
     format: Format,
-) -> ExitCode {
+}
+
+fn run(rt: Arc<Runtime>, paths: Vec<PathBuf>, out: RunOutputs, asked: Option<&str>, jobs: Option<usize>) -> ExitCode {
+    let RunOutputs {
+        junit,
+        markdown,
+        format,
+    } = out;
     use nodejoin::scenario::model::Provider;
     use nodejoin::scenario::trials;
     let provider = asked.and_then(Provider::parse).unwrap_or_default();
@@ -351,40 +381,10 @@ fn run(
             return ExitCode::from(2);
         }
     };
-    let paths = if paths.is_empty() {
-        vec![PathBuf::from("scenarios")]
-    } else {
-        paths
+    let (files, scenarios) = match load_scenarios(paths, provider) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
-    let mut files = Vec::new();
-    for p in &paths {
-        match nodejoin::scenario::discover(std::slice::from_ref(p)) {
-            Ok(found) if found.is_empty() => {
-                eprintln!("error: {} holds no scenario files (*.yaml, *.yml)", p.display());
-                return ExitCode::from(EXIT_NO_SCENARIOS);
-            }
-            Ok(found) => files.extend(found),
-            Err(e) => return fail(&e),
-        }
-    }
-    let mut scenarios = Vec::new();
-    for f in &files {
-        match nodejoin::scenario::load_file(f) {
-            Ok(mut s) => {
-                if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
-                    eprintln!(
-                        "[nodejoin] skipping {}: it runs only on {:?}",
-                        f.display(),
-                        s.cluster.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>()
-                    );
-                    continue;
-                }
-                s.cluster.provider = provider;
-                scenarios.push((f.clone(), s))
-            }
-            Err(e) => return fail(&e),
-        }
-    }
     // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
     let unsupported = |s: &nodejoin::scenario::model::Scenario| {
         let versions = s.cluster.kubernetes_versions.as_ref();
@@ -445,6 +445,9 @@ fn run(
         junit_path,
         format == Format::Json,
     )));
+    if let Some(md) = markdown {
+        reporters.push(Box::new(reporter::markdown::Markdown::new(md)));
+    }
     let events = EventSink::to(reporters);
     let started = std::time::Instant::now();
     events.emit(Event::RunStarted {
@@ -466,6 +469,52 @@ fn run(
         return ExitCode::from(1);
     }
     verdict(&reports, required)
+}
+
+/// Scenarios loaded from files, with their files.
+pub(crate) type Loaded = Vec<(PathBuf, nodejoin::scenario::model::Scenario)>;
+
+/// The scenario files under `paths` (default: scenarios/), loaded for `provider`; those that run only on other
+/// providers are skipped with a line on stderr. Also returns every file found.
+pub(crate) fn load_scenarios(
+    paths: Vec<PathBuf>,
+    provider: nodejoin::scenario::model::Provider,
+) -> Result<(Vec<PathBuf>, Loaded), ExitCode> {
+    let paths = if paths.is_empty() {
+        vec![PathBuf::from("scenarios")]
+    } else {
+        paths
+    };
+    let mut files = Vec::new();
+    for p in &paths {
+        match nodejoin::scenario::discover(std::slice::from_ref(p)) {
+            Ok(found) if found.is_empty() => {
+                eprintln!("error: {} holds no scenario files (*.yaml, *.yml)", p.display());
+                return Err(ExitCode::from(EXIT_NO_SCENARIOS));
+            }
+            Ok(found) => files.extend(found),
+            Err(e) => return Err(fail(&e)),
+        }
+    }
+    let mut scenarios = Vec::new();
+    for f in &files {
+        match nodejoin::scenario::load_file(f) {
+            Ok(mut s) => {
+                if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
+                    eprintln!(
+                        "[nodejoin] skipping {}: it runs only on {:?}",
+                        f.display(),
+                        s.cluster.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>()
+                    );
+                    continue;
+                }
+                s.cluster.provider = provider;
+                scenarios.push((f.clone(), s))
+            }
+            Err(e) => return Err(fail(&e)),
+        }
+    }
+    Ok((files, scenarios))
 }
 
 /// The exit code of a finished run: failures first, then a required provider found unavailable while running,

@@ -1,0 +1,51 @@
+//! `nodejoin init [DIR]`: the starter files for a user's repository (see `nodejoin::init`).
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The repository to write into.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+    /// Your bootstrap script (installed in the node as /etc/eks/bootstrap.sh); left out, the scenario runs
+    /// nodejoin's reference bootstrap until you point it at yours.
+    #[arg(long, conflicts_with = "overlay")]
+    script: Option<PathBuf>,
+    /// A directory laid out like the node's root file system (your AMI's files, e.g. etc/eks/bootstrap.sh),
+    /// layered over the node image.
+    #[arg(long)]
+    overlay: Option<PathBuf>,
+    /// The action the workflow uses.
+    #[arg(long, default_value = nodejoin::init::DEFAULT_ACTION)]
+    action: String,
+    /// Overwrite files that exist (otherwise nothing is written when one does).
+    #[arg(long)]
+    force: bool,
+}
+
+pub fn main(args: Args) -> ExitCode {
+    let opts = nodejoin::init::InitOptions {
+        dir: args.dir,
+        script: args.script,
+        overlay: args.overlay,
+        action: args.action,
+        force: args.force,
+    };
+    match nodejoin::init::scaffold(&opts) {
+        Ok(written) => {
+            for p in &written {
+                println!("wrote {}", p.display());
+            }
+            println!(
+                "next: nodejoin run {}",
+                opts.dir
+                    .join(nodejoin::init::SCENARIO)
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => super::fail(&e),
+    }
+}

@@ -1,0 +1,314 @@
+//! nodejoin as a user's repository uses it: a sample bootstrap repository in a temporary directory (its own fork
+//! of a bootstrap script, scenarios with paths relative to themselves, a golden file), `nodejoin init`, the
+//! binary `cargo install` puts outside any checkout (so it must bring its own fixtures), and the shell steps of
+//! this repository's GitHub Action (action.yml) run one after another as a runner would run them.
+use serde_yaml_ng::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    nodejoin::paths::workspace_root()
+}
+
+fn action() -> Value {
+    let text = std::fs::read_to_string(root().join("action.yml")).expect("action.yml");
+    serde_yaml_ng::from_str(&text).expect("action.yml is YAML")
+}
+
+/// Every `${{ ... }}` expression of a text.
+fn expressions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${{") {
+        let Some(end) = rest[start..].find("}}") else { break };
+        out.push(rest[start + 3..start + end].trim().to_string());
+        rest = &rest[start + end + 2..];
+    }
+    out
+}
+
+#[test]
+fn the_action_is_composite_and_every_input_is_declared_described_and_documented() {
+    let a = action();
+    assert_eq!(a["runs"]["using"].as_str(), Some("composite"));
+    let inputs = a["inputs"].as_mapping().expect("inputs");
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let declared: Vec<String> = inputs.keys().map(|k| k.as_str().unwrap().to_string()).collect();
+    for (name, spec) in inputs {
+        let name = name.as_str().unwrap();
+        let description = spec["description"].as_str().unwrap_or_default();
+        assert!(description.len() > 10, "input {name} has no description");
+        assert!(
+            !description.contains("${{"),
+            "input {name}'s description holds an expression"
+        );
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md does not document input `{name}`"
+        );
+    }
+    let text = std::fs::read_to_string(root().join("action.yml")).unwrap();
+    for e in expressions(&text) {
+        for word in e.split(|c: char| !(c.is_alphanumeric() || c == '.' || c == '-' || c == '_')) {
+            if let Some(input) = word.strip_prefix("inputs.") {
+                assert!(
+                    declared.iter().any(|d| d == input),
+                    "action.yml uses undeclared input {input}"
+                );
+            }
+        }
+    }
+    let steps = a["runs"]["steps"].as_sequence().unwrap();
+    for s in steps {
+        let name = s["name"].as_str().unwrap_or("?");
+        assert!(
+            s["run"].is_string() != s["uses"].is_string(),
+            "step {name}: exactly one of run, uses"
+        );
+        if s["run"].is_string() {
+            assert_eq!(
+                s["shell"].as_str(),
+                Some("bash"),
+                "step {name}: composite run steps need shell: bash"
+            );
+        }
+    }
+}
+
+/// Fills in the expressions a runner would, for a step run here: inputs, the action's path, the runner's temp
+/// directory, and the two conditions the action uses.
+fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<&str, String>) -> String {
+    let mut out = text.to_string();
+    for e in expressions(text) {
+        let value = if let Some(i) = e.strip_prefix("inputs.") {
+            inputs
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| panic!("no value for input {i}"))
+        } else if let Some(v) = ctx.get(e.as_str()) {
+            v.clone()
+        } else if e == "always()" {
+            "true".into()
+        } else if e == "always() && inputs.compare-base != ''" {
+            (!inputs["compare-base"].is_empty()).to_string()
+        } else if e.starts_with("steps.") || e.starts_with("runner.os") || e.starts_with("github.action_ref") {
+            String::new()
+        } else {
+            panic!("expression {e} is not known to this test");
+        };
+        out = out.replace(&format!("${{{{ {e} }}}}"), &value);
+    }
+    out
+}
+
+/// A bootstrap repository: the reference bootstrap forked as scripts/bootstrap.sh, a golden file, and a
+/// scenario of the user's own with paths relative to itself; committed, so `git:HEAD` is a revision.
+fn sample_repo(dir: &Path) {
+    let fork = std::fs::read_to_string(root().join("fixtures/bootstrap/bootstrap.sh"))
+        .unwrap()
+        .replacen(
+            "#!/usr/bin/env bash\n",
+            "#!/usr/bin/env bash\n# acme's fork of the EKS bootstrap.\n",
+            1,
+        );
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(dir.join("scripts/bootstrap.sh"), fork).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("scripts/bootstrap.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(dir.join("nodejoin/scenarios/golden")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/golden/10-kubelet-args.conf"),
+        dir.join("nodejoin/scenarios/golden/10-kubelet-args.conf"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("nodejoin/scenarios/drop-in.yaml"),
+        r#"description: our fork writes the kubelet drop-in we expect
+nodes:
+  - name: worker
+    bootstrap:
+      script: ../../scripts/bootstrap.sh
+      args: ["{{cluster.name}}", --apiserver-endpoint, "{{cluster.endpoint}}", --b64-cluster-ca, "{{cluster.caBase64}}"]
+    expect:
+      within: 90s
+      files:
+        - path: /etc/systemd/system/kubelet.service.d/10-kubelet-args.conf
+          golden: golden/10-kubelet-args.conf
+"#,
+    )
+    .unwrap();
+}
+
+fn sh(dir: &Path, script: &str, env: &BTreeMap<String, String>) -> (i32, String) {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .envs(env)
+        .output()
+        .expect("bash");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("acme-ami");
+    let runner_temp = tmp.path().join("runner-temp");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&runner_temp).unwrap();
+    sample_repo(&repo);
+
+    // The runner's files and environment.
+    let files: BTreeMap<&str, PathBuf> = ["GITHUB_PATH", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"]
+        .into_iter()
+        .map(|k| (k, tmp.path().join(k.to_lowercase())))
+        .collect();
+    for p in files.values() {
+        std::fs::write(p, "").unwrap();
+    }
+    let mut env: BTreeMap<String, String> = files
+        .iter()
+        .map(|(k, p)| (k.to_string(), p.display().to_string()))
+        .collect();
+    env.insert("RUNNER_TEMP".into(), runner_temp.display().to_string());
+    env.insert("GITHUB_WORKSPACE".into(), repo.display().to_string());
+    // The install reuses this build's artifacts (same profile, same target directory) instead of a cold build.
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| root().join("target").display().to_string());
+    env.insert("CARGO_TARGET_DIR".into(), target);
+    env.insert("CARGO_TERM_COLOR".into(), "never".into());
+
+    let inputs: BTreeMap<String, String> = action()["inputs"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().unwrap().to_string(),
+                v["default"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .chain([
+            ("cargo-install-args".to_string(), "--debug --locked".to_string()),
+            ("compare-base".to_string(), "git:HEAD".to_string()),
+        ])
+        .collect();
+    let ctx: BTreeMap<&str, String> = BTreeMap::from([
+        ("github.action_path", root().display().to_string()),
+        ("runner.temp", runner_temp.display().to_string()),
+    ]);
+
+    let a = action();
+    let mut log = String::new();
+    for step in a["runs"]["steps"].as_sequence().unwrap() {
+        let name = step["name"].as_str().unwrap_or("?").to_string();
+        if let Some(uses) = step["uses"].as_str() {
+            log.push_str(&format!("== {name}: uses {uses} (GitHub's own, not run here)\n"));
+            continue;
+        }
+        if let Some(cond) = step["if"].as_str() {
+            if substitute(cond, &inputs, &ctx) != "true" {
+                continue;
+            }
+        }
+        // PATH as the runner builds it: what earlier steps added to $GITHUB_PATH first.
+        let added: Vec<String> = std::fs::read_to_string(&files["GITHUB_PATH"])
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let mut path = added.clone();
+        path.push(std::env::var("PATH").unwrap_or_default());
+        let mut step_env = env.clone();
+        step_env.insert("PATH".into(), path.join(":"));
+        if let Some(e) = step["env"].as_mapping() {
+            for (k, v) in e {
+                step_env.insert(
+                    k.as_str().unwrap().into(),
+                    substitute(v.as_str().unwrap_or(""), &inputs, &ctx),
+                );
+            }
+        }
+        let dir = match step["working-directory"].as_str() {
+            Some(w) => repo.join(substitute(w, &inputs, &ctx)),
+            None => repo.clone(),
+        };
+        let script = substitute(step["run"].as_str().unwrap(), &inputs, &ctx);
+        let (code, out) = sh(&dir, &script, &step_env);
+        log.push_str(&format!("== {name}: exit {code}\n{out}\n"));
+        assert_eq!(code, 0, "step '{name}' failed:\n{log}");
+
+        if name == "Install nodejoin" {
+            // The user scaffolds with the installed binary, outside any nodejoin checkout.
+            let bin = Path::new(&added_after(&files["GITHUB_PATH"])).join("nodejoin");
+            assert!(bin.is_file(), "the install step put no nodejoin on GITHUB_PATH:\n{log}");
+            assert!(
+                !bin.starts_with(root()),
+                "installed inside the checkout: {}",
+                bin.display()
+            );
+            let out = Command::new(&bin)
+                .args(["init", "--script", "scripts/bootstrap.sh"])
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "nodejoin init:\n{text}");
+            let scenario = std::fs::read_to_string(repo.join("nodejoin/scenarios/join.yaml")).unwrap();
+            assert!(scenario.contains("script: ../../scripts/bootstrap.sh"), "{scenario}");
+            assert!(repo.join(".github/workflows/nodejoin.yml").is_file());
+            let (code, git) = sh(
+                &repo,
+                "git init -q && git add -A && git -c user.email=ci@example.invalid -c user.name=ci commit -qm sample",
+                &env,
+            );
+            assert_eq!(code, 0, "{git}");
+        }
+        if name.starts_with("Prepare the host") {
+            assert!(
+                out.contains("built into this binary"),
+                "the installed nodejoin did not use its own packed fixtures:\n{out}"
+            );
+        }
+    }
+
+    let summary = std::fs::read_to_string(&files["GITHUB_STEP_SUMMARY"]).unwrap();
+    assert!(
+        summary.contains("### nodejoin\n\n✅ 2 passed, 0 failed"),
+        "{summary}\n{log}"
+    );
+    assert!(
+        summary.contains("| join | PASSED |") && summary.contains("| drop-in | PASSED |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("### nodejoin compare") && summary.contains("No difference in 2 scenarios"),
+        "{summary}"
+    );
+    let outputs = std::fs::read_to_string(&files["GITHUB_OUTPUT"]).unwrap();
+    let junit = outputs
+        .lines()
+        .find_map(|l| l.strip_prefix("junit="))
+        .expect("the run step's junit output");
+    let xml = std::fs::read_to_string(junit).unwrap();
+    assert!(
+        xml.contains("<testcase name=\"join\"") || xml.contains("name=\"join\""),
+        "{xml}"
+    );
+}
+
+/// The last directory a step added to `$GITHUB_PATH`.
+fn added_after(github_path: &Path) -> String {
+    std::fs::read_to_string(github_path)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
