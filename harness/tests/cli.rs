@@ -293,3 +293,28 @@ fn registry_dockerfile_builds_a_base_a_node_joins_on() {
     assert_eq!(run_status, Some(0), "{run_text}");
     assert!(run_text.contains("PASSED"), "{run_text}");
 }
+
+#[test]
+fn a_relative_path_resolves_against_the_scenario_file_and_a_missing_one_names_where_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("nodejoin/scenarios");
+    std::fs::create_dir_all(&nested).unwrap();
+    let file = nested.join("mine.yaml");
+    std::fs::write(
+        &file,
+        "nodes:\n  - name: a\n    bootstrap:\n      script: ../../scripts/bootstrap.sh\n",
+    )
+    .unwrap();
+    // Run from the workspace, not from the scenario's directory: the path still resolves next to the scenario.
+    let looked = dir.path().join("scripts/bootstrap.sh");
+    expect_failure(
+        &["run", file.to_str().unwrap()],
+        &[],
+        2,
+        &[
+            &format!("bootstrap script {} does not exist", looked.display()),
+            "relative paths are resolved against the scenario file's directory",
+            "hint:",
+        ],
+    );
+}
