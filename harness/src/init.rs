@@ -44,11 +44,11 @@ pub fn scaffold(opts: &InitOptions) -> Result<Vec<PathBuf>> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dir.clone());
     let script = match &opts.script {
-        Some(s) => Some(in_repo(&dir, s, "--script", Path::is_file)?),
+        Some(s) => Some(in_repo(&dir, s, "--script", "file", Path::is_file)?),
         None => None,
     };
     let overlay = match &opts.overlay {
-        Some(o) => Some(in_repo(&dir, o, "--overlay", Path::is_dir)?),
+        Some(o) => Some(in_repo(&dir, o, "--overlay", "directory", Path::is_dir)?),
         None => None,
     };
     let files = [
@@ -90,15 +90,11 @@ pub fn scaffold(opts: &InitOptions) -> Result<Vec<PathBuf>> {
 }
 
 /// `p` (relative to the current directory, or absolute) as an absolute path inside `repo` that passes `kind`.
-fn in_repo(repo: &Path, p: &Path, flag: &str, kind: fn(&Path) -> bool) -> Result<PathBuf> {
+fn in_repo(repo: &Path, p: &Path, flag: &str, noun: &str, kind: fn(&Path) -> bool) -> Result<PathBuf> {
     let abs = std::path::absolute(p).map_err(|e| Error::io(p, e))?;
     let abs = std::fs::canonicalize(&abs).unwrap_or(abs);
     if !kind(&abs) {
-        return Err(Error::Init(format!(
-            "{flag} {}: no such {}",
-            abs.display(),
-            if flag == "--script" { "file" } else { "directory" }
-        )));
+        return Err(Error::Init(format!("{flag} {}: no such {noun}", abs.display())));
     }
     if !abs.starts_with(repo) {
         return Err(Error::Init(format!(

@@ -118,8 +118,8 @@ pub async fn expectations(
             ));
         }
         if let Some(g) = &f.golden {
-            let path = crate::paths::resolve(Path::new(g));
-            let golden = std::fs::read_to_string(&path)
+            // Absolute since the scenario was loaded (relative to its file: scenario::relative).
+            let golden = std::fs::read_to_string(Path::new(g))
                 .map_err(|e| e.to_string())
                 .and_then(|t| render(&t, vars));
             out.push(match golden {
