@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:-${NODEJOIN_K8S_VERSION:-}}
 cargo build --quiet --bin nodejoin
-bin=target/debug/nodejoin
+bin="${CARGO_TARGET_DIR:-target}/debug/nodejoin"
 if [ -n "$version" ]; then set -- --version "$version"; else set --; fi
 "$bin" assets "$@"
 "$bin" image build "$@"

@@ -95,7 +95,10 @@ impl NodeContainer {
     /// Waits until systemd has finished booting (`running` or `degraded`).
     pub async fn wait_systemd(&self, timeout: Duration) -> Result<Duration> {
         let start = Instant::now();
-        let mut last = String::new();
+        // What systemd last said, and why the last probe got no answer (if it did not): the final probe is cut
+        // short by the deadline, so its error alone would hide the state that explains the failure.
+        let mut state: Option<String> = None;
+        let mut probe_error: Option<String> = None;
         // Probes back off from 100 ms to 1 s: 50 nodes polling every 100 ms were 500 docker execs a second, which
         // starved the machine. (`is-system-running --wait` would need one exec, but it also waits for units the
         // harness itself starts later, such as cloud-init's.)
@@ -105,19 +108,31 @@ impl NodeContainer {
             let left = timeout.saturating_sub(start.elapsed());
             match self.exec_within(&["systemctl", "is-system-running"], &[], left).await {
                 Ok(out) => {
-                    last = out.stdout.trim().to_string();
-                    if last == "running" || last == "degraded" {
+                    let answer = out.stdout.trim().to_string();
+                    if answer == "running" || answer == "degraded" {
                         return Ok(start.elapsed());
                     }
+                    state = Some(answer);
+                    probe_error = None;
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => probe_error = Some(e.to_string()),
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 3 / 2).min(Duration::from_secs(1));
         }
+        let mut why = match state {
+            Some(s) => format!("last state: {s}"),
+            None => "systemd never answered".to_string(),
+        };
+        if let Some(e) = probe_error {
+            why.push_str(&format!("; last probe: {e}"));
+        }
         Err(Error::node(
             &self.name,
-            format!("systemd did not finish booting within {timeout:?} (state: {last})"),
+            format!(
+                "systemd did not finish booting within {} ({why})",
+                humantime::format_duration(timeout)
+            ),
         ))
     }
 
@@ -181,7 +196,7 @@ impl NodeContainer {
             .unwrap_or_else(|e| format!("(journal unavailable: {e})"))
     }
 
-    /// Removes the container (and its anonymous /var volume) now.
+    /// Removes the container now.
     pub async fn remove(mut self) {
         if let Some(c) = self.container.take() {
             if let Err(e) = c.rm().await {

@@ -84,6 +84,8 @@ pub(super) async fn boot_node(
         },
     ]);
     let (instance_id, mac) = Instance::new_ids();
+    // The turn is held until systemd is up (or has missed its deadline); the boot is timed from the turn on.
+    let turn = env.boot_slot().await?;
     let t0 = Instant::now();
     let container = NodeContainer::start(
         &env.docker,
@@ -197,7 +199,9 @@ pub(super) async fn boot_node(
         executables: None,
         stopped: None,
     };
-    if let Err(e) = node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await {
+    let booted = node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await;
+    drop(turn);
+    if let Err(e) = booted {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
         node.bootstrap_error = Some(e.to_string());
         node.timeline.container_up = None;
@@ -215,17 +219,18 @@ pub(super) async fn run_bootstrap(
     cluster_vars: &BTreeMap<String, String>,
     token: &BootstrapToken,
 ) -> Result<()> {
-    if node.bootstrap_error.is_some() {
-        // systemd never came up; the failure is reported as a check.
-        return Ok(());
-    }
     let label = node.container.name.clone();
     let group = node.group.clone();
     node.vars.extend(cluster_vars.clone());
+    // The expected name first, so a node whose systemd never came up is still reported under it.
     if let Some(n) = &group.expect.node_name {
         let name = render(n, &node.vars).map_err(|e| Error::node(&label, e))?;
         node.timeline.node_name = name.clone();
         node.node_name = name;
+    }
+    if node.bootstrap_error.is_some() {
+        // systemd never came up; the failure is reported as a check.
+        return Ok(());
     }
     let args: Vec<String> = group
         .bootstrap
