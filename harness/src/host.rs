@@ -295,6 +295,22 @@ pub fn own_peak_rss_mib() -> Option<u64> {
     meminfo_field(&status, "VmHWM:").map(|kib| kib / 1024)
 }
 
+/// The CPU time this process has used (user + system), without the control-plane processes it started.
+pub fn own_cpu_time() -> Option<std::time::Duration> {
+    // SAFETY: getrusage(2) fills the zeroed struct we pass; nothing else is touched.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return None;
+        }
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Some(std::time::Duration::from_micros(
+        micros(usage.ru_utime) + micros(usage.ru_stime),
+    ))
+}
+
 /// All of it, before a run: packages, the Docker engine, inotify limits.
 pub async fn prepare() -> Result<testcontainers::bollard::Docker> {
     ensure_packages().await?;

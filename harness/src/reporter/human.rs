@@ -93,9 +93,12 @@ impl Reporter for Human {
                 });
             }
             Event::RunFinished { reports, wall, .. } => {
-                let rss = crate::host::own_peak_rss_mib()
+                let mut rss = crate::host::own_peak_rss_mib()
                     .map(|m| format!(", harness peak RSS {m} MiB"))
                     .unwrap_or_default();
+                if let Some(cpu) = crate::host::own_cpu_time() {
+                    rss.push_str(&format!(", harness CPU {}", report::secs(cpu)));
+                }
                 self.print(&format!(
                     "\n{}\nwall {}{rss}\n",
                     report::summary_table(reports),

@@ -34,7 +34,7 @@ fn node_json(n: &NodeTimeline) -> Value {
         "containerUp": opt_secs(n.container_up), "bootstrapDone": opt_secs(n.bootstrap),
         "clientCsrIssued": opt_secs(n.client_csr_issued), "registered": opt_secs(n.registered),
         "ready": opt_secs(n.ready), "servingCsrIssued": opt_secs(n.serving_csr_issued),
-        "servingCertLive": opt_secs(n.serving_cert_live),
+        "servingCertLive": opt_secs(n.serving_cert_live), "cpu": opt_secs(n.cpu),
     })
 }
 
@@ -110,6 +110,7 @@ pub fn to_json(event: &Event) -> Value {
                 "ignored": count(|o| matches!(o, Outcome::Ignored(_) | Outcome::Unavailable(_))),
                 "leftovers": leftovers,
                 "harnessPeakRssMib": crate::host::own_peak_rss_mib(),
+                "harnessCpuSeconds": crate::host::own_cpu_time().map(|d| d.as_secs_f64()),
             })
         }
     }

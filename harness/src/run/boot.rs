@@ -189,6 +189,7 @@ pub(super) async fn boot_node(
         serving_csr: None,
         evidence: vec![None; group.expect.evidence.len()],
         evidence_complete_at: None,
+        failure_probed_at: None,
         registered_as: None,
         done: false,
         user_data_note: None,

@@ -230,7 +230,7 @@ pub fn decision_lines(env: &Environment, instance_id: &str) -> String {
 /// the token's format against the real AWS CLI's.
 pub fn checks(
     env: &Environment,
-    cluster: &SharedCluster,
+    events: &[audit::Event],
     sc: &Scenario,
     group: &NodeGroup,
     instance: &crate::fakes::instances::Instance,
@@ -241,8 +241,7 @@ pub fn checks(
     let mut checks = Vec::new();
     let mut notes = Vec::new();
     let c = |what: &str| format!("{node_name}/{what}");
-    let events = audit::read(&cluster.logs_dir.join("audit.log"));
-    let created = audit::node_created(&events, node_name, instance.launch_time);
+    let created = audit::node_created(events, node_name, instance.launch_time);
     let decisions = env.authenticator.decisions_for(instance_id);
     let accepted = decisions.iter().find(|d| d.granted.is_some());
     if let Some(d) = accepted {
@@ -305,7 +304,7 @@ pub fn checks(
     }
     if let Some(who) = &group.expect.aws_auth_changed_by {
         let role_arn = format!("arn:aws:iam::{}:role/{}", sc.cluster.account_id, group.role);
-        let writes = audit::aws_auth_writes(&events, &role_arn, instance.launch_time);
+        let writes = audit::aws_auth_writes(events, &role_arn, instance.launch_time);
         let by = writes.iter().find(|w| &w.acting_user().username == who);
         let before = match (by, created) {
             (Some(w), Some(n)) => w.stage_timestamp < n.stage_timestamp,

@@ -32,6 +32,8 @@ pub(super) struct RunningNode {
     pub(super) evidence: Vec<Option<String>>,
     /// When the last expected piece of evidence was found: a negative scenario keeps watching from then on.
     pub(super) evidence_complete_at: Option<Instant>,
+    /// When the node was last probed for a decided failure (see `observe::failure_probe_every`).
+    pub(super) failure_probed_at: Option<Instant>,
     /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
     pub(super) registered_as: Option<String>,
     pub(super) done: bool,

@@ -12,7 +12,12 @@ use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
 
 /// Compares what the cluster saw with the expectations of one node.
-pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report: &mut ScenarioReport) {
+pub(super) async fn check_node(
+    cluster: &SharedCluster,
+    n: &RunningNode,
+    report: &mut ScenarioReport,
+    audit: &[assert::audit::Event],
+) {
     let e = n.expect().clone();
     let name = n.node_name.clone();
     let c = |what: &str| format!("{name}/{what}");
@@ -134,8 +139,7 @@ pub(super) async fn check_node(cluster: &SharedCluster, n: &RunningNode, report:
         report.checks.push(kubelet_enabled(n).await);
     }
     let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
-    let events = assert::audit::read(&cluster.logs_dir.join("audit.log"));
-    let created = assert::audit::node_created(&events, &name, n.instance.launch_time);
+    let created = assert::audit::node_created(audit, &name, n.instance.launch_time);
     let who = Provenance::of(node, created);
     field_checks(report, &name, &e, node, &who, &render_or);
     csr_check(report, c("client CSR"), e.client_csr, &n.client_csr);

@@ -45,6 +45,7 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         if check_evidence {
             last_evidence_check = Instant::now();
         }
+        let probe_every = failure_probe_every(nodes.iter().filter(|n| !n.done).count());
         for n in nodes.iter_mut().filter(|n| !n.done) {
             let since = n.kubelet_start.elapsed();
             n.client_csr = assert::csr::client_csr(&csrs, &n.node_name);
@@ -90,7 +91,9 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             if check_evidence && !n.expect().evidence.is_empty() {
                 gather_evidence(env, cluster, n).await;
             }
-            if check_evidence && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
+            let probe_due = n.failure_probed_at.is_none_or(|t| t.elapsed() >= probe_every);
+            if probe_due && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
+                n.failure_probed_at = Some(Instant::now());
                 probe_failure(n).await;
             }
             // A Ready node whose calls are watched after Ready is watched for the whole window, even past `within`.
@@ -150,6 +153,14 @@ fn after_ready_watched(n: &RunningNode, since: Duration) -> bool {
 /// the machine), at most 1 s.
 fn poll_interval(waiting: usize) -> Duration {
     Duration::from_millis((200 + 20 * waiting.saturating_sub(5) as u64).min(1000))
+}
+
+/// How often each node that has not registered yet is probed for a decided failure: about every second for a few
+/// nodes, spread out for many. A probe is a `docker exec` (about 0.1 s of CPU), and fifty nodes probed every
+/// second took more CPU than a 2-core machine has, slowing the very joins being watched; at most about five probes
+/// a second keeps fail-fast within seconds at any scale.
+fn failure_probe_every(waiting: usize) -> Duration {
+    Duration::from_millis(900).max(Duration::from_millis(200) * waiting as u32)
 }
 
 pub(super) async fn probe_failure(n: &mut RunningNode) {
@@ -264,5 +275,7 @@ mod tests {
         assert_eq!(poll_interval(5), Duration::from_millis(200));
         assert_eq!(poll_interval(30), Duration::from_millis(700));
         assert_eq!(poll_interval(50), Duration::from_millis(1000));
+        assert_eq!(failure_probe_every(1), Duration::from_millis(900));
+        assert_eq!(failure_probe_every(50), Duration::from_secs(10));
     }
 }

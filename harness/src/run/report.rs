@@ -139,7 +139,8 @@ impl ScenarioReport {
                     None => format!("{name} -"),
                 })
                 .collect();
-            out.push_str(&format!("    {}\n", parts.join(" | ")));
+            let cpu = n.cpu.map(|c| format!(" | CPU {}", secs(c))).unwrap_or_default();
+            out.push_str(&format!("    {}{cpu}\n", parts.join(" | ")));
         }
         for line in self.aggregate() {
             out.push_str(&format!("  nodes: {line}\n"));

@@ -16,6 +16,8 @@ pub struct NodeTimeline {
     pub ready: Option<Duration>,
     pub serving_csr_issued: Option<Duration>,
     pub serving_cert_live: Option<Duration>,
+    /// CPU time the node's container used from its start until its join was settled (the end of `join observed`).
+    pub cpu: Option<Duration>,
 }
 
 pub fn secs(d: Duration) -> String {
@@ -82,6 +84,10 @@ impl Figures<'_> {
                 Some(n.container_up? + n.bootstrap? + n.ready?)
             }),
         ];
+        let cpu: Duration = nodes.iter().filter_map(|n| n.cpu).sum();
+        if !cpu.is_zero() {
+            out.push(format!("{}, {} in all", line("CPU used", nodes, |n| n.cpu), secs(cpu)));
+        }
         if self.calls > 0 && !self.calls_window.is_zero() {
             out.push(format!(
                 "fake calls: {} in {} ({:.1}/s)",
@@ -108,6 +114,27 @@ mod tests {
             ready: Some(Duration::from_millis(ready_ms)),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn cpu_line_only_when_measured() {
+        let mut nodes: Vec<NodeTimeline> = (1..=3).map(|i| node(i * 1000)).collect();
+        let figures = |nodes: &[NodeTimeline]| {
+            Figures {
+                nodes,
+                calls: 0,
+                calls_window: Duration::ZERO,
+                control_plane_rss_kib: 0,
+            }
+            .lines(3)
+        };
+        assert!(!figures(&nodes).iter().any(|l| l.starts_with("CPU used")));
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.cpu = Some(Duration::from_secs(i as u64 + 2));
+        }
+        let lines = figures(&nodes);
+        let cpu = lines.iter().find(|l| l.starts_with("CPU used")).expect("a CPU line");
+        assert_eq!(cpu, "CPU used p50 3.00s p95 4.00s max 4.00s (3 of 3), 9.00s in all");
     }
 
     #[test]

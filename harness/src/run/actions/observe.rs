@@ -1,5 +1,6 @@
 //! `join observed`: watches the cluster and the nodes until every node's expectations are settled (or its
-//! `within` runs out, or the harness can tell it never will), then notes the control plane's memory.
+//! `within` runs out, or the harness can tell it never will), then notes each node's CPU time and the control
+//! plane's memory.
 use super::{Action, Context};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
@@ -22,6 +23,11 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 component: "control plane".into(),
                 message: format!("{component}; logs in {}", cluster.logs_dir.display()),
             });
+        }
+        // What each node's start, bootstrap and join cost in CPU (one stats sample per container, in parallel).
+        let cpu = futures::future::join_all(cx.nodes.iter().map(|n| n.container.cpu_time())).await;
+        for (n, cpu) in cx.nodes.iter_mut().zip(cpu) {
+            n.timeline.cpu = cpu;
         }
         let memory = cluster.control_plane.lock().await.memory();
         if !memory.is_empty() {
