@@ -289,6 +289,19 @@ fn meminfo_field(meminfo: &str, field: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The machine's cores (what this process may use), at least 1.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map(usize::from).unwrap_or(1)
+}
+
+/// A count a user set in the environment variable `var` (at least 1), if any parses.
+pub fn count_from_env(var: &str) -> Option<usize> {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map(|n| n.max(1))
+}
+
 /// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.
 pub fn own_peak_rss_mib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -97,14 +97,7 @@ pub const ENV_BOOT_CONCURRENCY: &str = "NODEJOIN_BOOT_CONCURRENCY";
 /// systemd's 120 s deadline, although each alone boots in about a second. Booting in turns keeps each boot short
 /// and its deadline meaningful; the nodes still bootstrap and join all at once.
 pub fn boot_concurrency() -> usize {
-    if let Some(n) = std::env::var(ENV_BOOT_CONCURRENCY)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-    {
-        return n.max(1);
-    }
-    let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
-    cpus * 4
+    crate::host::count_from_env(ENV_BOOT_CONCURRENCY).unwrap_or_else(|| crate::host::cpus() * 4)
 }
 
 /// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.

@@ -19,13 +19,10 @@ const MEMORY_PER_JOB_MIB: u64 = 1536;
 /// intervals), so two per core, as many as memory holds, at most 8. More only stretches each scenario on a busy
 /// machine (Python AWS CLIs and cloud-init are CPU-bound) towards its deadlines. `NODEJOIN_JOBS` overrides it.
 pub fn default_jobs() -> usize {
-    if let Some(n) = std::env::var(ENV_JOBS)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-    {
-        return n.max(1);
+    if let Some(n) = crate::host::count_from_env(ENV_JOBS) {
+        return n;
     }
-    let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+    let cpus = crate::host::cpus();
     let by_memory = crate::host::available_memory_mib()
         .map(|m| (m / MEMORY_PER_JOB_MIB) as usize)
         .unwrap_or(usize::MAX);
