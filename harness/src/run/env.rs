@@ -462,27 +462,9 @@ impl Environment {
         if let Ok(mut guard) = self.sysctl.lock() {
             guard.take();
         }
-        let mut leftovers = docker::objects_of_run(&self.docker, &self.run_id)
+        let leftovers = docker::leaks_of_run(&self.docker, &self.run_id)
             .await
             .unwrap_or_default();
-        // A network the engine refuses to remove although nothing of ours is attached is the engine's fault, not
-        // a leak of the run: said loudly, not counted.
-        let mut kept = Vec::new();
-        for object in leftovers.drain(..) {
-            let phantom = match object.strip_prefix("network ") {
-                Some(name) => docker::phantom_endpoints(&self.docker, name).await,
-                None => None,
-            };
-            match phantom {
-                Some(why) => tracing::warn!(
-                    run = %self.run_id,
-                    "{object}: no container is attached, but the Docker engine refuses to remove it ({why}); \
-                     restarting the engine clears it, and `nodejoin reap` removes it then"
-                ),
-                None => kept.push(object),
-            }
-        }
-        let leftovers = kept;
         // Done explicitly: a caller that exits the process right after (libtest-mimic does) skips destructors.
         let _ = std::fs::remove_dir_all(&self.state.dir);
         let run_id = self.run_id.clone();
