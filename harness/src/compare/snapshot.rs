@@ -52,7 +52,8 @@ pub struct NodeSnapshot {
     /// Programs the harness-run bootstrap ran (file name → how many times); empty when there is no trace.
     pub programs: BTreeMap<String, usize>,
     /// Milestones in seconds (`container up`, `bootstrap done`, and from the kubelet's start: `client CSR
-    /// issued`, `Node registered`, `Ready`, `serving CSR issued`, `serving cert live`).
+    /// issued`, `Node registered`, `Ready`, `serving CSR issued`, `serving cert live`): only those the scenario
+    /// waited for, since one it did not wait for may land on either side of the wait's end.
     pub timings: BTreeMap<String, f64>,
 }
 

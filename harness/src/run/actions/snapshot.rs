@@ -7,6 +7,9 @@ use crate::compare::snapshot::{flatten_json, CheckOutcome, NodeFields, NodeSnaps
 use crate::error::Result;
 use crate::run::env::{Environment, SharedCluster};
 use crate::run::node::RunningNode;
+use crate::run::timeline::NodeTimeline;
+use crate::scenario::expect::Expect;
+use crate::scenario::model::CsrExpectation;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
@@ -137,21 +140,27 @@ async fn node(env: &Environment, cluster: &SharedCluster, n: &RunningNode, id: &
     if let Some(crate::assert::executables::Trace::Read(t)) = &n.executables {
         s.programs = t.ran.clone();
     }
-    let t = &n.timeline;
-    for (name, d) in [
-        ("container up", t.container_up),
-        ("bootstrap done", t.bootstrap),
-        ("client CSR issued", t.client_csr_issued),
-        ("Node registered", t.registered),
-        ("Ready", t.ready),
-        ("serving CSR issued", t.serving_csr_issued),
-        ("serving cert live", t.serving_cert_live),
-    ] {
-        if let Some(d) = d {
-            s.timings.insert(name.to_string(), d.as_secs_f64());
-        }
-    }
+    s.timings = awaited_timings(&n.timeline, n.expect());
     s
+}
+
+/// The milestones the scenario's wait decided on, in seconds. One it did not wait for (a serving CSR under
+/// `servingCsr: any`) may land just before or just after the wait ends, so its presence would differ between two
+/// runs of the same bootstrap.
+fn awaited_timings(t: &NodeTimeline, e: &Expect) -> BTreeMap<String, f64> {
+    let issued = |c: CsrExpectation| c == CsrExpectation::Issued;
+    [
+        ("container up", t.container_up, true),
+        ("bootstrap done", t.bootstrap, true),
+        ("client CSR issued", t.client_csr_issued, issued(e.client_csr)),
+        ("Node registered", t.registered, true),
+        ("Ready", t.ready, e.joins),
+        ("serving CSR issued", t.serving_csr_issued, issued(e.serving_csr)),
+        ("serving cert live", t.serving_cert_live, e.serving_cert),
+    ]
+    .into_iter()
+    .filter_map(|(name, d, awaited)| Some((name.to_string(), d.filter(|_| awaited)?.as_secs_f64())))
+    .collect()
 }
 
 fn fields(node: Option<&Node>, id: &Identity) -> NodeFields {
@@ -207,5 +216,44 @@ async fn kubelet_args(n: &RunningNode) -> Vec<String> {
             })
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn expect(yaml: &str) -> Expect {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn only_the_milestones_waited_for_are_kept() {
+        let s = Duration::from_secs;
+        let t = NodeTimeline {
+            container_up: Some(s(5)),
+            bootstrap: Some(s(3)),
+            client_csr_issued: Some(s(1)),
+            registered: Some(s(2)),
+            ready: Some(s(4)),
+            serving_csr_issued: Some(s(6)),
+            serving_cert_live: Some(s(7)),
+            ..Default::default()
+        };
+        let default: Vec<_> = awaited_timings(&t, &expect("{}")).into_keys().collect();
+        assert_eq!(default, ["Node registered", "Ready", "bootstrap done", "container up"]);
+        let strict = awaited_timings(
+            &t,
+            &expect("{clientCsr: issued, servingCsr: issued, servingCert: true}"),
+        );
+        assert_eq!(strict.len(), 7);
+        assert_eq!(strict["serving CSR issued"], 6.0);
+        // A milestone waited for but never reached stays absent, so its loss shows as a difference.
+        let unreached = NodeTimeline {
+            serving_csr_issued: None,
+            ..t
+        };
+        assert!(!awaited_timings(&unreached, &expect("{servingCsr: issued}")).contains_key("serving CSR issued"));
     }
 }
