@@ -95,6 +95,10 @@ impl ClusterProvider for K3sProvider {
         false
     }
 
+    fn idle_stop_after(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,

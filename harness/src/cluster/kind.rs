@@ -234,6 +234,10 @@ impl ClusterProvider for KindProvider {
         false
     }
 
+    fn idle_stop_after(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,

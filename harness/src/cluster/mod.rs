@@ -104,6 +104,12 @@ pub trait ClusterProvider: Send + Sync {
     fn control_plane_per_iam_scenario(&self) -> bool {
         true
     }
+    /// How long a shared control plane may sit unused before it is stopped (a later scenario that needs it gets
+    /// a new one). Cheap control planes (processes started in seconds) cost more idle over a long run than
+    /// starting them again; `None` keeps it to the end of the run (container providers).
+    fn idle_stop_after(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(15))
+    }
 }
 
 /// A running control plane.

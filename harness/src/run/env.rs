@@ -1,7 +1,9 @@
 //! The environment shared by every scenario a process runs: one Docker network, the AWS fakes, and one control
-//! plane per (provider, version, service CIDR), created on first use and stopped at shutdown.
+//! plane per (provider, version, service CIDR), created on first use and stopped once unused for a while (cheap
+//! ones, see `run::clusters`) or at shutdown.
+use super::clusters::Clusters;
 use crate::assets::{self, K8sAssets};
-use crate::cluster::{self, ClusterSpec, ControlPlane, ProviderContext};
+use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
@@ -23,24 +25,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use testcontainers::bollard::Docker;
 use tokio::sync::Mutex;
 
-/// A control plane with the controllers the harness runs next to it.
-pub struct SharedCluster {
-    /// `control-plane-<n>`: its directory under the run, and its token-webhook path.
-    pub id: String,
-    pub control_plane: Mutex<Box<dyn ControlPlane>>,
-    pub client: kube::Client,
-    pub endpoint: String,
-    pub ca_pem: String,
-    pub logs_dir: PathBuf,
-    pub approver: Arc<Approver>,
-    pub created_in: Duration,
-    pub step_timings: Vec<(String, Duration)>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
+pub use super::clusters::SharedCluster;
 
 /// Everything the scenarios of one run share.
 pub struct Environment {
@@ -70,7 +59,7 @@ pub struct Environment {
     fakes: Vec<FakeServer>,
     assets: Mutex<HashMap<String, K8sAssets>>,
     images: Mutex<HashMap<String, NodeImage>>,
-    clusters: Mutex<HashMap<ClusterSpec, Arc<SharedCluster>>>,
+    clusters: Clusters,
     /// One trial of a scenario at a time (its providers' trials share names).
     scenario_locks: KeyedLocks<String>,
     /// One IAM scenario at a time on a shared control plane (aws-auth is cluster-wide).
@@ -248,7 +237,7 @@ impl Environment {
             instances,
             eks,
             ec2,
-            authenticator,
+            authenticator: authenticator.clone(),
             cloudformation,
             ecr,
             registry,
@@ -257,7 +246,7 @@ impl Environment {
             fakes,
             assets: Mutex::new(HashMap::new()),
             images: Mutex::new(HashMap::new()),
-            clusters: Mutex::new(HashMap::new()),
+            clusters: Clusters::new(authenticator.clone()),
             iam_leases: Default::default(),
             scenario_locks: Default::default(),
             cluster_count: Default::default(),
@@ -396,6 +385,10 @@ impl Environment {
             tasks,
         });
         clusters.insert(spec.clone(), shared.clone());
+        drop(clusters);
+        if let (None, Some(idle)) = (&spec.owner, provider.idle_stop_after()) {
+            self.clusters.stop_when_idle(spec.clone(), &shared, idle);
+        }
         Ok((shared, true))
     }
 
@@ -429,34 +422,14 @@ impl Environment {
 
     /// Stops a control plane owned by one scenario (`spec.owner`), once that scenario is done with it.
     pub async fn release(&self, spec: &ClusterSpec) {
-        if spec.owner.is_none() {
-            return;
-        }
-        let Some(c) = self.clusters.lock().await.remove(spec) else {
-            return;
-        };
-        self.authenticator.unbind(&c.id);
-        for t in &c.tasks {
-            t.abort();
-        }
-        match Arc::try_unwrap(c) {
-            Ok(c) => c.control_plane.into_inner().stop().await,
-            Err(_) => tracing::warn!("a released control plane is still referenced; it stops when dropped"),
+        if spec.owner.is_some() {
+            self.clusters.remove(spec).await;
         }
     }
 
     /// Stops everything and reports what (if anything) was left behind.
     pub async fn shutdown(self: Arc<Self>) -> Vec<String> {
-        let clusters: Vec<Arc<SharedCluster>> = self.clusters.lock().await.drain().map(|(_, c)| c).collect();
-        for c in clusters {
-            for t in &c.tasks {
-                t.abort();
-            }
-            match Arc::try_unwrap(c) {
-                Ok(c) => c.control_plane.into_inner().stop().await,
-                Err(_) => tracing::warn!("a control plane is still referenced at shutdown; it stops when dropped"),
-            }
-        }
+        self.clusters.shutdown().await;
         docker::remove_kind_nodes(&self.docker, &self.run_id).await;
         let _ = docker::remove_labelled(&self.docker, docker::RUN_LABEL, Some(&self.run_id)).await;
         if let Ok(mut guard) = self.sysctl.lock() {

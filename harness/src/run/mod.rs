@@ -3,6 +3,7 @@
 mod actions;
 pub mod artifacts;
 mod boot;
+mod clusters;
 pub mod env;
 pub mod events;
 pub mod failfast;
