@@ -40,7 +40,7 @@ async fn kind_cli_accepts_the_rendered_config() {
             provider: "kind".into(),
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
-            owner: None,
+            iam_lane: None,
         };
         let config = kind::render_config(&template, &name, &spec, image, dir.path(), true);
         let err = create(&kind_bin, &config, &name);

@@ -91,7 +91,7 @@ impl ClusterProvider for K3sProvider {
         Box::pin(async move { super::images::ensure(docker, &image_for(&spec.version)).await.err() })
     }
 
-    fn control_plane_per_iam_scenario(&self) -> bool {
+    fn iam_lanes(&self) -> bool {
         false
     }
 
@@ -205,7 +205,7 @@ mod tests {
             provider: "k3s".into(),
             version: "v1.36.3".into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
-            owner: None,
+            iam_lane: None,
         }
     }
 

@@ -230,7 +230,7 @@ impl ClusterProvider for KindProvider {
         })
     }
 
-    fn control_plane_per_iam_scenario(&self) -> bool {
+    fn iam_lanes(&self) -> bool {
         false
     }
 
@@ -401,7 +401,7 @@ mod tests {
             provider: "kind".into(),
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
-            owner: None,
+            iam_lane: None,
         }
     }
 

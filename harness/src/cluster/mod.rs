@@ -23,9 +23,9 @@ pub struct ClusterSpec {
     pub provider: String,
     pub version: String,
     pub service_cidr: ipnet::Ipv4Net,
-    /// A scenario that needs the control plane to itself (IAM scenarios: aws-auth and the authentication
-    /// mode are cluster-wide); it is stopped when that scenario ends.
-    pub owner: Option<String>,
+    /// An IAM lane: a control plane apart from the shared one, used by one IAM scenario at a time (aws-auth and
+    /// the authentication mode are cluster-wide) and reused by the next (see `Provider::iam_lanes`).
+    pub iam_lane: Option<u32>,
 }
 
 /// Where the API server sends TokenReviews for bearer tokens it does not know (EKS's IAM authenticator).
@@ -98,10 +98,11 @@ pub trait ClusterProvider: Send + Sync {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>>;
-    /// Whether an IAM scenario gets a control plane of its own (cheap: processes started in seconds). Otherwise
-    /// IAM scenarios share the provider's control plane one at a time, each starting from a cluster without
-    /// aws-auth (container providers, whose control planes take tens of seconds to create).
-    fn control_plane_per_iam_scenario(&self) -> bool {
+    /// Whether IAM scenarios run on control planes apart from the shared one, IAM lanes, each used by one IAM
+    /// scenario at a time and reused by the next (cheap: processes started in seconds). Otherwise IAM scenarios
+    /// share the provider's control plane one at a time (container providers, whose control planes take tens
+    /// of seconds to create). Either way each starts from a cluster without aws-auth.
+    fn iam_lanes(&self) -> bool {
         true
     }
     /// How long a shared control plane may sit unused before it is stopped (a later scenario that needs it gets

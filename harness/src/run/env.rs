@@ -1,7 +1,7 @@
 //! The environment shared by every scenario a process runs: one Docker network, the AWS fakes, and one control
 //! plane per (provider, version, service CIDR), created on first use and stopped once unused for a while (cheap
 //! ones, see `run::clusters`) or at shutdown.
-use super::clusters::Clusters;
+use super::clusters::{Clusters, IamLease, Lanes, IAM_LANES};
 use crate::assets::{self, K8sAssets};
 use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
@@ -64,6 +64,7 @@ pub struct Environment {
     scenario_locks: KeyedLocks<String>,
     /// One IAM scenario at a time on a shared control plane (aws-auth is cluster-wide).
     iam_leases: KeyedLocks<ClusterSpec>,
+    iam_lanes: Lanes,
     cluster_count: std::sync::atomic::AtomicUsize,
     sysctl: std::sync::Mutex<Option<SysctlGuard>>,
     sandbox_lock: Mutex<()>,
@@ -248,6 +249,7 @@ impl Environment {
             images: Mutex::new(HashMap::new()),
             clusters: Clusters::new(authenticator.clone()),
             iam_leases: Default::default(),
+            iam_lanes: Lanes::new(IAM_LANES),
             scenario_locks: Default::default(),
             cluster_count: Default::default(),
             sysctl: std::sync::Mutex::new(Some(SysctlGuard::record(crate::reaper::other_live_runs))),
@@ -386,7 +388,7 @@ impl Environment {
         });
         clusters.insert(spec.clone(), shared.clone());
         drop(clusters);
-        if let (None, Some(idle)) = (&spec.owner, provider.idle_stop_after()) {
+        if let Some(idle) = provider.idle_stop_after() {
             self.clusters.stop_when_idle(spec.clone(), &shared, idle);
         }
         Ok((shared, true))
@@ -397,7 +399,6 @@ impl Environment {
         self.scenario_locks.lock(&scenario.to_string()).await
     }
 
-    /// Exclusive use of the control plane for `spec` by one IAM scenario, held until the guard drops.
     /// Room for `nodes` node containers (a larger group takes all of it), held while the permit lives; the
     /// semaphore is fair, so a large scenario waiting is not overtaken by small ones.
     pub async fn node_slots(&self, nodes: u32) -> Result<tokio::sync::OwnedSemaphorePermit> {
@@ -416,15 +417,15 @@ impl Environment {
             .map_err(|e| Error::Pipeline(format!("boot slots: {e}")))
     }
 
-    pub async fn iam_lease(&self, spec: &ClusterSpec) -> tokio::sync::OwnedMutexGuard<()> {
-        self.iam_leases.lock(spec).await
-    }
-
-    /// Stops a control plane owned by one scenario (`spec.owner`), once that scenario is done with it.
-    pub async fn release(&self, spec: &ClusterSpec) {
-        if spec.owner.is_some() {
-            self.clusters.remove(spec).await;
+    /// Exclusive use of a control plane by one IAM scenario, held until the lease drops: an IAM lane (set in
+    /// `spec.iam_lane`) when the provider has them, else the control plane for `spec` itself.
+    pub async fn iam_lease(&self, spec: &mut ClusterSpec, lanes: bool) -> Result<IamLease> {
+        if !lanes {
+            return Ok(IamLease::Shared(self.iam_leases.lock(spec).await));
         }
+        let lane = self.iam_lanes.take().await?;
+        spec.iam_lane = Some(lane.number());
+        Ok(IamLease::Lane(lane))
     }
 
     /// Stops everything and reports what (if anything) was left behind.

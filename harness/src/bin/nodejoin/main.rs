@@ -559,7 +559,7 @@ async fn provider_unavailable(
             provider: provider.as_str().into(),
             version: s.cluster.kubernetes_version.clone(),
             service_cidr: s.cluster.service_cidr(),
-            owner: None,
+            iam_lane: None,
         };
         if let Some(why) = p.unavailable(&spec, &docker).await {
             return Ok(Some(why));

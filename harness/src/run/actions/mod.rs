@@ -12,6 +12,7 @@ mod provision;
 mod snapshot;
 mod teardown;
 
+use super::clusters::IamLease;
 use super::env::{Environment, SharedCluster};
 use super::events::{Event, EventSink};
 use super::node::RunningNode;
@@ -27,7 +28,6 @@ use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::OwnedMutexGuard;
 
 /// What the actions of one scenario share: its inputs, its report, and what it has created so far.
 pub(crate) struct Context<'a> {
@@ -39,8 +39,8 @@ pub(crate) struct Context<'a> {
     /// One image per node group, in the order of `sc.nodes`.
     pub group_images: Vec<NodeImage>,
     pub spec: Option<ClusterSpec>,
-    /// Exclusive use of a shared control plane (IAM scenarios: aws-auth is cluster-wide).
-    pub lease: Option<OwnedMutexGuard<()>>,
+    /// Exclusive use of a control plane (IAM scenarios: aws-auth is cluster-wide).
+    pub lease: Option<IamLease>,
     /// Room for this scenario's node containers among those of the scenarios running beside it.
     pub slots: Option<tokio::sync::OwnedSemaphorePermit>,
     pub cluster: Option<Arc<SharedCluster>>,

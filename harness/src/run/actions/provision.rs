@@ -1,5 +1,5 @@
 //! `provision`: what the scenario needs before anything starts (Kubernetes binaries, node images, the sandbox
-//! image the fake ECR serves), and `lease`: exclusive use of a shared control plane for an IAM scenario.
+//! image the fake ECR serves), and `lease`: exclusive use of a control plane for an IAM scenario.
 use super::{Action, Context};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
@@ -14,7 +14,7 @@ pub(super) const ACTION: Action = Action {
 };
 
 pub(super) const LEASE: Action = Action {
-    name: "waited for the shared control plane (one IAM scenario at a time)",
+    name: "waited for a control plane to itself (IAM: one scenario at a time on each)",
     applies: needs_lease,
     wait: false,
     run: lease,
@@ -36,7 +36,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             provider: provider.into(),
             version: sc.cluster.kubernetes_version.clone(),
             service_cidr: sc.cluster.service_cidr(),
-            owner: None,
+            iam_lane: None,
         };
         if let Some(reason) = p.unavailable(&probe, &env.docker).await {
             return Err(Error::ProviderUnavailable {
@@ -64,14 +64,12 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             }
             cx.group_images.push(img);
         }
-        // aws-auth is cluster-wide: an IAM scenario gets a control plane of its own where that is cheap (local),
-        // else the shared one to itself while it runs (see `LEASE`), starting without aws-auth.
-        let own = sc.cluster.auth == AuthMode::Iam && p.control_plane_per_iam_scenario();
+        // An IAM scenario's control plane (an IAM lane, or the shared one) is settled by `LEASE`.
         cx.spec = Some(ClusterSpec {
             provider: provider.into(),
             version: assets.version.clone(),
             service_cidr: sc.cluster.service_cidr(),
-            owner: own.then(|| sc.name.clone()),
+            iam_lane: None,
         });
         cx.assets = Some(assets);
         Ok(())
@@ -92,16 +90,18 @@ fn slots<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     })
 }
 
-/// An IAM scenario on a control plane it shares: taken before its instances launch, so the evidence filtered by
+/// An IAM scenario: aws-auth is cluster-wide, so it takes a control plane to itself while it runs (an IAM lane
+/// where control planes are cheap, else the shared one), before its instances launch, so the evidence filtered by
 /// launch time is its own.
 fn needs_lease(cx: &Context<'_>) -> bool {
-    cx.sc.cluster.auth == AuthMode::Iam && cx.spec.as_ref().is_some_and(|s| s.owner.is_none())
+    cx.sc.cluster.auth == AuthMode::Iam
 }
 
 fn lease<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        if let Some(spec) = &cx.spec {
-            cx.lease = Some(cx.env.iam_lease(spec).await);
+        let lanes = crate::cluster::provider(cx.sc.cluster.provider.as_str()).is_some_and(|p| p.iam_lanes());
+        if let Some(spec) = cx.spec.as_mut() {
+            cx.lease = Some(cx.env.iam_lease(spec, lanes).await?);
         }
         Ok(())
     })

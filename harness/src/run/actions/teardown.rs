@@ -1,6 +1,6 @@
 //! Teardown, run by the pipeline whatever happened: the scenario's containers, instances, Node and CSR objects
-//! and bootstrap token go, so a shared control plane is clean for the next scenario; then its cluster name, its
-//! lease and (for a control plane of its own) the control plane itself.
+//! and bootstrap token go, so a shared control plane is clean for the next scenario; then its cluster name and
+//! its lease.
 use super::Context;
 use crate::assert;
 use crate::cluster::objects;
@@ -47,13 +47,10 @@ pub(super) async fn run(cx: &mut Context<'_>) {
     cx.lease = None;
     cx.slots = None;
     cx.cluster = None;
-    if let Some(spec) = cx.spec.take().filter(|s| s.owner.is_some()) {
-        env.release(&spec).await;
-    }
 }
 
 /// For a context dropped before the pipeline's teardown ran (its run was cancelled): the containers and instances
-/// go in the background. The owned control plane, if any, is stopped with the environment.
+/// go in the background.
 pub(super) fn in_background(cx: &mut Context<'_>) {
     let nodes = std::mem::take(&mut cx.nodes);
     if nodes.is_empty() {
