@@ -162,13 +162,18 @@ impl Lanes {
     }
 }
 
-/// Stops a control plane no longer handed out: its controllers, its token-webhook binding, its processes or
-/// containers.
-pub(super) async fn stop(c: Arc<SharedCluster>, authenticator: &Authenticator) {
+/// Ends what the harness runs for a control plane: its controllers and its token-webhook binding.
+pub(super) fn detach(c: &SharedCluster, authenticator: &Authenticator) {
     authenticator.unbind(&c.id);
     for t in &c.tasks {
         t.abort();
     }
+}
+
+/// Stops a control plane no longer handed out: its controllers, its token-webhook binding, its processes or
+/// containers.
+pub(super) async fn stop(c: Arc<SharedCluster>, authenticator: &Authenticator) {
+    detach(&c, authenticator);
     match Arc::try_unwrap(c) {
         Ok(c) => c.control_plane.into_inner().stop().await,
         Err(c) => tracing::warn!(id = %c.id, "a stopped control plane is still referenced; it stops when dropped"),

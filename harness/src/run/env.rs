@@ -324,10 +324,7 @@ impl Environment {
                 Some(why) => {
                     // A control plane that died is replaced, not handed to the next scenario.
                     tracing::warn!(provider = %spec.provider, "replacing a dead control plane: {why}");
-                    for t in &c.tasks {
-                        t.abort();
-                    }
-                    self.authenticator.unbind(&c.id);
+                    super::clusters::detach(&c, &self.authenticator);
                     clusters.remove(spec);
                 }
             }
@@ -419,8 +416,8 @@ impl Environment {
 
     /// Exclusive use of a control plane by one IAM scenario, held until the lease drops: an IAM lane (set in
     /// `spec.iam_lane`) when the provider has them, else the control plane for `spec` itself.
-    pub async fn iam_lease(&self, spec: &mut ClusterSpec, lanes: bool) -> Result<IamLease> {
-        if !lanes {
+    pub async fn iam_lease(&self, spec: &mut ClusterSpec) -> Result<IamLease> {
+        if !cluster::provider(&spec.provider).is_some_and(|p| p.iam_lanes()) {
             return Ok(IamLease::Shared(self.iam_leases.lock(spec).await));
         }
         let lane = self.iam_lanes.take().await?;

@@ -16,7 +16,7 @@ pub(super) const ACTION: Action = Action {
 pub(super) const LEASE: Action = Action {
     name: "waited for a control plane to itself (IAM: one scenario at a time on each)",
     applies: needs_lease,
-    wait: false,
+    wait: true,
     run: lease,
 };
 
@@ -99,9 +99,8 @@ fn needs_lease(cx: &Context<'_>) -> bool {
 
 fn lease<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        let lanes = crate::cluster::provider(cx.sc.cluster.provider.as_str()).is_some_and(|p| p.iam_lanes());
         if let Some(spec) = cx.spec.as_mut() {
-            cx.lease = Some(cx.env.iam_lease(spec, lanes).await?);
+            cx.lease = Some(cx.env.iam_lease(spec).await?);
         }
         Ok(())
     })
