@@ -2,6 +2,7 @@
 //! `CN=system:node:<name>`) and the serving CSR (signer `kubelet-serving`, requested by `system:node:<name>`).
 use crate::controllers::approver::{parse_csr, SERVING_SIGNER};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use std::borrow::Borrow;
 
 pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
@@ -29,9 +30,9 @@ fn state(csr: &CertificateSigningRequest) -> CsrState {
 }
 
 /// The most advanced client CSR for `node` (issued beats approved beats pending).
-pub fn client_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrState> {
+pub fn client_csr<C: Borrow<CertificateSigningRequest>>(all: &[C], node: &str) -> Option<CsrState> {
     let cn = format!("system:node:{node}");
-    best(all.iter().filter(|c| {
+    best(all.iter().map(Borrow::borrow).filter(|c| {
         c.spec.signer_name == CLIENT_SIGNER
             && parse_csr(&c.spec.request.0)
                 .map(|p| p.common_name == cn)
@@ -39,10 +40,11 @@ pub fn client_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrSt
     }))
 }
 
-pub fn serving_csr(all: &[CertificateSigningRequest], node: &str) -> Option<CsrState> {
+pub fn serving_csr<C: Borrow<CertificateSigningRequest>>(all: &[C], node: &str) -> Option<CsrState> {
     let user = format!("system:node:{node}");
     best(
         all.iter()
+            .map(Borrow::borrow)
             .filter(|c| c.spec.signer_name == SERVING_SIGNER && c.spec.username.as_deref() == Some(user.as_str())),
     )
 }

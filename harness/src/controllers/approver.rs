@@ -4,13 +4,18 @@
 //! `system:nodes`, the subject is `O=system:nodes, CN=system:node:<name>`, the usages are within {server auth,
 //! digital signature, key encipherment}, and every SAN is one of that instance's own DNS names or IPs (per the
 //! fake EC2 world). Anything else is left pending, and the reason is recorded for the report.
+use super::cache::{next_change, ClusterCache};
 use crate::fakes::instances::Instances;
 use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use x509_parser::prelude::*;
+
+/// How soon an approval that could not be written is tried again when nothing else changes.
+const RETRY: Duration = Duration::from_secs(1);
 
 pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
@@ -124,74 +129,75 @@ impl Approver {
         }
     }
 
-    /// Runs until the task is aborted.
-    pub async fn run(self: Arc<Self>, client: kube::Client, instances: Arc<Instances>) {
+    /// Runs until the task is aborted: decides each new serving CSR once, as the cache shows it.
+    pub async fn run(self: Arc<Self>, client: kube::Client, cache: Arc<ClusterCache>, instances: Arc<Instances>) {
         let api: Api<CertificateSigningRequest> = Api::all(client);
         let mut seen: HashSet<String> = HashSet::new();
+        let mut changes = cache.subscribe();
         loop {
-            if let Ok(list) = api.list(&ListParams::default()).await {
-                for csr in list.items {
-                    let Some(uid) = csr.metadata.uid.clone() else {
-                        continue;
-                    };
-                    let decided = csr
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| !c.is_empty());
-                    if csr.spec.signer_name != SERVING_SIGNER || decided || seen.contains(&uid) {
-                        continue;
-                    }
-                    let name = csr.metadata.name.clone().unwrap_or_default();
-                    let requester = csr.spec.username.clone().unwrap_or_default();
-                    match evaluate(&csr, &instances) {
-                        Ok(node) => {
-                            let mut approved = csr.clone();
-                            let status = approved.status.get_or_insert_with(Default::default);
-                            status
-                                .conditions
-                                .get_or_insert_with(Vec::new)
-                                .push(CertificateSigningRequestCondition {
-                                    type_: "Approved".into(),
-                                    status: "True".into(),
-                                    reason: Some("NodejoinServingApprover".into()),
-                                    message: Some(format!("SANs belong to {node}")),
-                                    ..Default::default()
-                                });
-                            match api
-                                .replace_subresource("approval", &name, &PostParams::default(), &approved)
-                                .await
-                            {
-                                Ok(_) => {
-                                    seen.insert(uid);
-                                    self.record(Decision {
-                                        csr: name,
-                                        requester,
-                                        approved: true,
-                                        reason: format!("approved: SANs belong to {node}"),
-                                        at: std::time::SystemTime::now(),
-                                    });
-                                }
-                                Err(e) => {
-                                    tracing::warn!(csr = %name, "approval failed, will retry: {e}")
-                                }
-                            }
-                        }
-                        Err(reason) => {
-                            seen.insert(uid);
-                            self.record(Decision {
-                                csr: name,
-                                requester,
-                                approved: false,
-                                reason: format!("left pending: {reason}"),
-                                at: std::time::SystemTime::now(),
-                            });
-                        }
-                    }
+            for csr in cache.snapshot().map(|s| s.csrs).unwrap_or_default() {
+                let Some(uid) = csr.metadata.uid.clone() else {
+                    continue;
+                };
+                let decided = csr
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| !c.is_empty());
+                if csr.spec.signer_name != SERVING_SIGNER || decided || seen.contains(&uid) {
+                    continue;
+                }
+                if let Some(decision) = self.decide(&api, &csr, &instances).await {
+                    seen.insert(uid);
+                    self.record(decision);
                 }
             }
-            tokio::time::sleep(super::POLL).await;
+            // A failed approval is retried on the next change or after a second.
+            next_change(&mut changes, RETRY).await;
         }
+    }
+
+    /// Approves `csr` or leaves it pending; `None` when the approval could not be written (to be retried).
+    async fn decide(
+        &self,
+        api: &Api<CertificateSigningRequest>,
+        csr: &CertificateSigningRequest,
+        instances: &Instances,
+    ) -> Option<Decision> {
+        let name = csr.metadata.name.clone().unwrap_or_default();
+        let requester = csr.spec.username.clone().unwrap_or_default();
+        let (approved, reason) = match evaluate(csr, instances) {
+            Ok(node) => {
+                let mut approved = csr.clone();
+                let status = approved.status.get_or_insert_with(Default::default);
+                status
+                    .conditions
+                    .get_or_insert_with(Vec::new)
+                    .push(CertificateSigningRequestCondition {
+                        type_: "Approved".into(),
+                        status: "True".into(),
+                        reason: Some("NodejoinServingApprover".into()),
+                        message: Some(format!("SANs belong to {node}")),
+                        ..Default::default()
+                    });
+                if let Err(e) = api
+                    .replace_subresource("approval", &name, &PostParams::default(), &approved)
+                    .await
+                {
+                    tracing::warn!(csr = %name, "approval failed, will retry: {e}");
+                    return None;
+                }
+                (true, format!("approved: SANs belong to {node}"))
+            }
+            Err(reason) => (false, format!("left pending: {reason}")),
+        };
+        Some(Decision {
+            csr: name,
+            requester,
+            approved,
+            reason,
+            at: std::time::SystemTime::now(),
+        })
     }
 }
 

@@ -1,25 +1,43 @@
 //! The cloud-node initialisation the AWS cloud controller manager does for kubelets started with
 //! `--cloud-provider=external`: set addresses, instance-type/zone/region labels and providerID from the EC2
 //! world, then remove the `node.cloudprovider.kubernetes.io/uninitialized` taint.
+use super::cache::{next_change, ClusterCache};
 use crate::fakes::instances::Instances;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How soon a Node that could not be initialised is tried again when nothing else changes.
+const RETRY: Duration = Duration::from_secs(1);
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
-/// Runs until the task is aborted.
-pub async fn run(client: kube::Client, instances: Arc<Instances>) {
+/// Runs until the task is aborted: initialises each Node the cache shows with the uninitialized taint.
+pub async fn run(client: kube::Client, cache: Arc<ClusterCache>, instances: Arc<Instances>) {
     let api: Api<Node> = Api::all(client);
+    // The resourceVersion each Node had when it was initialised: the cache shows the old version (taint still
+    // on) until the watch brings the patched one, and patching it again would only repeat the work.
+    let mut done: HashMap<String, String> = HashMap::new();
+    let mut changes = cache.subscribe();
     loop {
-        if let Ok(nodes) = api.list(&ListParams::default()).await {
-            for node in nodes.items {
-                if let Err(e) = initialise(&api, &node, &instances).await {
-                    tracing::debug!("cloud-node: {e}");
+        let nodes = cache.snapshot().map(|s| s.nodes).unwrap_or_default();
+        done.retain(|name, _| nodes.iter().any(|n| n.metadata.name.as_ref() == Some(name)));
+        for node in nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let version = node.metadata.resource_version.clone().unwrap_or_default();
+            if done.get(&name) == Some(&version) {
+                continue;
+            }
+            match initialise(&api, &node, &instances).await {
+                Ok(()) => {
+                    done.insert(name, version);
                 }
+                Err(e) => tracing::debug!("cloud-node: {e}"),
             }
         }
-        tokio::time::sleep(super::POLL).await;
+        next_change(&mut changes, RETRY).await;
     }
 }
 

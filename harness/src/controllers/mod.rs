@@ -1,9 +1,5 @@
 //! Controllers the harness runs because EKS runs them: the serving-certificate approver and the cloud-node
-//! initialisation that the AWS cloud controller manager does.
+//! initialisation that the AWS cloud controller manager does, both reading the cluster from one cache.
 pub mod approver;
+pub mod cache;
 pub mod cloud_node;
-
-use std::time::Duration;
-
-/// How often the controllers look at the cluster.
-pub const POLL: Duration = Duration::from_millis(150);

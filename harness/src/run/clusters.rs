@@ -2,6 +2,7 @@
 //! while or at shutdown; and the IAM lanes, control planes that IAM scenarios take one at a time.
 use crate::cluster::{ClusterSpec, ControlPlane};
 use crate::controllers::approver::Approver;
+use crate::controllers::cache::ClusterCache;
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
 use std::collections::{BTreeSet, HashMap};
@@ -17,6 +18,8 @@ pub struct SharedCluster {
     pub id: String,
     pub control_plane: Mutex<Box<dyn ControlPlane>>,
     pub client: kube::Client,
+    /// Its CSRs and Nodes, kept by watches (read instead of listing).
+    pub cache: Arc<ClusterCache>,
     pub endpoint: String,
     pub ca_pem: String,
     pub logs_dir: PathBuf,
@@ -277,17 +280,20 @@ mod tests {
 
     async fn cluster(stopped: &Arc<AtomicBool>) -> Arc<SharedCluster> {
         let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let (cache, tasks) = ClusterCache::start(&client);
         Arc::new(SharedCluster {
             id: "control-plane-0".into(),
             control_plane: Mutex::new(Box::new(Recorded(stopped.clone()))),
-            client: kube::Client::try_from(config).unwrap(),
+            client,
+            cache,
             endpoint: String::new(),
             ca_pem: String::new(),
             logs_dir: PathBuf::new(),
             approver: Default::default(),
             created_in: Duration::ZERO,
             step_timings: Vec::new(),
-            tasks: Vec::new(),
+            tasks,
         })
     }
 

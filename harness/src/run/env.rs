@@ -5,6 +5,7 @@ use super::clusters::{Clusters, IamLease, Lanes, IAM_LANES};
 use crate::assets::{self, K8sAssets};
 use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
+use crate::controllers::cache::ClusterCache;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
@@ -364,13 +365,17 @@ impl Environment {
         let client = cp.client();
         self.authenticator.bind(&id, client.clone());
         let approver = Arc::new(Approver::default());
-        let tasks = vec![
-            tokio::spawn(approver.clone().run(client.clone(), self.instances.clone())),
-            tokio::spawn(crate::controllers::cloud_node::run(
-                client.clone(),
-                self.instances.clone(),
-            )),
-        ];
+        let (cache, mut tasks) = ClusterCache::start(&client);
+        tasks.push(tokio::spawn(approver.clone().run(
+            client.clone(),
+            cache.clone(),
+            self.instances.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::controllers::cloud_node::run(
+            client.clone(),
+            cache.clone(),
+            self.instances.clone(),
+        )));
         let shared = Arc::new(SharedCluster {
             id,
             endpoint: cp.endpoint().to_string(),
@@ -379,6 +384,7 @@ impl Environment {
             step_timings: cp.timings().to_vec(),
             control_plane: Mutex::new(cp),
             client,
+            cache,
             approver,
             created_in,
             tasks,

@@ -3,43 +3,44 @@
 use super::env::{Environment, SharedCluster};
 use super::node::{bootstrap_failed, bootstrap_text, calls_text, imds_text, RunningNode};
 use crate::assert;
+use crate::controllers::cache::{next_change, Snapshot};
 use crate::scenario::model::{CsrExpectation, EvidenceSource};
 use crate::scenario::template::render;
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams};
 use std::time::{Duration, Instant};
 
 /// How long a negative scenario keeps watching after its last piece of evidence appeared, to see the node stays
 /// out (a kubelet that retries could still register).
 pub(super) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
 
+/// How long the watches may fail before the wait gives up on the API.
+const API_AWAY: Duration = Duration::from_secs(10);
+
+/// The shortest pause between two looks, however fast changes come.
+const MIN_GAP: Duration = Duration::from_millis(50);
+
 /// Watches the cluster until every node has reached what its expectations need, or its deadline. Returns
 /// `Some(component)` if a control-plane process died meanwhile (the scenario cannot be judged then).
 pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
-    let csr_api: Api<CertificateSigningRequest> = Api::all(cluster.client.clone());
-    let node_api: Api<Node> = Api::all(cluster.client.clone());
+    let mut changes = cluster.cache.subscribe();
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
-    let mut api_down_since: Option<Instant> = None;
     loop {
-        // A failed list must not read as "no CSR / no Node": skip the round, and give up if the API stays away.
-        let lists = (
-            csr_api.list(&ListParams::default()).await,
-            node_api.list(&ListParams::default()).await,
-        );
-        let (csrs, all_nodes) = match lists {
-            (Ok(c), Ok(n)) => {
-                api_down_since = None;
-                (c.items, n.items)
+        // Until both watches have listed once, an empty cache must not read as "no CSR / no Node"; a watch that
+        // keeps failing means the API is away.
+        let Some(Snapshot { csrs, nodes: all_nodes }) = cluster.cache.snapshot().filter(|_| {
+            cluster
+                .cache
+                .failing()
+                .is_none_or(|(for_, _)| for_ < Duration::from_secs(1))
+        }) else {
+            if let Some((for_, why)) = cluster.cache.failing().filter(|(for_, _)| *for_ > API_AWAY) {
+                return Some(format!(
+                    "the Kubernetes API did not answer for {}s ({why})",
+                    for_.as_secs()
+                ));
             }
-            (Err(e), _) | (_, Err(e)) => {
-                let since = *api_down_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > Duration::from_secs(10) {
-                    return Some(format!("the Kubernetes API did not answer for 10s ({e})"));
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
+            next_change(&mut changes, Duration::from_millis(200)).await;
+            continue;
         };
         let check_evidence = last_evidence_check.elapsed() > Duration::from_millis(900);
         if check_evidence {
@@ -59,7 +60,7 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             n.node = all_nodes
                 .iter()
                 .find(|x| x.metadata.name.as_deref() == Some(n.node_name.as_str()))
-                .cloned();
+                .map(|x| Node::clone(x));
             if n.node.is_none() {
                 // A Node with this instance's providerID under another name: the join "worked" under the wrong name.
                 n.registered_as = all_nodes
@@ -129,7 +130,10 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         if waiting == 0 {
             break;
         }
-        tokio::time::sleep(poll_interval(waiting)).await;
+        // Wake on the next change the watches bring (after a short pause, so a burst of kubelet updates is one
+        // look), or after the poll interval for what no watch shows (the serving port, evidence, failures).
+        tokio::time::sleep(MIN_GAP).await;
+        next_change(&mut changes, poll_interval(waiting)).await;
     }
     for n in nodes.iter_mut().filter(|n| !n.expect().evidence.is_empty()) {
         gather_evidence(env, cluster, n).await;
@@ -146,11 +150,9 @@ fn after_ready_watched(n: &RunningNode, since: Duration) -> bool {
     }
 }
 
-/// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
-/// started it, nodeadm failed), keeping the cause.
-/// How long to wait between two looks at the cluster: 200 ms for a few nodes, longer for many (each look lists
-/// every CSR and Node and probes each waiting node; for 50 nodes every 200 ms that was the busiest process on
-/// the machine), at most 1 s.
+/// The longest wait between two looks at the nodes when the watches bring no change: 200 ms for a few nodes,
+/// longer for many (each look matches every CSR and Node against each waiting node and probes it; for 50 nodes
+/// every 200 ms that was the busiest process on the machine), at most 1 s.
 fn poll_interval(waiting: usize) -> Duration {
     Duration::from_millis((200 + 20 * waiting.saturating_sub(5) as u64).min(1000))
 }
@@ -163,6 +165,8 @@ fn failure_probe_every(waiting: usize) -> Duration {
     Duration::from_millis(900).max(Duration::from_millis(200) * waiting as u32)
 }
 
+/// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
+/// started it, nodeadm failed), keeping the cause.
 pub(super) async fn probe_failure(n: &mut RunningNode) {
     let user_data = n.group.user_data.is_some();
     let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
