@@ -8,6 +8,7 @@ use crate::process::{free_port, Supervised};
 use futures::future::BoxFuture;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct LocalProvider;
@@ -45,6 +46,7 @@ impl ClusterProvider for LocalProvider {
 
 /// A running local control plane; its processes stop when it is dropped.
 pub struct LocalControlPlane {
+    kcm_check: KcmCheck,
     endpoint: String,
     ca_pem: String,
     ca: crate::pki::Ca,
@@ -55,6 +57,88 @@ pub struct LocalControlPlane {
     // Field order is drop order: controller-manager, apiserver, then etcd.
     processes: Vec<Supervised>,
     _etcd_data: tempfile::TempDir,
+}
+
+/// How long kube-controller-manager has to get healthy, and then to sign a certificate.
+const KCM_READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// Whether kube-controller-manager got healthy and signs certificates, checked in the background: nothing a
+/// node does before its kubelet asks for a certificate needs it, so a scenario's bootstrap runs while it starts
+/// (about 0.8 s of each control plane's start-up off a scenario's path). A failure reads as a failed component,
+/// which ends a scenario's wait with the cause.
+struct KcmCheck {
+    outcome: Arc<std::sync::Mutex<Option<std::result::Result<Duration, String>>>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl KcmCheck {
+    fn start(http: reqwest::Client, healthz: String, client: kube::Client, timeout: Duration) -> Self {
+        let outcome = Arc::new(std::sync::Mutex::new(None));
+        let slot = outcome.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let result = kcm_ready(&http, &healthz, &client, timeout)
+                .await
+                .map(|()| started.elapsed());
+            match &result {
+                Ok(t) => tracing::debug!("kube-controller-manager ready {:.2}s after its start", t.as_secs_f64()),
+                Err(e) => tracing::warn!("kube-controller-manager: {e}"),
+            }
+            if let Ok(mut o) = slot.lock() {
+                *o = Some(result);
+            }
+        });
+        Self {
+            outcome,
+            task: task.abort_handle(),
+        }
+    }
+
+    /// The check's failure, if it failed.
+    fn failure(&self) -> Option<String> {
+        let o = self.outcome.lock().ok()?;
+        match o.as_ref() {
+            Some(Err(e)) => Some(format!("kube-controller-manager {e}")),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for KcmCheck {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits for kcm's /healthz, then for it to sign a certificate (its CSR signer is what a join needs).
+async fn kcm_ready(
+    http: &reqwest::Client,
+    healthz: &str,
+    client: &kube::Client,
+    timeout: Duration,
+) -> std::result::Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let healthy = http.get(healthz).send().await.is_ok_and(|r| r.status().is_success());
+        if healthy {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "was not healthy {}s after its start (see kube-controller-manager.log)",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    match super::objects::wait_for_csr_signing(client, timeout).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "does not sign certificates {}s after it got healthy (see kube-controller-manager.log)",
+            timeout.as_secs()
+        )),
+        Err(e) => Err(format!("could not be checked for signing certificates: {e}")),
+    }
 }
 
 fn cp_err(component: &str, message: impl Into<String>) -> Error {
@@ -122,17 +206,6 @@ impl LocalControlPlane {
             &dir,
             &ctx.pids_dir,
         )?];
-        let http = probe_client("etcd", None)?;
-        wait_http_ok(
-            "etcd",
-            &mut processes,
-            Duration::from_secs(30),
-            &http,
-            &format!("{etcd_url}/health"),
-        )
-        .await?;
-        mark("etcd ready", &mut timings);
-
         let api_port = free_port(bind)?;
         let endpoint = format!("https://{bind}:{api_port}");
         let mut apiserver_args = apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
@@ -154,6 +227,19 @@ impl LocalControlPlane {
                 &ctx.pids_dir,
             )?,
         );
+        // The API server starts while etcd does (it retries its storage until etcd answers): its own start-up
+        // work overlaps etcd's instead of following it. etcd is still checked first, so a broken etcd is named
+        // as such rather than as an API server that never got ready.
+        let http = probe_client("etcd", None)?;
+        wait_http_ok(
+            "etcd",
+            &mut processes,
+            Duration::from_secs(30),
+            &http,
+            &format!("{etcd_url}/health"),
+        )
+        .await?;
+        mark("etcd ready", &mut timings);
         let https = probe_client("kube-apiserver", Some(&pki.ca.0.cert_pem))?;
         let readyz = format!("{endpoint}/readyz");
         wait_http_ok(
@@ -196,37 +282,17 @@ impl LocalControlPlane {
                 &ctx.pids_dir,
             )?,
         );
+        mark("kube-controller-manager started", &mut timings);
+        let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
         // kcm serves its health port with a self-signed certificate: any certificate will do for /healthz.
         let insecure = probe_client("kube-controller-manager", None)?;
         let healthz = format!("https://127.0.0.1:{kcm_port}/healthz");
-        wait_http_ok(
-            "kube-controller-manager",
-            &mut processes,
-            Duration::from_secs(60),
-            &insecure,
-            &healthz,
-        )
-        .await?;
-        let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
-        if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
-            let tail = processes
-                .iter()
-                .find(|p| p.name == "kube-controller-manager")
-                .map(|p| p.log_tail(15));
-            return Err(cp_err(
-                "kube-controller-manager",
-                format!(
-                    "does not sign certificates after 60s; last log lines:\n{}",
-                    tail.unwrap_or_default()
-                ),
-            ));
-        }
-        mark("kube-controller-manager ready", &mut timings);
-
+        let kcm_check = KcmCheck::start(insecure, healthz, client.clone(), KCM_READY_WITHIN);
         super::objects::apply_node_bootstrap_rbac(&client).await?;
         mark("rbac", &mut timings);
 
         Ok(Self {
+            kcm_check,
             endpoint,
             ca_pem: pki.ca.0.cert_pem.clone(),
             ca: pki.ca.clone(),
@@ -435,10 +501,11 @@ impl ControlPlane for LocalControlPlane {
         &self.timings
     }
     fn failed_component(&mut self) -> Option<String> {
-        self.processes.iter_mut().find_map(|p| {
+        let exited = self.processes.iter_mut().find_map(|p| {
             p.exited()
-                .map(|s| format!("{} exited ({s}) during the scenario", p.name))
-        })
+                .map(|s| format!("{} exited ({s}); last log lines:\n{}", p.name, p.log_tail(5)))
+        });
+        exited.or_else(|| self.kcm_check.failure())
     }
     fn memory(&self) -> Vec<(String, u64)> {
         self.processes
@@ -458,6 +525,22 @@ impl ControlPlane for LocalControlPlane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_controller_manager_that_never_gets_healthy_reads_as_failed() {
+        let http = probe_client("kube-controller-manager", None).unwrap();
+        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        let check = KcmCheck::start(
+            http,
+            "https://127.0.0.1:1/healthz".into(),
+            client,
+            Duration::from_millis(300),
+        );
+        assert_eq!(check.failure(), None, "still being checked is not a failure");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let failure = check.failure().unwrap_or_default();
+        assert!(failure.contains("kube-controller-manager was not healthy"), "{failure}");
+    }
 
     #[test]
     fn first_service_ip_is_network_plus_one() {
