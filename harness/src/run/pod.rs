@@ -101,7 +101,8 @@ pub async fn check(client: &kube::Client, node: &str) -> Check {
             }
             Err(e) => last = format!("reading the pod: {e}"),
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // One small GET; a pod on a joined node runs in about 0.5 s, so a coarser poll shows mostly its own delay.
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let actual = match &outcome {
         Some(ok) => ok.clone(),
