@@ -35,11 +35,17 @@ pub fn taints(node: &Node) -> Vec<Taint> {
 /// Taints that come and go while a node starts (not-ready until Ready, uninitialized until the cloud-node
 /// controller has run): the final taints are compared once these are gone.
 pub fn has_transient_taints(node: &Node) -> bool {
-    taints(node).iter().any(|t| {
-        t.key == crate::controllers::cloud_node::UNINITIALIZED_TAINT
-            || t.key == "node.kubernetes.io/not-ready"
-            || t.key == "node.kubernetes.io/unreachable"
-    })
+    taints(node).iter().any(|t| is_transient_taint(&t.key))
+}
+
+/// Whether a taint key is one the cluster's controllers put on and take off while a node starts (the node
+/// lifecycle controller's not-ready/unreachable, the cloud-node controller's uninitialized), not one a bootstrap
+/// sets. The node lifecycle controller can add `not-ready:NoExecute` a moment after the node is Ready, when its
+/// pass looked at the node just before.
+pub fn is_transient_taint(key: &str) -> bool {
+    key == crate::controllers::cloud_node::UNINITIALIZED_TAINT
+        || key == "node.kubernetes.io/not-ready"
+        || key == "node.kubernetes.io/unreachable"
 }
 
 pub fn capacity_pods(node: &Node) -> Option<String> {

@@ -182,10 +182,13 @@ fn fields(node: Option<&Node>, id: &Identity) -> NodeFields {
             .flatten()
             .map(|(k, v)| (k.clone(), id.normalise(v)))
             .collect(),
+        // The Node is read again after the wait: a controller's transient taint can be back on it by then, and
+        // it says nothing about the bootstrap (a node that never gets Ready shows in `Ready` and the checks).
         taints: spec
             .and_then(|s| s.taints.as_ref())
             .map(|ts| {
                 ts.iter()
+                    .filter(|t| !crate::assert::node::is_transient_taint(&t.key))
                     .map(|t| match &t.value {
                         Some(v) => format!("{}={v}:{}", t.key, t.effect),
                         None => format!("{}:{}", t.key, t.effect),
@@ -255,5 +258,20 @@ mod tests {
             ..t
         };
         assert!(!awaited_timings(&unreached, &expect("{servingCsr: issued}")).contains_key("serving CSR issued"));
+    }
+
+    #[test]
+    fn controllers_transient_taints_are_not_compared() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "n" },
+            "spec": { "taints": [
+                { "key": "dedicated", "value": "payments", "effect": "NoSchedule" },
+                { "key": "node.kubernetes.io/not-ready", "effect": "NoExecute" },
+                { "key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule" }
+            ] }
+        }))
+        .unwrap();
+        let id = Identity::of("i-1", "10.0.0.1", "ip-10-0-0-1.ec2.internal", "02:00:00:00:00:01");
+        assert_eq!(fields(Some(&node), &id).taints, ["dedicated=payments:NoSchedule"]);
     }
 }
