@@ -24,6 +24,7 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
     let mut changes = cluster.cache.subscribe();
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
+    let mut unseen_since: Option<Instant> = None;
     loop {
         // Until both watches have listed once, an empty cache must not read as "no CSR / no Node"; a watch that
         // keeps failing means the API is away.
@@ -39,9 +40,17 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                     for_.as_secs()
                 ));
             }
+            // A watch whose first list never completes (and never fails) must not hold the wait past any deadline.
+            if unseen_since.get_or_insert_with(Instant::now).elapsed() > API_AWAY {
+                return Some(format!(
+                    "the Kubernetes API did not list CSRs and Nodes within {}s",
+                    API_AWAY.as_secs()
+                ));
+            }
             next_change(&mut changes, Duration::from_millis(200)).await;
             continue;
         };
+        unseen_since = None;
         let check_evidence = last_evidence_check.elapsed() > Duration::from_millis(900);
         if check_evidence {
             last_evidence_check = Instant::now();
