@@ -67,40 +67,39 @@ const KCM_READY_WITHIN: Duration = Duration::from_secs(60);
 /// (about 0.8 s of each control plane's start-up off a scenario's path). A failure reads as a failed component,
 /// which ends a scenario's wait with the cause.
 struct KcmCheck {
-    outcome: Arc<std::sync::Mutex<Option<std::result::Result<Duration, String>>>>,
+    /// Why the check failed, once it has.
+    failure: Arc<std::sync::Mutex<Option<String>>>,
     task: tokio::task::AbortHandle,
 }
 
 impl KcmCheck {
     fn start(http: reqwest::Client, healthz: String, client: kube::Client, timeout: Duration) -> Self {
-        let outcome = Arc::new(std::sync::Mutex::new(None));
-        let slot = outcome.clone();
+        let failure = Arc::new(std::sync::Mutex::new(None));
+        let slot = failure.clone();
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            let result = kcm_ready(&http, &healthz, &client, timeout)
-                .await
-                .map(|()| started.elapsed());
-            match &result {
-                Ok(t) => tracing::debug!("kube-controller-manager ready {:.2}s after its start", t.as_secs_f64()),
-                Err(e) => tracing::warn!("kube-controller-manager: {e}"),
-            }
-            if let Ok(mut o) = slot.lock() {
-                *o = Some(result);
+            match kcm_ready(&http, &healthz, &client, timeout).await {
+                Ok(()) => tracing::debug!(
+                    "kube-controller-manager ready {:.2}s after its start",
+                    started.elapsed().as_secs_f64()
+                ),
+                Err(e) => {
+                    tracing::warn!("kube-controller-manager: {e}");
+                    if let Ok(mut f) = slot.lock() {
+                        *f = Some(format!("kube-controller-manager {e}"));
+                    }
+                }
             }
         });
         Self {
-            outcome,
+            failure,
             task: task.abort_handle(),
         }
     }
 
     /// The check's failure, if it failed.
     fn failure(&self) -> Option<String> {
-        let o = self.outcome.lock().ok()?;
-        match o.as_ref() {
-            Some(Err(e)) => Some(format!("kube-controller-manager {e}")),
-            _ => None,
-        }
+        self.failure.lock().ok()?.clone()
     }
 }
 
@@ -117,20 +116,15 @@ async fn kcm_ready(
     client: &kube::Client,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let healthy = http.get(healthz).send().await.is_ok_and(|r| r.status().is_success());
-        if healthy {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
+    // No process to watch here: the caller's `failed_component` reports kcm exiting.
+    wait_http_ok("kube-controller-manager", &mut [], timeout, http, healthz)
+        .await
+        .map_err(|_| {
+            format!(
                 "was not healthy {}s after its start (see kube-controller-manager.log)",
                 timeout.as_secs()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            )
+        })?;
     match super::objects::wait_for_csr_signing(client, timeout).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!(

@@ -11,11 +11,7 @@ use kube::api::{Api, PostParams};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use x509_parser::prelude::*;
-
-/// How soon an approval that could not be written is tried again when nothing else changes.
-const RETRY: Duration = Duration::from_secs(1);
 
 pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
@@ -153,7 +149,7 @@ impl Approver {
                 }
             }
             // A failed approval is retried on the next change or after a second.
-            next_change(&mut changes, RETRY).await;
+            next_change(&mut changes, super::RETRY).await;
         }
     }
 

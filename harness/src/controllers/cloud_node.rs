@@ -7,10 +7,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How soon a Node that could not be initialised is tried again when nothing else changes.
-const RETRY: Duration = Duration::from_secs(1);
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
@@ -37,7 +33,7 @@ pub async fn run(client: kube::Client, cache: Arc<ClusterCache>, instances: Arc<
                 Err(e) => tracing::debug!("cloud-node: {e}"),
             }
         }
-        next_change(&mut changes, RETRY).await;
+        next_change(&mut changes, super::RETRY).await;
     }
 }
 

@@ -16,6 +16,9 @@ pub(super) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
 /// How long the watches may fail before the wait gives up on the API.
 const API_AWAY: Duration = Duration::from_secs(10);
 
+/// How long a watch may fail before the cache it feeds is no longer trusted.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+
 /// The shortest pause between two looks, however fast changes come.
 const MIN_GAP: Duration = Duration::from_millis(50);
 
@@ -26,26 +29,22 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
     let mut unseen_since: Option<Instant> = None;
     loop {
-        // Until both watches have listed once, an empty cache must not read as "no CSR / no Node"; a watch that
-        // keeps failing means the API is away.
-        let Some(Snapshot { csrs, nodes: all_nodes }) = cluster.cache.snapshot().filter(|_| {
-            cluster
-                .cache
-                .failing()
-                .is_none_or(|(for_, _)| for_ < Duration::from_secs(1))
-        }) else {
-            if let Some((for_, why)) = cluster.cache.failing().filter(|(for_, _)| *for_ > API_AWAY) {
-                return Some(format!(
-                    "the Kubernetes API did not answer for {}s ({why})",
-                    for_.as_secs()
-                ));
-            }
-            // A watch whose first list never completes (and never fails) must not hold the wait past any deadline.
-            if unseen_since.get_or_insert_with(Instant::now).elapsed() > API_AWAY {
-                return Some(format!(
-                    "the Kubernetes API did not list CSRs and Nodes within {}s",
-                    API_AWAY.as_secs()
-                ));
+        // Until both watches have listed once, an empty cache must not read as "no CSR / no Node"; nor is a cache
+        // whose watch has been failing for a while trusted. Either way for `API_AWAY`, and the API is away.
+        let failing = cluster.cache.failing();
+        let trusted = failing.as_ref().is_none_or(|(for_, _)| *for_ < STALE_AFTER);
+        let Some(Snapshot { csrs, nodes: all_nodes }) = cluster.cache.snapshot().filter(|_| trusted) else {
+            let unseen = unseen_since.get_or_insert_with(Instant::now).elapsed();
+            let away = failing.as_ref().map_or(unseen, |(for_, _)| unseen.max(*for_));
+            if away > API_AWAY {
+                return Some(match failing {
+                    Some((_, why)) => format!("the Kubernetes API did not answer for {}s ({why})", away.as_secs()),
+                    // A watch whose first list never completes (and never fails) must not hold the wait either.
+                    None => format!(
+                        "the Kubernetes API did not list CSRs and Nodes within {}s",
+                        API_AWAY.as_secs()
+                    ),
+                });
             }
             next_change(&mut changes, Duration::from_millis(200)).await;
             continue;
