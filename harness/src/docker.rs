@@ -96,17 +96,29 @@ pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork>
 
 /// The IPv4 address of `container` on `network`.
 pub async fn container_ip(docker: &Docker, container: &str, network: &str) -> Result<Ipv4Addr> {
+    container_address(docker, container, network).await.map(|(ip, _)| ip)
+}
+
+/// The container's IPv4 address and MAC address on `network`.
+pub async fn container_address(docker: &Docker, container: &str, network: &str) -> Result<(Ipv4Addr, Option<String>)> {
     let inspect = docker
         .inspect_container(container, None)
         .await
         .map_err(docker_err("inspect container"))?;
-    inspect
+    let endpoint = inspect
         .network_settings
         .and_then(|n| n.networks)
-        .and_then(|mut n| n.remove(network))
+        .and_then(|mut n| n.remove(network));
+    let mac = endpoint
+        .as_ref()
+        .and_then(|e| e.mac_address.clone())
+        .filter(|m| !m.is_empty())
+        .map(|m| m.to_ascii_lowercase());
+    let ip = endpoint
         .and_then(|e| e.ip_address)
         .and_then(|ip| ip.parse().ok())
-        .ok_or_else(|| Error::Docker(format!("container {container} has no address on {network}")))
+        .ok_or_else(|| Error::Docker(format!("container {container} has no address on {network}")))?;
+    Ok((ip, mac))
 }
 
 /// Output of a command run in a container.

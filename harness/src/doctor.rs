@@ -69,7 +69,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             ),
         );
     }
-    let tools = assets::tools::NodeTools::find();
+    let tools = assets::tools::NodeTools::find(assets::tools::ContainerdLine::from_env());
     let image_present = match (&docker, &found, &tools) {
         (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
             Ok(img) => {
@@ -117,7 +117,8 @@ pub async fn check(version: &str) -> Vec<Finding> {
         if cgroup2 {
             "unified hierarchy".into()
         } else {
-            "cgroup v1: kubelet >= 1.35 needs failCgroupV1: false (our bootstrap sets it)".into()
+            "cgroup v1: node images add --fail-cgroupv1=false to the kubelet (a host adaptation each report names)"
+                .into()
         },
         "",
     );

@@ -59,6 +59,11 @@ const PACKAGES: &[Package] = &[
         why: "the static pause binary",
     },
     Package {
+        name: "libseccomp-dev",
+        present: || Path::new("/usr/include/seccomp.h").exists(),
+        why: "runc's seccomp support, linked statically into the node's runc",
+    },
+    Package {
         name: "iptables",
         present: || on_path("iptables"),
         why: "the Docker engine's networks",
@@ -330,6 +335,20 @@ pub async fn prepare() -> Result<testcontainers::bollard::Docker> {
     let docker = ensure_docker().await?;
     ensure_inotify(0);
     Ok(docker)
+}
+
+/// Whether this process's capability bounding set has CAP_SYS_RESOURCE (bit 24). Some hosts (this project's CI
+/// machines among them) lack it, and a container asking for it then fails to start; elsewhere a node gets it, as
+/// an EC2 instance's root has it (the kubelet and runc lower oom_score_adj with it).
+pub fn has_cap_sys_resource() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapBnd:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|bits| bits & (1 << 24) != 0)
 }
 
 #[cfg(test)]

@@ -62,11 +62,7 @@ fn trials_of(file: PathBuf, loaded: nodejoin::Result<Scenario>, enabled: &[Provi
             scenario.cluster.provider = provider;
             let version = scenario.cluster.kubernetes_version.clone();
             let name = trials::name(provider, &version, &stem);
-            let unsupported = scenario
-                .cluster
-                .kubernetes_versions
-                .as_ref()
-                .and_then(|v| v.unsupported(&version));
+            let unsupported = scenario.not_applicable();
             let availability = shared
                 .availability
                 .get(&(provider.as_str(), version))

@@ -4,8 +4,15 @@
 use super::Check;
 use crate::scenario::model::NodeadmExpectation;
 
-/// The systemd units that run nodeadm in the node image, in order.
+/// The systemd units that run nodeadm in the node image, in order (ours, or the AL2023 AMI's of the same names).
 pub const UNITS: [&str; 2] = ["nodeadm-config.service", "nodeadm-run.service"];
+
+/// The AL2023 AMI's unit that runs before them (`nodeadm-internal boot-hook`), started where the image has it and
+/// then a phase of its own.
+pub const BOOT_HOOK: &str = "nodeadm-boot-hook.service";
+
+/// The properties [`NodeadmReport::parse`] reads (`systemctl show -p ...`).
+pub const SHOW_PROPERTIES: &str = "Id,LoadState,ActiveState,Result";
 
 /// One phase's unit as systemd left it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,11 +22,15 @@ pub struct Phase {
     pub state: String,
     /// `Result` (`success`, `exit-code`, ...).
     pub result: String,
+    /// Whether its command was started at all (a oneshot that never ran is also inactive with `success`).
+    pub ran: bool,
 }
 
 impl Phase {
+    /// Ran and succeeded: `active` (our units keep RemainAfterExit) or `inactive` after running (the AMI's
+    /// oneshots do not).
     pub fn succeeded(&self) -> bool {
-        self.state == "active" && self.result == "success"
+        self.result == "success" && (self.state == "active" || (self.state == "inactive" && self.ran))
     }
 }
 
@@ -34,8 +45,21 @@ pub struct NodeadmReport {
 }
 
 impl NodeadmReport {
-    /// Builds the report from `systemctl show -p Id,ActiveState,Result` blocks and the units' journal.
+    /// Builds the report from `systemctl show -p` [`SHOW_PROPERTIES`] blocks and the units' journal.
     pub fn parse(show: &str, journal: &str) -> Self {
+        Self::parse_with_jobs(show, journal, "")
+    }
+
+    /// [`parse`](Self::parse), with the units' journal as JSON (`journalctl -o json
+    /// -u UNIT...`): a oneshot without RemainAfterExit (the AMI's) is unloaded once it has run, and then shows as
+    /// inactive with no trace of having run; its start job's `JOB_RESULT=done` is that trace.
+    pub fn parse_with_jobs(show: &str, journal: &str, jobs: &str) -> Self {
+        let started: std::collections::BTreeSet<String> = jobs
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["JOB_TYPE"] == "start" && v["JOB_RESULT"] == "done")
+            .filter_map(|v| v["UNIT"].as_str().map(str::to_string))
+            .collect();
         let mut phases = Vec::new();
         for block in show.split("\n\n") {
             let field = |k: &str| {
@@ -46,8 +70,10 @@ impl NodeadmReport {
                     .to_string()
             };
             let unit = field("Id");
-            if !unit.is_empty() {
+            // A unit the image does not have (the AMI's boot hook in nodejoin's own image) is no phase.
+            if !unit.is_empty() && field("LoadState") != "not-found" {
                 phases.push(Phase {
+                    ran: started.contains(&unit),
                     unit,
                     state: field("ActiveState"),
                     result: field("Result"),
@@ -58,22 +84,16 @@ impl NodeadmReport {
         let mut lines = 0;
         for line in journal.lines().filter(|l| !l.trim().is_empty()) {
             lines += 1;
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if matches!(v["level"].as_str(), Some("error" | "fatal" | "panic")) {
-                let msg = v["msg"].as_str().unwrap_or_default();
-                errors.push(match v["error"].as_str() {
-                    Some(e) => format!("{msg}: {e}"),
-                    None => msg.to_string(),
-                });
+            if let Some(e) = error_of(line) {
+                errors.push(e);
             }
         }
         NodeadmReport { phases, errors, lines }
     }
 
+    /// Both of nodeadm's phases ran and succeeded, and so did the boot hook where the image has one.
     pub fn succeeded(&self) -> bool {
-        self.phases.len() == UNITS.len() && self.phases.iter().all(Phase::succeeded)
+        UNITS.iter().all(|u| self.phases.iter().any(|p| p.unit == *u)) && self.phases.iter().all(Phase::succeeded)
     }
 
     /// One line for the report.
@@ -96,6 +116,40 @@ impl NodeadmReport {
         }
         s
     }
+}
+
+/// The error an error, fatal or panic line of nodeadm's log reports (`msg: error`), in either of the encodings
+/// nodeadm's zap logger has used: one JSON object a line (2024), or console lines (`fatal cli/main.go:35 Command
+/// failed {"error": "..."}`, current).
+fn error_of(line: &str) -> Option<String> {
+    let line = line.trim();
+    let (level, msg, fields) = match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(v) if v.is_object() => (
+            v["level"].as_str()?.to_string(),
+            v["msg"].as_str().unwrap_or_default().to_string(),
+            v,
+        ),
+        _ => {
+            let (level, rest) = line.split_once(' ')?;
+            // The caller (`cli/main.go:35`), then the message and an optional JSON object of fields.
+            let (_, rest) = rest.split_once(' ')?;
+            let (msg, fields) = match rest.find(" {") {
+                Some(i) => match serde_json::from_str::<serde_json::Value>(&rest[i + 1..]) {
+                    Ok(v) => (rest[..i].to_string(), v),
+                    Err(_) => (rest.to_string(), serde_json::Value::Null),
+                },
+                None => (rest.to_string(), serde_json::Value::Null),
+            };
+            (level.to_string(), msg, fields)
+        }
+    };
+    if !matches!(level.as_str(), "error" | "fatal" | "panic" | "dpanic") {
+        return None;
+    }
+    Some(match fields["error"].as_str() {
+        Some(e) => format!("{msg}: {e}"),
+        None => msg,
+    })
 }
 
 /// The check on nodeadm's outcome.
@@ -153,6 +207,62 @@ mod tests {
         assert!(c.actual.contains("CIDR is missing"), "{}", c.actual);
         assert!(r.summary().contains("nodeadm-config failed/exit-code"));
         assert!(check("n", &r, NodeadmExpectation::Failed).passed);
+    }
+
+    #[test]
+    fn console_encoded_errors_are_quoted_too() {
+        let journal = "info init/init.go:55 Checking user is root..\n\
+                       fatal cli/main.go:35 Command failed {\"error\": \"could not find interface with MAC address \\\"02:aa\\\"\"}\n\
+                       error kubelet/config.go:9 plain message without fields\n";
+        let r = NodeadmReport::parse("", journal);
+        assert_eq!(
+            r.errors,
+            vec![
+                "Command failed: could not find interface with MAC address \"02:aa\"".to_string(),
+                "plain message without fields".to_string()
+            ]
+        );
+        assert_eq!(r.lines, 3);
+    }
+
+    #[test]
+    fn the_amis_oneshots_succeed_inactive_once_they_ran() {
+        let show = "Id=nodeadm-config.service\nActiveState=inactive\nResult=success\n\n\
+                    Id=nodeadm-run.service\nActiveState=inactive\nResult=success\n";
+        let job = |unit: &str, result: &str| {
+            format!("{{\"UNIT\":\"{unit}\",\"JOB_TYPE\":\"start\",\"JOB_RESULT\":\"{result}\",\"MESSAGE\":\"x\"}}\n")
+        };
+        let both = format!(
+            "{}{}",
+            job("nodeadm-config.service", "done"),
+            job("nodeadm-run.service", "done")
+        );
+        assert!(NodeadmReport::parse_with_jobs(show, "", &both).succeeded());
+        assert!(!NodeadmReport::parse(show, "").succeeded(), "no trace of having run");
+        let one = format!(
+            "{}{}",
+            job("nodeadm-config.service", "done"),
+            job("nodeadm-run.service", "dependency")
+        );
+        assert!(!NodeadmReport::parse_with_jobs(show, "", &one).succeeded());
+    }
+
+    #[test]
+    fn a_failed_boot_hook_fails_the_boot_and_an_absent_one_is_no_phase() {
+        let ok = "Id=nodeadm-config.service\nActiveState=active\nResult=success\n\n\
+                  Id=nodeadm-run.service\nActiveState=active\nResult=success\n";
+        let absent =
+            format!("Id=nodeadm-boot-hook.service\nLoadState=not-found\nActiveState=inactive\nResult=success\n\n{ok}");
+        assert!(NodeadmReport::parse(&absent, "").succeeded());
+        let failed =
+            format!("Id=nodeadm-boot-hook.service\nLoadState=loaded\nActiveState=failed\nResult=exit-code\n\n{ok}");
+        let r = NodeadmReport::parse(&failed, "");
+        assert!(!r.succeeded());
+        assert!(
+            r.summary().contains("nodeadm-boot-hook failed/exit-code"),
+            "{}",
+            r.summary()
+        );
     }
 
     #[test]

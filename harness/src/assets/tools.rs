@@ -4,7 +4,9 @@
 //! - nodeadm, the AL2023 bootstrap, unmodified from its module (`/usr/bin/nodeadm`, as on AL2023);
 //! - aws-iam-authenticator, the AL2 AMI's token client (`/usr/bin/aws-iam-authenticator`, as on AL2);
 //! - crictl: our own CRI client (fixtures/cri-client) for the subset of crictl the AMI's scripts call, because
-//!   cri-tools is not on the Go module proxy this project's machines reach.
+//!   cri-tools is not on the Go module proxy this project's machines reach;
+//! - containerd and runc at the versions the current EKS AMI ships (fixtures/runtime-build): a distribution's
+//!   packages lag years behind (Debian bookworm has containerd 1.6, which no current AMI runs).
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -29,6 +31,8 @@ pub struct GoTool {
     pub env_version: &'static str,
     /// How many `step N/M` lines its build script prints.
     pub steps: u64,
+    /// The build script's arguments before VERSION, when they are not `MODULE PACKAGE`.
+    pub build_args: &'static [&'static str],
 }
 
 /// nodeadm has no semver tags, only pseudo-versions; this is the newest one the Go module proxy serves as
@@ -42,6 +46,7 @@ pub const NODEADM: GoTool = GoTool {
     env_bin: "NODEJOIN_NODEADM",
     env_version: "NODEJOIN_NODEADM_VERSION",
     steps: 2,
+    build_args: &[],
 };
 
 /// The token client of the AL2 AMI's kubeconfig (`aws-iam-authenticator token -i CLUSTER --region R`); v0.6.13 is
@@ -55,6 +60,7 @@ pub const AWS_IAM_AUTHENTICATOR: GoTool = GoTool {
     env_bin: "NODEJOIN_AWS_IAM_AUTHENTICATOR",
     env_version: "NODEJOIN_AWS_IAM_AUTHENTICATOR_VERSION",
     steps: 2,
+    build_args: &[],
 };
 
 /// Our own CRI client (fixtures/cri-client), versioned by the hash of its sources.
@@ -67,6 +73,7 @@ pub const CRICTL: GoTool = GoTool {
     env_bin: "NODEJOIN_CRICTL",
     env_version: "",
     steps: 2,
+    build_args: &[],
 };
 
 /// CoreDNS for the kind node image's preloaded coredns image, unmodified from its module. The version built is the
@@ -80,10 +87,87 @@ pub const COREDNS: GoTool = GoTool {
     env_bin: "NODEJOIN_COREDNS",
     env_version: "NODEJOIN_COREDNS_VERSION",
     steps: 2,
+    build_args: &[],
+};
+
+/// containerd (`containerd`, `containerd-shim-runc-v2`, `ctr`), unmodified from its module at the version the
+/// current EKS AMI ships (release v20260714: 2.2.4 on every AL2023 AMI type). The version depends on the node
+/// group's containerd line ([`ContainerdLine`]); `NODEJOIN_CONTAINERD` names a directory holding the three.
+pub const CONTAINERD: GoTool = GoTool {
+    name: "containerd",
+    build_dir: "runtime-build",
+    module: "github.com/containerd/containerd/v2",
+    package: "",
+    default_version: "v2.2.4",
+    env_bin: "NODEJOIN_CONTAINERD",
+    env_version: "NODEJOIN_CONTAINERD_VERSION",
+    steps: 2,
+    build_args: &["containerd"],
+};
+
+/// runc at the version the current EKS AMI ships with containerd 2.2 (1.3.5), seccomp included.
+pub const RUNC: GoTool = GoTool {
+    name: "runc",
+    build_dir: "runtime-build",
+    module: "github.com/opencontainers/runc",
+    package: "",
+    default_version: "v1.3.5",
+    env_bin: "NODEJOIN_RUNC",
+    env_version: "NODEJOIN_RUNC_VERSION",
+    steps: 2,
+    build_args: &["runc"],
 };
 
 /// Every tool the node image carries, in the order the image lists them.
-pub const ALL: [GoTool; 3] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL];
+pub const ALL: [GoTool; 5] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, CONTAINERD, RUNC];
+
+/// The containerd line a node runs: what the AMI ships today, or the 1.7 line nodeadm still supports (its own
+/// tests cover both; its config template and `containerd config migrate` path differ between them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+pub enum ContainerdLine {
+    #[default]
+    #[serde(rename = "2.2")]
+    V2_2,
+    #[serde(rename = "1.7")]
+    V1_7,
+}
+
+impl ContainerdLine {
+    /// The module version built for this line (the newest the AMI's CHANGELOG names).
+    pub fn version(self) -> String {
+        match self {
+            Self::V2_2 => CONTAINERD.version(),
+            Self::V1_7 => "v1.7.29".to_string(),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V2_2 => "2.2",
+            Self::V1_7 => "1.7",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "2.2" => Some(Self::V2_2),
+            "1.7" => Some(Self::V1_7),
+            _ => None,
+        }
+    }
+
+    /// The line of node groups that name none: `NODEJOIN_CONTAINERD_LINE` (how `--containerd` and the CI
+    /// matrix pick one), else 2.2.
+    pub fn from_env() -> Self {
+        std::env::var(ENV_LINE)
+            .ok()
+            .and_then(|v| Self::parse(&v))
+            .unwrap_or_default()
+    }
+}
+
+/// The containerd line of node groups that name none (`2.2` or `1.7`).
+pub const ENV_LINE: &str = "NODEJOIN_CONTAINERD_LINE";
 
 /// The resolved binaries the node image is built with.
 #[derive(Debug, Clone)]
@@ -91,33 +175,51 @@ pub struct NodeTools {
     pub nodeadm: PathBuf,
     pub aws_iam_authenticator: PathBuf,
     pub crictl: PathBuf,
+    /// The directory holding `containerd`, `containerd-shim-runc-v2` and `ctr`.
+    pub containerd: PathBuf,
+    pub runc: PathBuf,
+    pub containerd_line: ContainerdLine,
 }
 
+/// containerd's binaries, as named in its build directory and in the node image (`/usr/bin/<name>`).
+pub const CONTAINERD_BINARIES: [&str; 3] = ["containerd", "containerd-shim-runc-v2", "ctr"];
+
 impl NodeTools {
-    /// `(name in the image, binary)` pairs.
-    pub fn binaries(&self) -> [(&'static str, &Path); 3] {
-        [
-            (NODEADM.name, self.nodeadm.as_path()),
-            (AWS_IAM_AUTHENTICATOR.name, self.aws_iam_authenticator.as_path()),
-            (CRICTL.name, self.crictl.as_path()),
-        ]
+    /// `(name in the build context, binary)` pairs.
+    pub fn binaries(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut all = vec![
+            (NODEADM.name, self.nodeadm.clone()),
+            (AWS_IAM_AUTHENTICATOR.name, self.aws_iam_authenticator.clone()),
+            (CRICTL.name, self.crictl.clone()),
+            (RUNC.name, self.runc.clone()),
+        ];
+        all.extend(CONTAINERD_BINARIES.map(|b| (b, self.containerd.join(b))));
+        all
     }
 
-    /// Resolves every tool, building the missing ones.
-    pub async fn resolve() -> Result<Self> {
+    /// Resolves every tool for nodes on `line`, building the missing ones.
+    pub async fn resolve(line: ContainerdLine) -> Result<Self> {
+        let containerd = CONTAINERD.resolve_version(&line.version()).await?;
         Ok(Self {
             nodeadm: NODEADM.resolve().await?,
             aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.resolve().await?,
             crictl: CRICTL.resolve().await?,
+            containerd: containerd.parent().map(Path::to_path_buf).unwrap_or_default(),
+            runc: RUNC.resolve().await?,
+            containerd_line: line,
         })
     }
 
     /// Only what needs no work (environment and cache); `None` if any tool is missing.
-    pub fn find() -> Option<Self> {
+    pub fn find(line: ContainerdLine) -> Option<Self> {
+        let containerd = CONTAINERD.find_version(&line.version())?;
         Some(Self {
             nodeadm: NODEADM.find()?,
             aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.find()?,
             crictl: CRICTL.find()?,
+            containerd: containerd.parent().map(Path::to_path_buf).unwrap_or_default(),
+            runc: RUNC.find()?,
+            containerd_line: line,
         })
     }
 }
@@ -172,12 +274,22 @@ impl GoTool {
 
     /// Only the sources that need no work: the environment and the cache.
     pub fn find(&self) -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os(self.env_bin) {
-            let p = PathBuf::from(p);
+        self.find_version(&self.version())
+    }
+
+    /// [`find`](Self::find) for `version`.
+    pub fn find_version(&self, version: &str) -> Option<PathBuf> {
+        if let Some(p) = self.env_binary() {
             return super::is_executable(&p).then_some(p);
         }
-        let bin = self.cache_dir(&self.version()).join(self.name);
+        let bin = self.cache_dir(version).join(self.name);
         super::is_executable(&bin).then_some(bin)
+    }
+
+    /// The binary `env_bin` names (containerd's names the directory holding its three binaries).
+    fn env_binary(&self) -> Option<PathBuf> {
+        let p = PathBuf::from(std::env::var_os(self.env_bin)?);
+        Some(if p.is_dir() { p.join(self.name) } else { p })
     }
 
     /// Where `find` looks, for doctor: "not in <cache> and <ENV> unset".
@@ -197,8 +309,7 @@ impl GoTool {
     /// Resolves the binary of `version` (the environment's binary still wins), building it when needed.
     pub async fn resolve_version(&self, version: &str) -> Result<PathBuf> {
         let version = version.to_string();
-        if let Some(p) = std::env::var_os(self.env_bin) {
-            let p = PathBuf::from(p);
+        if let Some(p) = self.env_binary() {
             return if super::is_executable(&p) {
                 Ok(p)
             } else {
@@ -224,7 +335,9 @@ impl GoTool {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
         let title = format!("build {} {version} from Go modules", self.name);
-        let args: Vec<&str> = if self.package.is_empty() {
+        let args: Vec<&str> = if !self.build_args.is_empty() {
+            self.build_args.to_vec()
+        } else if self.package.is_empty() {
             Vec::new()
         } else {
             vec![self.module, self.package]

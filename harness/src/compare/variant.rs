@@ -19,13 +19,17 @@ pub enum Variant {
     Image(String),
     /// `user-data:FILE`: every node group whose user data is a file gets FILE instead.
     UserData(PathBuf),
+    /// `eks-ami:PATH`: every node group built from an amazon-eks-ami checkout (`image.amazonEksAmi`) is built
+    /// from PATH instead (a checkout, its `nodeadm/`, or a `.tar.gz` of one).
+    EksAmi(PathBuf),
     /// `git:REV`: the scenarios and everything they refer to, as of REV.
     Git(String),
 }
 
 /// What `--base`/`--head` accept, for errors and help.
 pub const FORMS: &str =
-    "script:FILE, overlay:DIR, image:TAG, user-data:FILE, git:REV, a file (script) or directory (overlay), or `as-written`";
+    "script:FILE, overlay:DIR, image:TAG, user-data:FILE, eks-ami:PATH, git:REV, a file (script) or \
+     directory (overlay), or `as-written`";
 
 impl Variant {
     /// Parses a side; paths are taken relative to the current directory and must exist.
@@ -47,6 +51,14 @@ impl Variant {
             Some(("script", p)) => path(p, false).map(Variant::Script),
             Some(("overlay", p)) => path(p, true).map(Variant::Overlay),
             Some(("user-data", p)) => path(p, false).map(Variant::UserData),
+            Some(("eks-ami", p)) => {
+                let abs = std::path::absolute(p).map_err(|e| format!("{p}: {e}"))?;
+                if abs.exists() {
+                    Ok(Variant::EksAmi(abs))
+                } else {
+                    Err(format!("{}: no such checkout", abs.display()))
+                }
+            }
             Some(("image", t)) if !t.trim().is_empty() => Ok(Variant::Image(t.trim().to_string())),
             Some(("git", r)) if !r.trim().is_empty() => Ok(Variant::Git(r.trim().to_string())),
             _ if s == "as-written" || s.is_empty() => Ok(Variant::AsWritten),
@@ -64,6 +76,7 @@ impl Variant {
             Variant::Overlay(p) => format!("overlay {}", p.display()),
             Variant::Image(t) => format!("image {t}"),
             Variant::UserData(p) => format!("user data {}", p.display()),
+            Variant::EksAmi(p) => format!("amazon-eks-ami {}", p.display()),
             Variant::Git(r) => format!("git revision {r}"),
         }
     }
@@ -83,15 +96,15 @@ impl Variant {
                 Variant::Overlay(p) if harness_run => {
                     g.image = Some(GroupImage {
                         overlay: Some(p.to_string_lossy().into_owned()),
-                        tag: None,
+                        ..Default::default()
                     });
                     g.bootstrap.script = None;
                     applied += 1;
                 }
                 Variant::Image(t) if harness_run => {
                     g.image = Some(GroupImage {
-                        overlay: None,
                         tag: Some(t.clone()),
+                        ..Default::default()
                     });
                     g.bootstrap.script = None;
                     applied += 1;
@@ -99,6 +112,12 @@ impl Variant {
                 Variant::UserData(p) => {
                     if let Some(ud) = g.user_data.as_mut().filter(|u| u.file.is_some()) {
                         ud.file = Some(p.to_string_lossy().into_owned());
+                        applied += 1;
+                    }
+                }
+                Variant::EksAmi(p) => {
+                    if let Some(img) = g.image.as_mut().filter(|i| i.amazon_eks_ami.is_some()) {
+                        img.amazon_eks_ami = Some(p.to_string_lossy().into_owned());
                         applied += 1;
                     }
                 }
@@ -112,6 +131,7 @@ impl Variant {
                 sc.name,
                 match self {
                     Variant::UserData(_) => "none has a userData.file",
+                    Variant::EksAmi(_) => "none has an image.amazonEksAmi",
                     _ => "they all boot from user data",
                 }
             ));

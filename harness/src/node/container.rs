@@ -81,6 +81,8 @@ pub struct NodeContainer {
     pub name: String,
     pub id: String,
     pub ip: Ipv4Addr,
+    /// The MAC address of its interface on the run network (IMDS reports it, as EC2 reports the ENI's).
+    pub mac: Option<String>,
     docker: Docker,
     container: Option<ContainerAsync<GenericImage>>,
 }
@@ -96,7 +98,6 @@ impl NodeContainer {
             .with_labels(docker::run_labels(spec.run_id))
             .with_label("io.nodejoin.node", &name)
             .with_cap_add("ALL")
-            .with_cap_drop("SYS_RESOURCE")
             .with_security_opt("seccomp=unconfined")
             .with_security_opt("apparmor=unconfined")
             .with_cgroupns_mode(CgroupnsMode::Private)
@@ -116,6 +117,10 @@ impl NodeContainer {
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
             });
+        // Asking for a capability the host's bounding set lacks fails the container's start.
+        if !crate::host::has_cap_sys_resource() {
+            request = request.with_cap_drop("SYS_RESOURCE");
+        }
         for (k, v) in spec.env {
             request = request.with_env_var(k, v);
         }
@@ -134,11 +139,12 @@ impl NodeContainer {
             .await
             .map_err(|e| Error::node(&name, format!("container start: {e}")))?;
         let id = container.id().to_string();
-        let ip = docker::container_ip(docker, &id, &spec.network.name).await?;
+        let (ip, mac) = docker::container_address(docker, &id, &spec.network.name).await?;
         Ok(Self {
             name,
             id,
             ip,
+            mac,
             docker: docker.clone(),
             container: Some(container),
         })

@@ -55,10 +55,15 @@ pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
 /// Directories count only through their files, so an empty directory (which git cannot carry) does not
 /// change the hash between a work tree and a fresh clone.
 pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
-    hash_tree(h, path, Path::new(""))
+    hash_path_skipping(h, path, &|_| false)
 }
 
-fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path) -> Result<()> {
+/// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
+pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+    hash_tree(h, path, Path::new(""), skip)
+}
+
+fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
@@ -69,7 +74,10 @@ fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path) -> Result<()> {
             .collect();
         entries.sort();
         for name in entries {
-            hash_tree(h, &path.join(&name), &rel.join(&name))?;
+            let child = rel.join(&name);
+            if !skip(&child) {
+                hash_tree(h, &path.join(&name), &child, skip)?;
+            }
         }
     } else {
         h.update(rel.to_string_lossy().as_bytes());
@@ -140,12 +148,13 @@ pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
     node.update(file_digest(&assets.kubelet)?.as_bytes());
     for (name, bin) in tools.binaries() {
         node.update(name.as_bytes());
-        node.update(file_digest(bin)?.as_bytes());
+        node.update(file_digest(&bin)?.as_bytes());
     }
     Ok(NodeImage {
         tag: format!(
-            "nodejoin-node:{}-{}",
+            "nodejoin-node:{}-containerd{}-{}",
             assets.version,
+            tools.containerd_line.as_str(),
             &hex::encode(node.finalize())[..12]
         ),
         base: base_tag,
@@ -403,7 +412,7 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
     std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
     for (name, bin) in tools.binaries() {
-        std::fs::copy(bin, ctx.join(name)).map_err(|e| Error::io(bin, e))?;
+        std::fs::copy(&bin, ctx.join(name)).map_err(|e| Error::io(&bin, e))?;
     }
     std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
@@ -413,6 +422,10 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
             .args(["build", "-q", "--force-rm", "--build-arg"])
             .arg(format!("BASE={}", image.base))
             .args(["-t", &image.tag, "--label", "io.nodejoin.image=node"])
+            .arg("--label")
+            .arg(format!("{VERSIONS_LABEL}={}", versions(assets, tools)))
+            .arg("--label")
+            .arg(format!("{}={}", super::eks_ami::NODEADM_LABEL, nodeadm_source(tools)))
             .arg(&ctx),
         "docker build",
     )
@@ -425,10 +438,48 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
     Ok(())
 }
 
-/// Removes earlier builds of the node image for the same Kubernetes version (best effort; an image still used
-/// by a container stays).
+/// The image label naming the versions of the real parts a node image runs.
+pub const VERSIONS_LABEL: &str = "io.nodejoin.versions";
+
+/// `containerd v2.2.4, runc v1.3.5, kubelet v1.36.3`: what the image's binaries were built as.
+fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
+    use crate::assets::tools::{CONTAINERD, RUNC};
+    let built = |tool: &crate::assets::tools::GoTool, version: String| match std::env::var_os(tool.env_bin) {
+        Some(p) => format!("{} from {}", tool.name, PathBuf::from(p).display()),
+        None => format!("{} {version}", tool.name),
+    };
+    format!(
+        "{}, {}, kubelet {}",
+        built(&CONTAINERD, tools.containerd_line.version()),
+        built(&RUNC, RUNC.version()),
+        assets.version
+    )
+}
+
+/// Where the image's nodeadm came from: the pinned module version, or `NODEJOIN_NODEADM`'s binary.
+fn nodeadm_source(tools: &NodeTools) -> String {
+    use crate::assets::tools::NODEADM;
+    match std::env::var_os(NODEADM.env_bin) {
+        Some(_) => format!("{} ({})", tools.nodeadm.display(), NODEADM.env_bin),
+        None => format!("module {}", NODEADM.version()),
+    }
+}
+
+/// One line naming what an image's nodes run (containerd, runc, kubelet, nodeadm), from its labels; `None` for
+/// an image nodejoin did not build.
+pub async fn describe(docker: &testcontainers::bollard::Docker, tag: &str) -> Option<String> {
+    let labels = docker.inspect_image(tag).await.ok()?.config?.labels?;
+    let versions = labels.get(VERSIONS_LABEL)?;
+    Some(match labels.get(super::eks_ami::NODEADM_LABEL) {
+        Some(n) => format!("{versions}, nodeadm {n}"),
+        None => versions.clone(),
+    })
+}
+
+/// Removes earlier builds of the node image for the same Kubernetes version and containerd line (best effort; an
+/// image still used by a container stays).
 async fn prune_superseded(image: &NodeImage) {
-    let version = image.version().split('-').next().unwrap_or_default();
+    let version = image.version().rsplit_once('-').map(|(v, _)| v).unwrap_or_default();
     prune_builds(image.repository(), version, &image.tag).await;
 }
 

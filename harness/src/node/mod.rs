@@ -2,6 +2,11 @@
 pub mod capacity;
 pub mod container;
 pub mod dmi;
+pub mod eks_ami;
 pub mod image;
 pub mod kind_image;
 pub mod sysctl;
+
+/// Where a node records what nodejoin's image changed for the host rather than for the bootstrap, one line each
+/// (written by the node image's kubelet wrapper; read into the scenario report).
+pub const HOST_ADAPTATIONS: &str = "/run/nodejoin/host-adaptations";

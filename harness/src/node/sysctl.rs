@@ -12,6 +12,9 @@ const KEYS: &[&str] = &[
     "kernel/panic_on_oops",
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
+    // Set by the EKS AL2023 AMI's own sysctl.d files (99-amazon.conf), which a node's systemd-sysctl applies at boot.
+    "vm/max_map_count",
+    "kernel/pid_max",
 ];
 
 fn baseline_file() -> std::path::PathBuf {

@@ -124,7 +124,8 @@ pub(super) async fn boot_node(
         account_id: sc.cluster.account_id.clone(),
         ami_id: "ami-0nodejoin000000001".into(),
         private_ip: container.ip,
-        mac,
+        // The interface's own MAC, as on EC2 (nodeadm's boot hook finds the primary link by it).
+        mac: container.mac.clone().unwrap_or(mac),
         vpc: crate::fakes::vpc::Vpc::new(&sc.cluster_name(), &sc.cluster.network),
         role_name: Some(group.role.clone()),
         user_data: None,

@@ -271,20 +271,21 @@ impl Environment {
         Ok(a)
     }
 
-    /// The node image for `assets` (built once per process when missing).
-    pub async fn image(&self, assets: &K8sAssets) -> Result<NodeImage> {
+    /// The node image for `assets` on containerd `line` (built once per process when missing).
+    pub async fn image(&self, assets: &K8sAssets, line: assets::tools::ContainerdLine) -> Result<NodeImage> {
+        let key = format!("{} containerd {}", assets.version, line.as_str());
         let mut cache = self.images.lock().await;
-        if let Some(i) = cache.get(&assets.version) {
+        if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
         let i = match std::env::var(image::ENV_IMAGE) {
             Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag, image::ENV_IMAGE).await?,
             _ => {
-                let tools = assets::tools::NodeTools::resolve().await?;
+                let tools = assets::tools::NodeTools::resolve(line).await?;
                 image::ensure(&self.docker, assets, &tools).await?
             }
         };
-        cache.insert(assets.version.clone(), i.clone());
+        cache.insert(key, i.clone());
         Ok(i)
     }
 
@@ -300,6 +301,17 @@ impl Environment {
         };
         if let Some(tag) = &g.tag {
             return image::user_supplied(&self.docker, tag, "image.tag").await;
+        }
+        if let Some(path) = &g.amazon_eks_ami {
+            let key = format!("{}+eks-ami {path}", base.tag);
+            let mut cache = self.images.lock().await;
+            if let Some(i) = cache.get(&key) {
+                return Ok(i.clone());
+            }
+            let checkout = crate::node::eks_ami::Checkout::open(std::path::Path::new(path)).await?;
+            let i = crate::node::eks_ami::ensure_image(&self.docker, base, &checkout).await?;
+            cache.insert(key, i.clone());
+            return Ok(i);
         }
         let Some(dir) = &g.overlay else {
             return Ok(base.clone());

@@ -22,12 +22,7 @@ pub async fn run_observed(env: &Environment, scenario: &Scenario, file: &Path, e
         provider: scenario.cluster.provider.as_str().to_string(),
     });
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
-    if let Some(reason) = scenario
-        .cluster
-        .kubernetes_versions
-        .as_ref()
-        .and_then(|v| v.unsupported(&scenario.cluster.kubernetes_version))
-    {
+    if let Some(reason) = scenario.not_applicable() {
         report.outcome = Outcome::Ignored(reason);
     } else {
         // One provider's trial of a scenario at a time: the trials of one scenario on several providers share its

@@ -174,9 +174,20 @@ pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: boo
             units.push_str(u);
         }
     }
+    // The AL2023 AMI's boot hook, where the image has the AMI's units (it orders itself before nodeadm-config).
+    let boot_hook = if nodeadm {
+        format!(
+            "[ -e /etc/systemd/system/{hook} ] && units=\"$units {hook}\"\n",
+            hook = nodeadm_report::BOOT_HOOK
+        )
+    } else {
+        String::new()
+    };
     let script = format!(
         "rm -f /etc/cloud/cloud-init.disabled\n\
-systemctl start {units} || true\n\
+units='{units}'\n\
+{boot_hook}\
+systemctl start $units || true\n\
 cloud-init status --wait >/dev/null\n"
     );
     let start = ["sh", "-c", script.as_str()];
@@ -223,7 +234,7 @@ cloud-init status --wait >/dev/null\n"
 
 /// The journal of the node's nodeadm units (nodeadm logs to stderr, one JSON object a line).
 pub async fn nodeadm_journal(node: &NodeContainer) -> String {
-    let mut cmd = vec!["journalctl", "--no-pager", "-o", "cat"];
+    let mut cmd = vec!["journalctl", "--no-pager", "-o", "cat", "-u", nodeadm_report::BOOT_HOOK];
     for u in nodeadm_report::UNITS {
         cmd.extend(["-u", u]);
     }
@@ -232,22 +243,52 @@ pub async fn nodeadm_journal(node: &NodeContainer) -> String {
 
 /// nodeadm's report and its journal.
 async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
-    let mut cmd = vec!["systemctl", "show", "-p", "Id,ActiveState,Result"];
+    let mut cmd = vec![
+        "systemctl",
+        "show",
+        "-p",
+        nodeadm_report::SHOW_PROPERTIES,
+        nodeadm_report::BOOT_HOOK,
+    ];
     cmd.extend(nodeadm_report::UNITS);
     let show = node.exec(&cmd, &[]).await?.stdout;
     let journal = nodeadm_journal(node).await;
-    Ok((NodeadmReport::parse(&show, &journal), journal))
+    // systemd's own record of the units' start jobs (the AMI's oneshots are unloaded once they have run).
+    let mut jobs_cmd = vec![
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "json",
+        "-u",
+        nodeadm_report::BOOT_HOOK,
+    ];
+    for u in nodeadm_report::UNITS {
+        jobs_cmd.extend(["-u", u]);
+    }
+    let jobs = node.exec(&jobs_cmd, &[]).await.map(|o| o.stdout).unwrap_or_default();
+    Ok((NodeadmReport::parse_with_jobs(&show, &journal, &jobs), journal))
 }
 
 /// The sandbox (pause) image the node's containerd is configured with: the `sandbox_image` (containerd 1.x) or
-/// `sandbox` (2.x) key of `/etc/containerd/config.toml`.
+/// `sandbox` (2.x) key of `/etc/containerd/config.toml`, a basic ("...") or literal ('...') TOML string (nodeadm's
+/// merged configs are written with single quotes).
 pub fn configured_sandbox_image(config_toml: &str) -> Option<String> {
     config_toml.lines().find_map(|l| {
         let (k, v) = l.split_once('=')?;
         matches!(k.trim(), "sandbox_image" | "sandbox")
-            .then(|| v.trim().trim_matches('"').to_string())
+            .then(|| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
             .filter(|v| !v.is_empty())
     })
+}
+
+/// An image reference as containerd lists it: a name without tag or digest means `:latest`.
+fn with_default_tag(image: &str) -> String {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    if name.contains(':') || name.contains('@') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
 }
 
 /// Whether the node has the sandbox image its containerd was configured with (by nodeadm, or an AMI's
@@ -273,7 +314,8 @@ pub async fn sandbox_check(env: &Environment, container: &NodeContainer, node: &
         .await
         .map(|o| o.stdout)
         .unwrap_or_default();
-    let present = listed.lines().any(|l| l.trim() == image);
+    let wanted = with_default_tag(&image);
+    let present = listed.lines().any(|l| l.trim() == wanted);
     let host = image.split('/').next().unwrap_or_default();
     if host.contains(".dkr.ecr.") {
         let tokens = env.ecr.tokens_for(instance_id);
@@ -384,7 +426,18 @@ pub fn checks(
 
 #[cfg(test)]
 mod tests {
-    use super::configured_sandbox_image;
+    use super::{configured_sandbox_image, with_default_tag};
+
+    #[test]
+    fn untagged_images_are_latest() {
+        assert_eq!(
+            with_default_tag("localhost/kubernetes/pause"),
+            "localhost/kubernetes/pause:latest"
+        );
+        assert_eq!(with_default_tag("localhost:5000/pause"), "localhost:5000/pause:latest");
+        assert_eq!(with_default_tag("a/pause:3.10"), "a/pause:3.10");
+        assert_eq!(with_default_tag("a/pause@sha256:ab"), "a/pause@sha256:ab");
+    }
 
     #[test]
     fn sandbox_image_from_containerd_configs() {
@@ -396,6 +449,11 @@ mod tests {
         let v2 = "version = 3\n[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"localhost/kubernetes/pause\"\n";
         assert_eq!(
             configured_sandbox_image(v2).as_deref(),
+            Some("localhost/kubernetes/pause")
+        );
+        let merged = "[plugins.'io.containerd.cri.v1.images'.pinned_images]\nsandbox = 'localhost/kubernetes/pause'\n";
+        assert_eq!(
+            configured_sandbox_image(merged).as_deref(),
             Some("localhost/kubernetes/pause")
         );
         assert_eq!(configured_sandbox_image("version = 2\n"), None);

@@ -45,6 +45,17 @@ fn absolute_paths(s: &mut Scenario) {
         n.bootstrap.script.as_mut().map(abs);
         if let Some(img) = &mut n.image {
             img.overlay.as_mut().map(abs);
+            img.amazon_eks_ami.as_mut().map(abs);
+            if img.amazon_eks_ami.is_some() {
+                if let Some(other) = std::env::var_os(super::model::ENV_EKS_AMI).filter(|v| !v.is_empty()) {
+                    img.amazon_eks_ami = Some(
+                        std::path::absolute(&other)
+                            .unwrap_or(other.into())
+                            .to_string_lossy()
+                            .into_owned(),
+                    );
+                }
+            }
         }
         for f in &mut n.expect.files {
             f.golden.as_mut().map(abs);
@@ -243,8 +254,11 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
 
 /// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
 fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), String> {
-    match (&img.overlay, &img.tag) {
-        (Some(dir), None) => {
+    match (&img.overlay, &img.tag, &img.amazon_eks_ami) {
+        // Its absence is decided when the scenario runs (`Scenario::not_applicable`): ignored, not invalid.
+        (None, None, Some(path)) if !path.trim().is_empty() => Ok(()),
+        (None, None, Some(_)) => Err("image.amazonEksAmi is empty".into()),
+        (Some(dir), None, None) => {
             let path = Path::new(dir);
             if path.is_dir() {
                 Ok(())
@@ -256,9 +270,11 @@ fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), 
                 ))
             }
         }
-        (None, Some(tag)) if !tag.trim().is_empty() => Ok(()),
-        (None, Some(_)) => Err("image.tag is empty".into()),
-        _ => Err("image needs exactly one of overlay (a directory) or tag (a local image)".into()),
+        (None, Some(tag), None) if !tag.trim().is_empty() => Ok(()),
+        (None, Some(_), None) => Err("image.tag is empty".into()),
+        _ => Err(
+            "image needs exactly one of overlay (a directory), tag (a local image) or amazonEksAmi (a checkout)".into(),
+        ),
     }
 }
 

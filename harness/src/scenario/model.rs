@@ -311,6 +311,10 @@ pub struct NodeGroup {
     /// This group's node image instead of the run's: a bootstrap author's files over ours, or their own image.
     #[serde(default)]
     pub image: Option<GroupImage>,
+    /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, or `"1.7"`); default
+    /// `NODEJOIN_CONTAINERD_LINE` (`nodejoin run --containerd`), else 2.2.
+    #[serde(default)]
+    pub containerd: Option<crate::assets::tools::ContainerdLine>,
     /// Faults the fakes inject into this group's calls.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
@@ -493,11 +497,52 @@ pub struct GroupImage {
     /// `/etc/eks/bootstrap.sh` unless `bootstrap.script` names one.
     #[serde(default)]
     pub tag: Option<String>,
+    /// An amazon-eks-ami checkout (relative to the scenario file; or its `nodeadm/` directory, or a `.tar.gz` of
+    /// a checkout): nodeadm is built from it and the AL2023 AMI's runtime files and units are laid out as the AMI
+    /// build does. `NODEJOIN_EKS_AMI` (`nodejoin run --eks-ami`) names another for every group that has one.
+    /// Where it is absent the scenario is not run (reported ignored, never passed).
+    #[serde(default)]
+    pub amazon_eks_ami: Option<String>,
+}
+
+/// Names the amazon-eks-ami checkout every node group with `image.amazonEksAmi` uses instead of its own.
+pub const ENV_EKS_AMI: &str = "NODEJOIN_EKS_AMI";
+
+impl NodeGroup {
+    /// The containerd line this group's nodes run.
+    pub fn containerd_line(&self) -> crate::assets::tools::ContainerdLine {
+        self.containerd
+            .unwrap_or_else(crate::assets::tools::ContainerdLine::from_env)
+    }
 }
 
 impl Scenario {
     pub fn cluster_name(&self) -> String {
         self.cluster.name.clone().unwrap_or_else(|| self.name.clone())
+    }
+
+    /// Why this scenario does not apply here, if it does not: a Kubernetes version outside its range, or an
+    /// amazon-eks-ami checkout it names that is absent (a user's clone without `../shared`). Such a scenario is
+    /// reported ignored with the reason: never run, never passed.
+    pub fn not_applicable(&self) -> Option<String> {
+        if let Some(why) = self
+            .cluster
+            .kubernetes_versions
+            .as_ref()
+            .and_then(|v| v.unsupported(&self.cluster.kubernetes_version))
+        {
+            return Some(why);
+        }
+        self.nodes.iter().find_map(|g| {
+            let path = g.image.as_ref()?.amazon_eks_ami.as_ref()?;
+            (!std::path::Path::new(path).exists()).then(|| {
+                format!(
+                    "node group {}: the amazon-eks-ami checkout {path} is absent (clone one there, or name one with \
+                     {ENV_EKS_AMI} or `nodejoin run --eks-ami`)",
+                    g.name
+                )
+            })
+        })
     }
 }
 

@@ -141,8 +141,8 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
 /// Provisions what `sc`'s node groups boot from (cached by the environment for its run).
 async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Result<()> {
     let assets = env.assets(&sc.cluster.kubernetes_version).await?;
-    let image = env.image(&assets).await?;
     for g in &sc.nodes {
+        let image = env.image(&assets, g.containerd_line()).await?;
         env.group_image(&image, g.image.as_ref()).await?;
     }
     Ok(())

@@ -4,6 +4,7 @@ mod compare;
 mod init;
 
 use clap::{Parser, Subcommand};
+use nodejoin::assets::tools::ContainerdLine;
 use nodejoin::reporter::{self, Format};
 use nodejoin::run::events::{Event, EventSink, Reporter};
 use nodejoin::run::{report, Environment, LazyEnvironment};
@@ -60,6 +61,14 @@ enum Command {
         /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
         #[arg(long)]
         markdown: Option<PathBuf>,
+        /// Build every node group that names an amazon-eks-ami checkout (`image.amazonEksAmi`) from this one
+        /// instead: a checkout, its nodeadm/ directory, or a .tar.gz of one (sets NODEJOIN_EKS_AMI).
+        #[arg(long, value_name = "PATH")]
+        eks_ami: Option<PathBuf>,
+        /// The containerd line of node groups that name none: 2.2 (what the EKS AMI ships, the default) or 1.7
+        /// (sets NODEJOIN_CONTAINERD_LINE).
+        #[arg(long, value_parser = ["2.2", "1.7"])]
+        containerd: Option<String>,
     },
     /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
     /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
@@ -132,6 +141,23 @@ fn main() -> ExitCode {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
     let cli = Cli::parse();
+    // Read where scenarios are loaded and images chosen: set while this is the process's only thread.
+    if let Command::Run {
+        eks_ami, containerd, ..
+    } = &cli.command
+    {
+        if let Some(path) = eks_ami {
+            if !path.exists() {
+                eprintln!("error: --eks-ami {}: no such checkout", path.display());
+                eprintln!("  hint: name an amazon-eks-ami checkout, its nodeadm/ directory, or a .tar.gz of one");
+                return ExitCode::from(2);
+            }
+            std::env::set_var(nodejoin::scenario::model::ENV_EKS_AMI, path);
+        }
+        if let Some(line) = containerd {
+            std::env::set_var(nodejoin::assets::tools::ENV_LINE, line);
+        }
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => {
@@ -149,6 +175,7 @@ fn main() -> ExitCode {
             jobs,
             format,
             markdown,
+            ..
         } => {
             let format = nodejoin::reporter::Format::parse(&format).unwrap_or_default();
             let out = RunOutputs {
@@ -170,7 +197,7 @@ async fn other(command: Command) -> ExitCode {
         Command::Assets { version } => {
             let result = async {
                 let a = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve().await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_env()).await?;
                 Ok::<_, nodejoin::Error>((a, tools))
             }
             .await;
@@ -182,8 +209,8 @@ async fn other(command: Command) -> ExitCode {
                         a.dir.display(),
                         a.source
                     );
-                    for (tool, (_, bin)) in nodejoin::assets::tools::ALL.iter().zip(tools.binaries()) {
-                        println!("{} {} at {}", tool.name, tool.version(), bin.display());
+                    for (name, bin) in tools.binaries() {
+                        println!("{name} at {}", bin.display());
                     }
                     ExitCode::SUCCESS
                 }
@@ -226,7 +253,7 @@ async fn other(command: Command) -> ExitCode {
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve().await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_env()).await?;
                 let docker = nodejoin::host::prepare().await?;
                 let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
                 let over = match &overlay {
@@ -386,10 +413,7 @@ fn run(rt: Arc<Runtime>, paths: Vec<PathBuf>, out: RunOutputs, asked: Option<&st
         Err(code) => return code,
     };
     // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
-    let unsupported = |s: &nodejoin::scenario::model::Scenario| {
-        let versions = s.cluster.kubernetes_versions.as_ref();
-        versions.and_then(|k| k.unsupported(&s.cluster.kubernetes_version))
-    };
+    let unsupported = |s: &nodejoin::scenario::model::Scenario| s.not_applicable();
     let applicable: Vec<&nodejoin::scenario::model::Scenario> = scenarios
         .iter()
         .map(|(_, s)| s)

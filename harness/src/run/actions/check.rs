@@ -25,6 +25,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         // (megabytes), and parsing it per node made the assertions of 50 nodes take over a minute.
         let audit = assert::audit::read(&cluster.logs_dir.join("audit.log"));
         for n in cx.nodes.iter_mut() {
+            host_adaptations(n, report).await;
             crate::run::node_checks::check_node(&cluster, n, report, &audit).await;
             calls(env, n, report);
             user_data(env, n, report).await;
@@ -69,6 +70,25 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         }
         Ok(())
     })
+}
+
+/// What the node image changed for this host rather than for the bootstrap (recorded by the node itself in
+/// `/run/nodejoin/host-adaptations`, e.g. the kubelet's `--fail-cgroupv1=false` on a cgroup v1 host), so a
+/// report never passes off the harness's doing as the bootstrap's.
+async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
+    let text = n
+        .container
+        .read_file(crate::node::HOST_ADAPTATIONS)
+        .await
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if !lines.is_empty() {
+        report.notes.push(format!(
+            "{}: host adaptation by nodejoin: {}",
+            n.node_name,
+            lines.join("; ")
+        ));
+    }
 }
 
 /// The node's calls to the fakes: the log, a summary note, and the scenario's call expectations.

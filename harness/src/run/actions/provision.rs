@@ -48,19 +48,25 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         crate::node::capacity::check(&sc.name, nodes)?;
         crate::host::ensure_inotify(nodes as usize);
         let assets = env.assets(&sc.cluster.kubernetes_version).await?;
-        let image = env.image(&assets).await?;
-        // The EKS pause image under its ECR name, for AMI units and nodeadm alike (a user's image may not carry it).
-        if let Err(e) = env.serve_sandbox_image(&image).await {
-            cx.report
-                .notes
-                .push(format!("the fake ECR registry serves no sandbox image: {e}"));
-        }
-        for g in &sc.nodes {
-            let img = env.group_image(&image, g.image.as_ref()).await?;
+        for (i, g) in sc.nodes.iter().enumerate() {
+            let base = env.image(&assets, g.containerd_line()).await?;
+            if i == 0 {
+                // The EKS pause image under its ECR name, for AMI units and older nodeadm alike (a user's image
+                // may not carry it).
+                if let Err(e) = env.serve_sandbox_image(&base).await {
+                    cx.report
+                        .notes
+                        .push(format!("the fake ECR registry serves no sandbox image: {e}"));
+                }
+            }
+            let img = env.group_image(&base, g.image.as_ref()).await?;
             if g.image.is_some() {
                 cx.report
                     .notes
                     .push(format!("node group {}: image {} (over {})", g.name, img.tag, img.base));
+            }
+            if let Some(parts) = crate::node::image::describe(&env.docker, &img.tag).await {
+                cx.report.notes.push(format!("node group {}: {parts}", g.name));
             }
             cx.group_images.push(img);
         }

@@ -1,0 +1,338 @@
+//! An amazon-eks-ami checkout as a node image: nodeadm built from its `nodeadm/`, and the AL2023 AMI's runtime
+//! files (`templates/al2023/runtime`) laid out as the AMI build lays them out, over nodejoin's node image. This is
+//! the regression-suite use: a pull request to amazon-eks-ami, or a fork, runs nodejoin against its own working
+//! tree, unmodified.
+use super::image::{copy_tree, hash_path_skipping, image_err, run, scratch_dir, NodeImage};
+use crate::error::{Error, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio::process::Command;
+
+/// nodeadm's module path, which identifies a checkout's `nodeadm/` directory by its go.mod.
+const NODEADM_MODULE: &str = "module github.com/awslabs/amazon-eks-ami/nodeadm";
+
+/// Where a checkout's parts are.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    /// What the user named: a checkout, its `nodeadm/` directory, or a `.tar.gz` of a checkout.
+    pub given: PathBuf,
+    /// The checkout's `nodeadm/`.
+    pub nodeadm: PathBuf,
+    /// `templates/al2023/runtime`, when the checkout has it (not when only `nodeadm/` was named).
+    pub runtime: Option<PathBuf>,
+    /// The commit the tree was checked out at and whether nodeadm's or the runtime's files differ from it.
+    pub git: Option<(String, bool)>,
+}
+
+/// Does `dir` hold nodeadm's module?
+fn is_nodeadm_dir(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("go.mod")).is_ok_and(|m| m.lines().any(|l| l.trim() == NODEADM_MODULE))
+}
+
+/// The checkout's root inside `dir`: `dir` itself or its one top-level directory (an archive's `name/`).
+fn find_root(dir: &Path) -> Option<PathBuf> {
+    if is_nodeadm_dir(&dir.join("nodeadm")) {
+        return Some(dir.to_path_buf());
+    }
+    let subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    match subdirs.as_slice() {
+        [one] if is_nodeadm_dir(&one.join("nodeadm")) => Some(one.clone()),
+        _ => None,
+    }
+}
+
+fn not_a_checkout(path: &Path) -> Error {
+    image_err(format!(
+        "{} is neither an amazon-eks-ami checkout (with nodeadm/go.mod), its nodeadm/ directory, nor a .tar.gz of a \
+         checkout",
+        path.display()
+    ))
+}
+
+impl Checkout {
+    /// Finds the parts of the checkout at `path` (unpacking an archive into the cache once).
+    pub async fn open(path: &Path) -> Result<Self> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let dir = if meta.is_file() {
+            unpack(path).await?
+        } else {
+            path.to_path_buf()
+        };
+        let (nodeadm, runtime, root) = if is_nodeadm_dir(&dir) {
+            (dir.clone(), None, None)
+        } else {
+            let root = find_root(&dir).ok_or_else(|| not_a_checkout(path))?;
+            let runtime = root.join("templates/al2023/runtime");
+            (root.join("nodeadm"), runtime.is_dir().then_some(runtime), Some(root))
+        };
+        let git = match (&root, meta.is_file()) {
+            (Some(root), false) => git_state(root).await,
+            _ => None,
+        };
+        Ok(Self {
+            given: path.to_path_buf(),
+            nodeadm,
+            runtime,
+            git,
+        })
+    }
+
+    /// A hash of nodeadm's sources (what its binaries are cached by), without build output.
+    pub fn nodeadm_hash(&self) -> Result<String> {
+        let mut h = Sha256::new();
+        hash_path_skipping(&mut h, &self.nodeadm, &|rel| {
+            rel.starts_with("_bin") || rel.starts_with(".git") || rel.starts_with("vendor/.cache")
+        })?;
+        Ok(hex::encode(h.finalize())[..12].to_string())
+    }
+
+    /// One line for reports: where it came from, which commit, and whether the tree was changed.
+    pub fn describe(&self) -> String {
+        let git = match &self.git {
+            Some((commit, true)) => format!("git {}, with uncommitted changes", short(commit)),
+            Some((commit, false)) => format!("git {}", short(commit)),
+            None => "no git metadata".into(),
+        };
+        format!("{} ({git})", self.given.display())
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// `git rev-parse HEAD` and whether nodeadm/ or the AL2023 template differ from it; `None` outside git.
+async fn git_state(root: &Path) -> Option<(String, bool)> {
+    let git = |args: &[&str]| {
+        let mut c = Command::new("git");
+        c.arg("-C").arg(root).args(args);
+        c
+    };
+    let head = crate::deadline::output(
+        &mut git(&["rev-parse", "HEAD"]),
+        "git rev-parse",
+        crate::deadline::TOOL_PROBE,
+    )
+    .await
+    .ok()
+    .filter(|o| o.status.success())?;
+    let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let status = crate::deadline::output(
+        &mut git(&["status", "--porcelain", "--", "nodeadm", "templates/al2023"]),
+        "git status",
+        crate::deadline::TOOL_PROBE,
+    )
+    .await
+    .ok()?;
+    Some((commit, !status.stdout.is_empty()))
+}
+
+/// Unpacks a checkout archive into `<cache>/eks-ami-src/<digest>/` once.
+async fn unpack(archive: &Path) -> Result<PathBuf> {
+    let digest = super::image::file_digest(archive)?;
+    let dir = crate::paths::cache_dir().join("eks-ami-src").join(&digest[..16]);
+    if dir.join(".complete").exists() {
+        return Ok(dir);
+    }
+    let _lock = crate::paths::CacheLock::acquire("eks-ami-src")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if dir.join(".complete").exists() {
+        return Ok(dir);
+    }
+    let staging = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    run(
+        Command::new("tar")
+            .arg("-xf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&staging)
+            .arg("--no-same-owner"),
+        &format!("unpacking {}", archive.display()),
+    )
+    .await?;
+    std::fs::write(staging.join(".complete"), b"").map_err(|e| Error::io(&staging, e))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&staging, &dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
+/// nodeadm and nodeadm-internal built from the checkout, cached by the hash of nodeadm's sources: a second run
+/// of the same tree builds nothing.
+pub async fn build_nodeadm(checkout: &Checkout) -> Result<PathBuf> {
+    let hash = checkout.nodeadm_hash()?;
+    let dir = crate::paths::cache_dir().join("nodeadm-src").join(&hash);
+    let ready = |d: &Path| {
+        crate::assets::is_executable(&d.join("nodeadm")) && crate::assets::is_executable(&d.join("nodeadm-internal"))
+    };
+    if ready(&dir) {
+        return Ok(dir);
+    }
+    let _lock = crate::paths::CacheLock::acquire("nodeadm-src")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    if ready(&dir) {
+        return Ok(dir);
+    }
+    let staging = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+    let source = checkout.nodeadm.display().to_string();
+    let title = format!("build nodeadm from {source}");
+    // The script's arguments are NODEADM_DIR OUT_DIR (the shared runner passes the first as "VERSION").
+    if let Err(e) = crate::assets::run_go_build_script("nodeadm-build", &title, 2, (&[], &[]), &source, &staging).await
+    {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(Error::ToolUnavailable {
+            tool: "nodeadm",
+            version: format!("from {source}"),
+            tried: format!("Go build of the checkout ({e})"),
+            env_bin: crate::assets::tools::NODEADM.env_bin,
+        });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&staging, &dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
+/// The image label carrying [`Checkout::describe`] and the source hash, so a report names what the node ran.
+pub const NODEADM_LABEL: &str = "io.nodejoin.nodeadm";
+const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
+
+/// The node image of `checkout` over `base`: the checkout's nodeadm, and (for a whole checkout) the AL2023
+/// runtime files as the AMI build copies them (`rootfs/*` onto `/`, `bin/*` into `/usr/bin`), with what its
+/// provisioners leave that nodeadm relies on (`/etc/eks/nodeadm.d/`, `/etc/eks/kubelet-version.txt`,
+/// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
+/// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
+/// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
+pub async fn ensure_image(
+    docker: &testcontainers::bollard::Docker,
+    base: &NodeImage,
+    checkout: &Checkout,
+) -> Result<NodeImage> {
+    let bins = build_nodeadm(checkout).await?;
+    let mut h = Sha256::new();
+    h.update(base.tag.as_bytes());
+    h.update(checkout.nodeadm_hash()?.as_bytes());
+    if let Some(runtime) = &checkout.runtime {
+        hash_path_skipping(&mut h, runtime, &|_| false)?;
+    }
+    let hash = hex::encode(h.finalize())[..12].to_string();
+    let image = NodeImage {
+        tag: format!("nodejoin-al2023:{hash}"),
+        base: base.tag.clone(),
+    };
+    let current = docker
+        .inspect_image(&image.tag)
+        .await
+        .ok()
+        .and_then(|i| i.config?.labels?.get(HASH_LABEL).cloned());
+    if current.as_deref() == Some(hash.as_str()) {
+        return Ok(image);
+    }
+    let _lock = crate::paths::CacheLock::acquire("image")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let steps = crate::progress::Steps::new(&format!("AL2023 image {} from {}", image.tag, checkout.describe()), 2);
+    let work = tempfile::Builder::new()
+        .prefix("nodejoin-al2023-")
+        .tempdir_in(scratch_dir()?)
+        .map_err(image_err)?;
+    steps.step(0, "build context");
+    let ctx = work.path();
+    for b in ["nodeadm", "nodeadm-internal"] {
+        std::fs::copy(bins.join(b), ctx.join(b)).map_err(|e| Error::io(bins.join(b), e))?;
+    }
+    let mut dockerfile = format!("FROM {}\nCOPY nodeadm nodeadm-internal /usr/bin/\n", base.tag);
+    if let Some(runtime) = &checkout.runtime {
+        for part in ["rootfs", "bin"] {
+            let from = runtime.join(part);
+            if from.is_dir() {
+                copy_tree(&from, &ctx.join(part))?;
+            } else {
+                std::fs::create_dir_all(ctx.join(part)).map_err(|e| Error::io(ctx, e))?;
+            }
+        }
+        dockerfile.push_str(
+            "COPY rootfs/ /\nCOPY bin/ /usr/bin/\n\
+             RUN chmod -R a+x /usr/bin/nodeadm /usr/bin/nodeadm-internal && mkdir -p /etc/eks/nodeadm.d \
+             && kubelet --version > /etc/eks/kubelet-version.txt \
+             && containerd --version > /etc/eks/containerd-version.txt \
+             && systemctl enable systemd-networkd.service\n",
+        );
+    } else {
+        dockerfile.push_str("RUN chmod a+x /usr/bin/nodeadm /usr/bin/nodeadm-internal\n");
+    }
+    std::fs::write(ctx.join("Dockerfile"), dockerfile).map_err(|e| Error::io(ctx, e))?;
+    steps.step(1, "docker build");
+    run(
+        Command::new("docker")
+            .env("DOCKER_BUILDKIT", "0")
+            .args(["build", "-q", "--force-rm", "-t", &image.tag])
+            .args(["--label", "io.nodejoin.image=al2023"])
+            .arg("--label")
+            .arg(format!("{HASH_LABEL}={hash}"))
+            .arg("--label")
+            .arg(format!("{NODEADM_LABEL}=built from {}", checkout.describe()))
+            .arg(ctx),
+        "docker build (AL2023 checkout)",
+    )
+    .await?;
+    steps.finish("built");
+    Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checkout_in(dir: &Path) {
+        std::fs::create_dir_all(dir.join("nodeadm")).unwrap();
+        std::fs::write(dir.join("nodeadm/go.mod"), format!("{NODEADM_MODULE}\n\ngo 1.26\n")).unwrap();
+        std::fs::create_dir_all(dir.join("templates/al2023/runtime/rootfs/etc")).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_checkout_its_nodeadm_dir_or_neither() {
+        let t = tempfile::tempdir().unwrap();
+        checkout_in(t.path());
+        let whole = Checkout::open(t.path()).await.unwrap();
+        assert_eq!(whole.nodeadm, t.path().join("nodeadm"));
+        assert_eq!(whole.runtime, Some(t.path().join("templates/al2023/runtime")));
+        let only = Checkout::open(&t.path().join("nodeadm")).await.unwrap();
+        assert_eq!(only.runtime, None);
+        let err = Checkout::open(&t.path().join("templates"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("neither an amazon-eks-ami checkout"), "{err}");
+        assert!(Checkout::open(&t.path().join("missing")).await.is_err());
+    }
+
+    #[test]
+    fn a_checkout_in_one_top_directory_is_found() {
+        let t = tempfile::tempdir().unwrap();
+        checkout_in(&t.path().join("amazon-eks-ami"));
+        assert_eq!(find_root(t.path()), Some(t.path().join("amazon-eks-ami")));
+    }
+
+    #[tokio::test]
+    async fn the_source_hash_ignores_build_output_but_not_sources() {
+        let t = tempfile::tempdir().unwrap();
+        checkout_in(t.path());
+        let c = Checkout::open(t.path()).await.unwrap();
+        let before = c.nodeadm_hash().unwrap();
+        std::fs::create_dir_all(t.path().join("nodeadm/_bin")).unwrap();
+        std::fs::write(t.path().join("nodeadm/_bin/nodeadm"), b"binary").unwrap();
+        assert_eq!(c.nodeadm_hash().unwrap(), before);
+        std::fs::write(t.path().join("nodeadm/main.go"), b"package main").unwrap();
+        assert_ne!(c.nodeadm_hash().unwrap(), before);
+    }
+}
