@@ -102,14 +102,22 @@ fn matrix_expands_to_the_documented_cells() {
     let mut expected = Vec::new();
     for provider in ["local", "k3s", "kind"] {
         for kubernetes in ["v1.34.4", "v1.35.4", "v1.36.3"] {
-            for (flavor, shards) in [("bootstrap-sh", 2), ("user-data", 1), ("nodeadm", 1)] {
+            for (flavor, shards) in [("bootstrap-sh", 2), ("user-data", 1), ("nodeadm", 1), ("al2023", 1)] {
+                // The AL2023 flavor runs on local, on both containerd lines; the others on the default line.
+                if flavor == "al2023" && provider != "local" {
+                    continue;
+                }
+                let lines: &[&str] = if flavor == "al2023" { &["2.2", "1.7"] } else { &["2.2"] };
                 for shard in 1..=shards {
-                    expected.push(Cell::from([
-                        ("provider".to_string(), provider.to_string()),
-                        ("kubernetes".to_string(), kubernetes.to_string()),
-                        ("flavor".to_string(), flavor.to_string()),
-                        ("shard".to_string(), shard.to_string()),
-                    ]));
+                    for containerd in lines {
+                        expected.push(Cell::from([
+                            ("provider".to_string(), provider.to_string()),
+                            ("kubernetes".to_string(), kubernetes.to_string()),
+                            ("flavor".to_string(), flavor.to_string()),
+                            ("shard".to_string(), shard.to_string()),
+                            ("containerd".to_string(), containerd.to_string()),
+                        ]));
+                    }
                 }
             }
         }
@@ -176,8 +184,13 @@ fn every_flavor_selects_scenarios_and_steps_name_what_exists() {
         count(&|s| s.contains("userdata-nodeadm")) > 0,
         "nodeadm selects nothing"
     );
+    assert!(count(&|s| s.contains("al2023-")) > 0, "al2023 selects nothing");
     let scenario_step = runs.iter().find(|r| r.contains("cargo nextest run")).unwrap();
-    for f in ["not test(/userdata-/)", "test(/userdata-nodeadm/)"] {
+    for f in [
+        "not test(/userdata-/) and not test(/al2023-/)",
+        "test(/userdata-nodeadm/)",
+        "test(/al2023-/) or test(/eks-ami/)",
+    ] {
         assert!(scenario_step.contains(f), "the Scenarios step lost its filter {f}");
     }
 }

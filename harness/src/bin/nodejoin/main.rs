@@ -72,7 +72,7 @@ enum Command {
     },
     /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
     /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
-    /// check outcomes. A side is script:FILE, overlay:DIR, image:TAG, user-data:FILE, git:REV (the scenarios and
+    /// check outcomes. A side is script:FILE, overlay:DIR, image:TAG, user-data:FILE, eks-ami:PATH, git:REV (the scenarios and
     /// what they refer to at that revision), a file (script) or directory (overlay); left out, the scenarios
     /// as written.
     #[command(after_help = compare::EXIT_CODES)]
