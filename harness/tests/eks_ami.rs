@@ -1,8 +1,12 @@
-//! A regression in a user's amazon-eks-ami checkout is caught: a copy of the current checkout whose nodeadm
-//! computes max-pods wrongly (ENIs × (IPs − 1) + 3 instead of + 2) makes the AL2023 scenario fail with the cause
-//! quoted (capacity.pods 30, not 29), and `nodejoin compare` of the checkout against the patched copy shows the
-//! difference on the Node and in the kubelet's config. The checkout is the snapshot in `../shared/upstream/`;
-//! where it is absent (a user's clone) the trials are ignored with that reason, never passed.
+//! amazon-eks-ami as its users change it, from the snapshot in `../shared/upstream/` (where it is absent, a user's
+//! clone, the trials are ignored with that reason, never passed):
+//! - a regression is caught: a copy of the checkout whose nodeadm computes max-pods wrongly (ENIs × (IPs − 1) + 3
+//!   instead of + 2) makes the AL2023 scenario fail with the cause quoted (capacity.pods 30, not 29), and
+//!   `nodejoin compare` of the checkout against the patched copy shows the difference on the Node and in the
+//!   kubelet's config;
+//! - user data nobody here wrote joins: the NodeConfig user data of nodeadm's own end-to-end cases (MIME with two
+//!   NodeConfig parts and a shell part; flags with InstanceIdNodeName), with only the cluster's name, endpoint, CA
+//!   and service CIDR replaced by this cluster's, runs through current nodeadm and the node joins as it says.
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -91,6 +95,142 @@ fn run_fails_with_the_cause() -> Result<(), Failed> {
     })
 }
 
+/// nodeadm's own e2e user data (`nodeadm/test/e2e/cases/<case>/config.yaml`) with the four cluster values it
+/// names (a placeholder cluster: `my-cluster`, `https://example.com`, ...) replaced by this cluster's placeholders;
+/// every other byte as written.
+fn e2e_user_data(checkout: &Path, case: &str) -> Result<String, Failed> {
+    let file = checkout.join(format!("nodeadm/test/e2e/cases/{case}/config.yaml"));
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut out = String::new();
+    let mut replaced = 0;
+    for line in text.lines() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let value = |key: &str| line.trim_start().strip_prefix(key).map(str::trim);
+        let new = if let Some(v) = value("name:").filter(|v| *v == "my-cluster") {
+            Some(("name", v))
+        } else if let Some(v) = value("apiServerEndpoint:") {
+            Some(("apiServerEndpoint", v))
+        } else if let Some(v) = value("certificateAuthority:") {
+            Some(("certificateAuthority", v))
+        } else {
+            value("cidr:").map(|v| ("cidr", v))
+        };
+        match new {
+            Some((key, _)) => {
+                replaced += 1;
+                let placeholder = match key {
+                    "name" => "{{cluster.name}}",
+                    "apiServerEndpoint" => "{{cluster.endpoint}}",
+                    "certificateAuthority" => "{{cluster.caBase64}}",
+                    _ => "{{cluster.serviceIpv4Cidr}}",
+                };
+                out.push_str(&format!("{indent}{key}: {placeholder}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    if replaced != 4 {
+        return Err(format!("{}: expected the 4 cluster values, replaced {replaced}", file.display()).into());
+    }
+    Ok(out)
+}
+
+/// Two of nodeadm's e2e cases as a user's scenarios: both join, with what their NodeConfig says.
+fn upstream_user_data_joins() -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let checkout = dir.path().join("amazon-eks-ami");
+    std::fs::create_dir_all(&checkout).map_err(|e| e.to_string())?;
+    let status = Command::new("tar")
+        .arg("-xzf")
+        .arg(snapshot())
+        .arg("-C")
+        .arg(&checkout)
+        .status()
+        .map_err(|e| format!("tar: {e}"))?;
+    if !status.success() {
+        return Err(format!("tar -xzf {} failed: {status}", snapshot().display()).into());
+    }
+    let write = |name: &str, text: &str| -> Result<PathBuf, Failed> {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(p)
+    };
+    write("merge.mime", &e2e_user_data(&checkout, "mime-userdata-merge")?)?;
+    write("flags.yaml", &e2e_user_data(&checkout, "kubelet-flags")?)?;
+    let eks_ami = snapshot().display().to_string();
+    // mime-userdata-merge: maxPods 58 and clusterDNS 1.1.1.1 from the first part, systemReserved from the second,
+    // a shell part cloud-init runs.
+    let merge = write(
+        "upstream-mime-userdata-merge.yaml",
+        &r#"description: nodeadm's own e2e MIME user data (two NodeConfig parts and a shell part) joins
+cluster: { auth: iam, providers: [local] }
+nodes:
+  - name: merge
+    image: { amazonEksAmi: EKS_AMI }
+    userData: { file: merge.mime }
+    expect:
+      within: 150s
+      clientCsr: none
+      servingCsr: issued
+      capacityPods: 58
+      clusterDNS: ["1.1.1.1"]
+      nodeadm: succeeded
+      files:
+        - path: /etc/kubernetes/kubelet/config.json.d/40-nodeadm.conf
+          values: { systemReserved.cpu: 150m }
+        - path: /var/log/cloud-init-output.log
+          contains: ["hello!"]
+"#
+        .replace("EKS_AMI", &eks_ami),
+    )?;
+    // kubelet-flags: InstanceIdNodeName names the node after its instance id (mapped as EKS maps such nodes), with
+    // the labels and taint of its flags.
+    let flags = write(
+        "upstream-kubelet-flags.yaml",
+        &r#"description: nodeadm's own e2e NodeConfig with InstanceIdNodeName and kubelet flags joins
+cluster: { auth: iam, providers: [local] }
+nodes:
+  - name: flags
+    image: { amazonEksAmi: EKS_AMI }
+    userData: { file: flags.yaml }
+    roleMapping: { username: "system:node:{{SessionName}}" }
+    expect:
+      within: 150s
+      clientCsr: none
+      nodeName: "{{instance.id}}"
+      labels: { foo: bar, foo2: baz }
+      taints: [{ key: foo, value: bar, effect: NoSchedule }]
+      nodeadm: succeeded
+"#
+        .replace("EKS_AMI", &eks_ami),
+    )?;
+    let (merge, flags) = (merge.to_string_lossy(), flags.to_string_lossy());
+    let (code, stdout, stderr) = nodejoin(&["run", "--format", "json", &merge, &flags])?;
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|v| v["event"] == "check" && v["passed"] == false)
+        .collect();
+    ensure(code == Some(0) && failed.is_empty(), || {
+        format!("exit {code:?}; failed checks: {failed:#?}\n{stderr}")
+    })?;
+    // Both ran and passed (an ignored scenario would also leave the exit code 0), with their checks.
+    let passed: Vec<&Value> = events
+        .iter()
+        .filter(|v| v["event"] == "scenario_finished" && v["outcome"] == "passed")
+        .filter(|v| v["checks"].as_array().is_some_and(|c| c.len() >= 8))
+        .collect();
+    ensure(passed.len() == 2, || {
+        format!("not both passed with their checks:\n{stdout}\n{stderr}")
+    })
+}
+
 /// `nodejoin compare --base eks-ami:SNAPSHOT --head eks-ami:PATCHED`: the Node's pods capacity and the kubelet's
 /// maxPods differ, and the comparison says the head breaks a check.
 fn compare_shows_it_on_the_node() -> Result<(), Failed> {
@@ -137,6 +277,10 @@ fn main() {
         Trial::test(
             "eks-ami/patched-max-pods/compare-shows-it-on-the-node",
             compare_shows_it_on_the_node,
+        ),
+        Trial::test(
+            "eks-ami/upstream-user-data/nodeadm-e2e-cases-join",
+            upstream_user_data_joins,
         ),
     ]
     .into_iter()
