@@ -79,11 +79,23 @@ fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bo
                 hash_tree(h, &path.join(&name), &child, skip)?;
             }
         }
-    } else {
+    } else if meta.file_type().is_symlink() {
+        // The link itself, as the image carries it (its target may not exist on this host).
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update(b" -> ");
+        let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
+        h.update(link.to_string_lossy().as_bytes());
+    } else if meta.is_file() {
         h.update(rel.to_string_lossy().as_bytes());
         h.update(meta.permissions().mode().to_le_bytes());
         let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
+    } else {
+        // Reading a FIFO would block for ever, a device is not content: neither belongs in an image's inputs.
+        return Err(image_err(format!(
+            "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
+            path.display()
+        )));
     }
     Ok(())
 }
@@ -389,14 +401,28 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
     Ok(work.join("pause.tar"))
 }
 
+/// Copies a tree into a build context as it is: symlinks stay symlinks (a unit masked with a link to `/dev/null`
+/// stays masked; an absolute link resolves inside the image, never on the host), and anything that is neither a
+/// directory, a regular file nor a symlink (a FIFO, a device, a socket) is refused with its path.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target)?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = std::fs::symlink_metadata(&source)
+            .map_err(|e| Error::io(&source, e))?
+            .file_type();
+        if kind.is_symlink() {
+            let link = std::fs::read_link(&source).map_err(|e| Error::io(&source, e))?;
+            std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
+        } else if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
         } else {
-            std::fs::copy(entry.path(), &target).map_err(|e| Error::io(entry.path(), e))?;
+            return Err(image_err(format!(
+                "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
+                source.display()
+            )));
         }
     }
     Ok(())
@@ -515,6 +541,41 @@ mod tests {
         assert_eq!(hash(dir.path()), before);
         std::fs::write(dir.path().join("empty").join("b"), b"").unwrap();
         assert_ne!(hash(dir.path()), before);
+    }
+
+    #[test]
+    fn symlinks_are_copied_and_hashed_as_links_and_special_files_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("overlay");
+        std::fs::create_dir_all(src.join("etc/systemd/system")).unwrap();
+        // A masked unit, and an absolute link that must not pick up the host's file.
+        std::os::unix::fs::symlink("/dev/null", src.join("etc/systemd/system/update-motd.service")).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", src.join("etc/secret")).unwrap();
+        let out = dir.path().join("ctx");
+        copy_tree(&src, &out).unwrap();
+        let masked = out.join("etc/systemd/system/update-motd.service");
+        assert!(std::fs::symlink_metadata(&masked).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_link(&masked).unwrap(), Path::new("/dev/null"));
+        assert_eq!(
+            std::fs::read_link(out.join("etc/secret")).unwrap(),
+            Path::new("/etc/shadow")
+        );
+        let hash = |p: &Path| {
+            let mut h = Sha256::new();
+            hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
+        };
+        let before = hash(&src).unwrap();
+        std::fs::remove_file(src.join("etc/secret")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", src.join("etc/secret")).unwrap();
+        assert_ne!(hash(&src).unwrap(), before, "a link's target is part of the hash");
+        let fifo = src.join("pipe");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let err = hash(&src).unwrap_err().to_string();
+        assert!(err.contains("pipe") && err.contains("neither"), "{err}");
+        let err = copy_tree(&src, &dir.path().join("ctx2")).unwrap_err().to_string();
+        assert!(err.contains("pipe"), "{err}");
     }
 
     #[test]
