@@ -229,17 +229,10 @@ pub async fn ensure_image(
         tag: format!("nodejoin-al2023:{hash}"),
         base: base.tag.clone(),
     };
-    let current = docker
-        .inspect_image(&image.tag)
-        .await
-        .ok()
-        .and_then(|i| i.config?.labels?.get(HASH_LABEL).cloned());
-    if current.as_deref() == Some(hash.as_str()) {
+    if super::image::built_from(docker, &image.tag, HASH_LABEL, &hash).await {
         return Ok(image);
     }
-    let _lock = crate::paths::CacheLock::acquire("image")
-        .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let _lock = super::image::image_lock().await?;
     let steps = crate::progress::Steps::new(&format!("AL2023 image {} from {}", image.tag, checkout.describe()), 2);
     let work = tempfile::Builder::new()
         .prefix("nodejoin-al2023-")

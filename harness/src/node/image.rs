@@ -206,9 +206,7 @@ pub async fn ensure(
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
-    let _lock = crate::paths::CacheLock::acquire("image")
-        .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let _lock = image_lock().await?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
@@ -260,17 +258,10 @@ pub async fn ensure_overlay(
         base: base.tag.clone(),
     };
     // A tag of the user's may hold another build: the hash label says whether it is this one.
-    let current = docker
-        .inspect_image(&image.tag)
-        .await
-        .ok()
-        .and_then(|i| i.config?.labels?.get(OVERLAY_HASH_LABEL).cloned());
-    if current.as_deref() == Some(hash.as_str()) {
+    if built_from(docker, &image.tag, OVERLAY_HASH_LABEL, &hash).await {
         return Ok(image);
     }
-    let _lock = crate::paths::CacheLock::acquire("image")
-        .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+    let _lock = image_lock().await?;
     let steps = Steps::new(&format!("overlay image {} from {}", image.tag, dir.display()), 2);
     let work = tempfile::Builder::new()
         .prefix("nodejoin-overlay-")
@@ -315,6 +306,23 @@ pub async fn ensure_overlay(
 }
 
 const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
+
+/// Whether the image at `tag` was built from inputs hashing to `hash` (its `label` says so).
+pub(crate) async fn built_from(docker: &testcontainers::bollard::Docker, tag: &str, label: &str, hash: &str) -> bool {
+    let current = docker
+        .inspect_image(tag)
+        .await
+        .ok()
+        .and_then(|i| i.config?.labels?.get(label).cloned());
+    current.as_deref() == Some(hash)
+}
+
+/// The lock that serialises image builds across processes (they share tags and the engine's build cache).
+pub(crate) async fn image_lock() -> Result<crate::paths::CacheLock> {
+    crate::paths::CacheLock::acquire("image")
+        .await
+        .map_err(|e| Error::io(crate::paths::cache_dir(), e))
+}
 const OVERLAY_DIR_LABEL: &str = "io.nodejoin.overlay-dir";
 
 /// Does the overlay directory provide its own `/etc/eks/bootstrap.sh` (then the harness does not put ours there)?
