@@ -65,7 +65,14 @@ pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Pat
 
 fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if let Some(link) = absolute_link(path)? {
+        // The link itself, as the image carries it (its target may not exist on this host).
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update(b" -> ");
+        h.update(link.to_string_lossy().as_bytes());
+        return Ok(());
+    }
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.is_dir() {
         let mut entries: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| Error::io(path, e))?
@@ -79,12 +86,6 @@ fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bo
                 hash_tree(h, &path.join(&name), &child, skip)?;
             }
         }
-    } else if meta.file_type().is_symlink() {
-        // The link itself, as the image carries it (its target may not exist on this host).
-        h.update(rel.to_string_lossy().as_bytes());
-        h.update(b" -> ");
-        let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
-        h.update(link.to_string_lossy().as_bytes());
     } else if meta.is_file() {
         h.update(rel.to_string_lossy().as_bytes());
         h.update(meta.permissions().mode().to_le_bytes());
@@ -409,20 +410,33 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
     Ok(work.join("pause.tar"))
 }
 
-/// Copies a tree into a build context as it is: symlinks stay symlinks (a unit masked with a link to `/dev/null`
-/// stays masked; an absolute link resolves inside the image, never on the host), and anything that is neither a
-/// directory, a regular file nor a symlink (a FIFO, a device, a socket) is refused with its path.
+/// An absolute symlink in an overlay names a path in the image (`/dev/null` masks a unit; `/usr/lib/...` is the
+/// image's file), so it is kept as a link and never resolved on the host. A relative one is how a repository
+/// shares a file between its trees (`../../bootstrap/eni-limits.txt`), and is followed, as before.
+fn absolute_link(path: &Path) -> Result<Option<PathBuf>> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(None);
+    }
+    let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
+    Ok(link.is_absolute().then_some(link))
+}
+
+/// Copies a tree into a build context: absolute symlinks stay symlinks (see [`absolute_link`]), relative ones are
+/// followed, and anything that is neither a directory nor a regular file (a FIFO, a device, a socket) is refused
+/// with its path.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
         let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = std::fs::symlink_metadata(&source)
+        if let Some(link) = absolute_link(&source)? {
+            std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
+            continue;
+        }
+        let kind = std::fs::metadata(&source)
             .map_err(|e| Error::io(&source, e))?
             .file_type();
-        if kind.is_symlink() {
-            let link = std::fs::read_link(&source).map_err(|e| Error::io(&source, e))?;
-            std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
-        } else if kind.is_dir() {
+        if kind.is_dir() {
             copy_tree(&source, &target)?;
         } else if kind.is_file() {
             std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
@@ -552,7 +566,7 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_are_copied_and_hashed_as_links_and_special_files_refused() {
+    fn absolute_links_stay_links_relative_ones_are_followed_special_files_refused() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("overlay");
         std::fs::create_dir_all(src.join("etc/systemd/system")).unwrap();
@@ -568,6 +582,16 @@ mod tests {
             std::fs::read_link(out.join("etc/secret")).unwrap(),
             Path::new("/etc/shadow")
         );
+        // A relative link (a repository's shared file) is followed.
+        std::fs::write(dir.path().join("shared.txt"), b"shared").unwrap();
+        std::os::unix::fs::symlink("../../shared.txt", src.join("etc/shared.txt")).unwrap();
+        let out2 = dir.path().join("ctx-relative");
+        copy_tree(&src, &out2).unwrap();
+        assert_eq!(std::fs::read(out2.join("etc/shared.txt")).unwrap(), b"shared");
+        assert!(!std::fs::symlink_metadata(out2.join("etc/shared.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
         let hash = |p: &Path| {
             let mut h = Sha256::new();
             hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
