@@ -265,19 +265,11 @@ pub async fn ensure_image(
     }
     std::fs::write(ctx.join("Dockerfile"), dockerfile).map_err(|e| Error::io(ctx, e))?;
     steps.step(1, "docker build");
-    run(
-        Command::new("docker")
-            .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--force-rm", "-t", &image.tag])
-            .args(["--label", "io.nodejoin.image=al2023"])
-            .arg("--label")
-            .arg(format!("{HASH_LABEL}={hash}"))
-            .arg("--label")
-            .arg(format!("{NODEADM_LABEL}=built from {}", checkout.describe()))
-            .arg(ctx),
-        "docker build (AL2023 checkout)",
-    )
-    .await?;
+    let labels = [
+        (HASH_LABEL, hash.clone()),
+        (NODEADM_LABEL, format!("built from {}", checkout.describe())),
+    ];
+    super::image::docker_build(&image.tag, "al2023", &labels, &[], ctx).await?;
     steps.finish("built");
     Ok(image)
 }

@@ -2,6 +2,7 @@
 //! `docker build` on top adding the kubelet of the chosen version, the Go tools (nodeadm, aws-iam-authenticator,
 //! crictl), the pause image and our unit files.
 //! Both images are tagged by a hash of their inputs, so they are rebuilt only when an input changes.
+pub(crate) use super::inputs::{copy_tree, file_digest, hash_path, hash_path_skipping};
 use crate::assets::tools::NodeTools;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
@@ -49,84 +50,6 @@ fn recipe_dir() -> PathBuf {
 
 pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
     Error::Image(e.to_string())
-}
-
-/// Hashes a file or a directory tree: the relative path, mode and content of every file, in sorted order.
-/// Directories count only through their files, so an empty directory (which git cannot carry) does not
-/// change the hash between a work tree and a fresh clone.
-pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
-    hash_path_skipping(h, path, &|_| false)
-}
-
-/// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
-pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    hash_tree(h, path, Path::new(""), skip)
-}
-
-fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(link) = absolute_link(path)? {
-        // The link itself, as the image carries it (its target may not exist on this host).
-        h.update(rel.to_string_lossy().as_bytes());
-        h.update(b" -> ");
-        h.update(link.to_string_lossy().as_bytes());
-        return Ok(());
-    }
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if meta.is_dir() {
-        let mut entries: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| Error::io(path, e))?
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        entries.sort();
-        for name in entries {
-            let child = rel.join(&name);
-            if !skip(&child) {
-                hash_tree(h, &path.join(&name), &child, skip)?;
-            }
-        }
-    } else if meta.is_file() {
-        h.update(rel.to_string_lossy().as_bytes());
-        h.update(meta.permissions().mode().to_le_bytes());
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
-    } else {
-        // Reading a FIFO would block for ever, a device is not content: neither belongs in an image's inputs.
-        return Err(image_err(format!(
-            "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
-/// SHA-256 of a large file, remembered in `<file>.sha256` next to it (with the size and mtime it was computed
-/// for), so the 80+ MB kubelet is not re-read on every run.
-pub(crate) fn file_digest(path: &Path) -> Result<String> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let stamp = format!("{} {mtime}", meta.len());
-    let sidecar = path.with_extension("sha256");
-    if let Ok(text) = std::fs::read_to_string(&sidecar) {
-        if let Some((digest, recorded)) = text.trim().split_once(' ') {
-            if recorded == stamp && digest.len() == 64 {
-                return Ok(digest.to_string());
-            }
-        }
-    }
-    let mut h = Sha256::new();
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    std::io::copy(&mut f, &mut h).map_err(|e| Error::io(path, e))?;
-    let digest = hex::encode(h.finalize());
-    // Best effort: a read-only assets directory just means hashing again next time.
-    let _ = std::fs::write(&sidecar, format!("{digest} {stamp}\n"));
-    Ok(digest)
 }
 
 /// Use this local image as the node base instead of the debootstrap one (e.g. built from
@@ -277,19 +200,11 @@ pub async fn ensure_overlay(
     .map_err(|e| Error::io(work.path(), e))?;
     steps.step(1, "docker build");
     let dir_label = dir.display().to_string();
-    run(
-        Command::new("docker")
-            .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--force-rm", "-t", &image.tag])
-            .args(["--label", "io.nodejoin.image=overlay"])
-            .arg("--label")
-            .arg(format!("{OVERLAY_HASH_LABEL}={hash}"))
-            .arg("--label")
-            .arg(format!("{OVERLAY_DIR_LABEL}={dir_label}"))
-            .arg(work.path()),
-        "docker build (overlay)",
-    )
-    .await?;
+    let labels = [
+        (OVERLAY_HASH_LABEL, hash.clone()),
+        (OVERLAY_DIR_LABEL, dir_label.clone()),
+    ];
+    docker_build(&image.tag, "overlay", &labels, &[], work.path()).await?;
     steps.finish("built");
     // Earlier default-tagged builds of this directory (a user's own tag is left alone).
     let script = format!(
@@ -307,6 +222,28 @@ pub async fn ensure_overlay(
 }
 
 const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
+
+/// `docker build` of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
+/// labelled `io.nodejoin.image=<kind>` plus `labels`.
+pub(crate) async fn docker_build(
+    tag: &str,
+    kind: &str,
+    labels: &[(&str, String)],
+    build_args: &[String],
+    ctx: &Path,
+) -> Result<()> {
+    let mut cmd = Command::new("docker");
+    cmd.env("DOCKER_BUILDKIT", "0")
+        .args(["build", "-q", "--force-rm", "-t", tag, "--label"])
+        .arg(format!("io.nodejoin.image={kind}"));
+    for (k, v) in labels {
+        cmd.arg("--label").arg(format!("{k}={v}"));
+    }
+    for a in build_args {
+        cmd.arg("--build-arg").arg(a);
+    }
+    run(cmd.arg(ctx), &format!("docker build ({kind})")).await
+}
 
 /// Whether the image at `tag` was built from inputs hashing to `hash` (its `label` says so).
 pub(crate) async fn built_from(docker: &testcontainers::bollard::Docker, tag: &str, label: &str, hash: &str) -> bool {
@@ -410,46 +347,6 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
     Ok(work.join("pause.tar"))
 }
 
-/// An absolute symlink in an overlay names a path in the image (`/dev/null` masks a unit; `/usr/lib/...` is the
-/// image's file), so it is kept as a link and never resolved on the host. A relative one is how a repository
-/// shares a file between its trees (`../../bootstrap/eni-limits.txt`), and is followed, as before.
-fn absolute_link(path: &Path) -> Result<Option<PathBuf>> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
-    if !meta.file_type().is_symlink() {
-        return Ok(None);
-    }
-    let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
-    Ok(link.is_absolute().then_some(link))
-}
-
-/// Copies a tree into a build context: absolute symlinks stay symlinks (see [`absolute_link`]), relative ones are
-/// followed, and anything that is neither a directory nor a regular file (a FIFO, a device, a socket) is refused
-/// with its path.
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if let Some(link) = absolute_link(&source)? {
-            std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
-            continue;
-        }
-        let kind = std::fs::metadata(&source)
-            .map_err(|e| Error::io(&source, e))?
-            .file_type();
-        if kind.is_dir() {
-            copy_tree(&source, &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
-        } else {
-            return Err(image_err(format!(
-                "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
-                source.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
 async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, work: &Path) -> Result<()> {
     let steps = Steps::new(&format!("node image {}", image.tag), 3);
     steps.step(0, "pause image");
@@ -464,20 +361,11 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
     }
     std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
-    run(
-        Command::new("docker")
-            .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--force-rm", "--build-arg"])
-            .arg(format!("BASE={}", image.base))
-            .args(["-t", &image.tag, "--label", "io.nodejoin.image=node"])
-            .arg("--label")
-            .arg(format!("{VERSIONS_LABEL}={}", versions(assets, tools)))
-            .arg("--label")
-            .arg(format!("{}={}", super::eks_ami::NODEADM_LABEL, nodeadm_source(tools)))
-            .arg(&ctx),
-        "docker build",
-    )
-    .await?;
+    let labels = [
+        (VERSIONS_LABEL, versions(assets, tools)),
+        (super::eks_ami::NODEADM_LABEL, nodeadm_source(tools)),
+    ];
+    docker_build(&image.tag, "node", &labels, &[format!("BASE={}", image.base)], &ctx).await?;
     steps.finish("built");
     // A build on a base of the user's (NODEJOIN_BASE_IMAGE) is a side build: it leaves ours alone.
     if std::env::var(ENV_BASE_IMAGE).is_err() {
@@ -543,83 +431,4 @@ pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
         crate::deadline::DOCKER_CLI,
     )
     .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recipe_hash_ignores_empty_directories_but_not_files() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), b"x").unwrap();
-        let hash = |p: &Path| {
-            let mut h = Sha256::new();
-            hash_path(&mut h, p).unwrap();
-            hex::encode(h.finalize())
-        };
-        let before = hash(dir.path());
-        std::fs::create_dir(dir.path().join("empty")).unwrap();
-        assert_eq!(hash(dir.path()), before);
-        std::fs::write(dir.path().join("empty").join("b"), b"").unwrap();
-        assert_ne!(hash(dir.path()), before);
-    }
-
-    #[test]
-    fn absolute_links_stay_links_relative_ones_are_followed_special_files_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("overlay");
-        std::fs::create_dir_all(src.join("etc/systemd/system")).unwrap();
-        // A masked unit, and an absolute link that must not pick up the host's file.
-        std::os::unix::fs::symlink("/dev/null", src.join("etc/systemd/system/update-motd.service")).unwrap();
-        std::os::unix::fs::symlink("/etc/shadow", src.join("etc/secret")).unwrap();
-        let out = dir.path().join("ctx");
-        copy_tree(&src, &out).unwrap();
-        let masked = out.join("etc/systemd/system/update-motd.service");
-        assert!(std::fs::symlink_metadata(&masked).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_link(&masked).unwrap(), Path::new("/dev/null"));
-        assert_eq!(
-            std::fs::read_link(out.join("etc/secret")).unwrap(),
-            Path::new("/etc/shadow")
-        );
-        // A relative link (a repository's shared file) is followed.
-        std::fs::write(dir.path().join("shared.txt"), b"shared").unwrap();
-        std::os::unix::fs::symlink("../../shared.txt", src.join("etc/shared.txt")).unwrap();
-        let out2 = dir.path().join("ctx-relative");
-        copy_tree(&src, &out2).unwrap();
-        assert_eq!(std::fs::read(out2.join("etc/shared.txt")).unwrap(), b"shared");
-        assert!(!std::fs::symlink_metadata(out2.join("etc/shared.txt"))
-            .unwrap()
-            .file_type()
-            .is_symlink());
-        let hash = |p: &Path| {
-            let mut h = Sha256::new();
-            hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
-        };
-        let before = hash(&src).unwrap();
-        std::fs::remove_file(src.join("etc/secret")).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", src.join("etc/secret")).unwrap();
-        assert_ne!(hash(&src).unwrap(), before, "a link's target is part of the hash");
-        let fifo = src.join("pipe");
-        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
-        // SAFETY: mkfifo on a path we own.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-        let err = hash(&src).unwrap_err().to_string();
-        assert!(err.contains("pipe") && err.contains("neither"), "{err}");
-        let err = copy_tree(&src, &dir.path().join("ctx2")).unwrap_err().to_string();
-        assert!(err.contains("pipe"), "{err}");
-    }
-
-    #[test]
-    fn digest_is_cached_and_invalidated_by_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("kubelet");
-        std::fs::write(&f, b"one").unwrap();
-        let a = file_digest(&f).unwrap();
-        assert_eq!(a, hex::encode(Sha256::digest(b"one")));
-        assert!(dir.path().join("kubelet.sha256").exists());
-        assert_eq!(file_digest(&f).unwrap(), a);
-        std::fs::write(&f, b"two!").unwrap();
-        assert_eq!(file_digest(&f).unwrap(), hex::encode(Sha256::digest(b"two!")));
-    }
 }

@@ -4,6 +4,7 @@ pub mod container;
 pub mod dmi;
 pub mod eks_ami;
 pub mod image;
+pub mod inputs;
 pub mod kind_image;
 pub mod sysctl;
 
