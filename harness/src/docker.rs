@@ -291,13 +291,76 @@ pub async fn remove_kind_nodes(docker: &Docker, run_id: &str) -> usize {
     let mut removed = 0;
     for c in containers {
         if let Some(id) = c.id {
-            let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
-            if docker.remove_container(&id, Some(opts)).await.is_ok() {
-                removed += 1;
-            }
+            removed += usize::from(remove_container_thawing(docker, &id).await);
         }
     }
     removed
+}
+
+/// Removes a container by force; if the engine cannot kill it, thaws its frozen cgroups and tries once more.
+async fn remove_container_thawing(docker: &Docker, id: &str) -> bool {
+    let opts = || Some(RemoveContainerOptionsBuilder::new().force(true).v(true).build());
+    if docker.remove_container(id, opts()).await.is_ok() {
+        return true;
+    }
+    if thaw_container(docker, id).await > 0 {
+        tracing::warn!(id, "thawed frozen cgroups of a container the engine could not kill");
+    }
+    docker.remove_container(id, opts()).await.is_ok()
+}
+
+/// Thaws every frozen cgroup of a container. runc freezes a container's cgroup while it applies its limits (cgroup
+/// v1); a runc killed in that window (a kind node torn down while one of its pods starts, seen in CI) leaves a task
+/// frozen in uninterruptible sleep, and the engine then cannot kill the container ("did not receive an exit
+/// event"). Returns how many cgroups were thawed.
+pub async fn thaw_container(docker: &Docker, id: &str) -> usize {
+    let Ok(c) = docker.inspect_container(id, None).await else {
+        return 0;
+    };
+    let Some(pid) = c.state.and_then(|s| s.pid).filter(|p| *p > 0) else {
+        return 0;
+    };
+    tokio::task::spawn_blocking(move || thaw_cgroups_of(pid))
+        .await
+        .unwrap_or(0)
+}
+
+/// The freezer cgroups (v1) or unified cgroups (v2) of process `pid` and below, thawed.
+fn thaw_cgroups_of(pid: i64) -> usize {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return 0;
+    };
+    let mut thawed = 0;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (controllers, path) = (parts.nth(1).unwrap_or(""), parts.next().unwrap_or(""));
+        let root = if controllers.split(',').any(|c| c == "freezer") {
+            "/sys/fs/cgroup/freezer"
+        } else if controllers.is_empty() {
+            "/sys/fs/cgroup"
+        } else {
+            continue;
+        };
+        thawed += thaw_tree(&std::path::Path::new(root).join(path.trim_start_matches('/')));
+    }
+    thawed
+}
+
+/// Writes THAWED (v1 `freezer.state`) or 0 (v2 `cgroup.freeze`) where `dir` or a cgroup below it is frozen.
+fn thaw_tree(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    for (file, frozen, thawed) in [("freezer.state", "FROZEN", "THAWED"), ("cgroup.freeze", "1", "0")] {
+        let f = dir.join(file);
+        if std::fs::read_to_string(&f).is_ok_and(|s| s.trim() == frozen) && std::fs::write(&f, thawed).is_ok() {
+            n += 1;
+        }
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            n += thaw_tree(&e.path());
+        }
+    }
+    n
 }
 
 /// Removes every container and network carrying `label=value` (force, with anonymous volumes).
@@ -312,7 +375,8 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
     // A container whose start was in flight when its owner died can refuse removal for a moment.
     for id in containers.into_iter().filter_map(|c| c.id) {
         let opts = || Some(RemoveContainerOptionsBuilder::new().force(true).v(true).build());
-        removed += usize::from(remove_retrying("container", &id, || docker.remove_container(&id, opts())).await);
+        let gone = remove_retrying("container", &id, || docker.remove_container(&id, opts())).await;
+        removed += usize::from(gone || remove_container_thawing(docker, &id).await);
     }
     // The engine releases a removed container's endpoint a moment later; until then its network is in use (seen
     // in CI right after the kind nodes were removed).
@@ -436,6 +500,25 @@ pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn frozen_cgroups_below_a_directory_are_thawed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod = dir.path().join("kubepods/pod1/cri-containerd-x.scope");
+        std::fs::create_dir_all(&pod).unwrap();
+        std::fs::write(dir.path().join("freezer.state"), "THAWED\n").unwrap();
+        std::fs::write(pod.join("freezer.state"), "FROZEN\n").unwrap();
+        std::fs::write(dir.path().join("kubepods/cgroup.freeze"), "1\n").unwrap();
+        assert_eq!(thaw_tree(dir.path()), 2);
+        assert_eq!(std::fs::read_to_string(pod.join("freezer.state")).unwrap(), "THAWED");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("kubepods/cgroup.freeze")).unwrap(),
+            "0"
+        );
+        assert_eq!(thaw_tree(dir.path()), 0, "nothing is frozen any more");
+    }
+
     #[test]
     fn kind_cluster_names_give_their_run() {
         assert_eq!(
