@@ -21,8 +21,8 @@ fn snapshot() -> PathBuf {
     nodejoin::paths::workspace_root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
 }
 
-/// The checkout unpacked into `dir`, with nodeadm's max-pods formula changed.
-fn patched_copy(dir: &Path) -> Result<PathBuf, Failed> {
+/// The snapshot unpacked into `dir`.
+fn unpack_snapshot(dir: &Path) -> Result<(), Failed> {
     let status = Command::new("tar")
         .arg("-xzf")
         .arg(snapshot())
@@ -30,9 +30,16 @@ fn patched_copy(dir: &Path) -> Result<PathBuf, Failed> {
         .arg(dir)
         .status()
         .map_err(|e| format!("tar: {e}"))?;
-    if !status.success() {
-        return Err(format!("tar -xzf {} failed: {status}", snapshot().display()).into());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("tar -xzf {} failed: {status}", snapshot().display()).into())
     }
+}
+
+/// The checkout unpacked into `dir`, with nodeadm's max-pods formula changed.
+fn patched_copy(dir: &Path) -> Result<PathBuf, Failed> {
+    unpack_snapshot(dir)?;
     let file = dir.join("nodeadm/internal/kubelet/eni_max_pods.go");
     let source = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     if !source.contains(FORMULA) {
@@ -101,29 +108,24 @@ fn run_fails_with_the_cause() -> Result<(), Failed> {
 fn e2e_user_data(checkout: &Path, case: &str) -> Result<String, Failed> {
     let file = checkout.join(format!("nodeadm/test/e2e/cases/{case}/config.yaml"));
     let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    // The key of each line to replace and this cluster's placeholder for it (`name` only as the cluster's).
+    const CLUSTER: [(&str, &str); 4] = [
+        ("apiServerEndpoint", "{{cluster.endpoint}}"),
+        ("certificateAuthority", "{{cluster.caBase64}}"),
+        ("cidr", "{{cluster.serviceIpv4Cidr}}"),
+        ("name", "{{cluster.name}}"),
+    ];
     let mut out = String::new();
     let mut replaced = 0;
     for line in text.lines() {
-        let indent = &line[..line.len() - line.trim_start().len()];
-        let value = |key: &str| line.trim_start().strip_prefix(key).map(str::trim);
-        let new = if let Some(v) = value("name:").filter(|v| *v == "my-cluster") {
-            Some(("name", v))
-        } else if let Some(v) = value("apiServerEndpoint:") {
-            Some(("apiServerEndpoint", v))
-        } else if let Some(v) = value("certificateAuthority:") {
-            Some(("certificateAuthority", v))
-        } else {
-            value("cidr:").map(|v| ("cidr", v))
-        };
-        match new {
-            Some((key, _)) => {
+        let (indent, rest) = line.split_at(line.len() - line.trim_start().len());
+        let value = |key: &str| rest.strip_prefix(key)?.strip_prefix(':').map(str::trim);
+        let hit = CLUSTER
+            .iter()
+            .find(|(key, _)| value(key).is_some_and(|v| *key != "name" || v == "my-cluster"));
+        match hit {
+            Some((key, placeholder)) => {
                 replaced += 1;
-                let placeholder = match key {
-                    "name" => "{{cluster.name}}",
-                    "apiServerEndpoint" => "{{cluster.endpoint}}",
-                    "certificateAuthority" => "{{cluster.caBase64}}",
-                    _ => "{{cluster.serviceIpv4Cidr}}",
-                };
                 out.push_str(&format!("{indent}{key}: {placeholder}\n"));
             }
             None => {
@@ -143,16 +145,7 @@ fn upstream_user_data_joins() -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let checkout = dir.path().join("amazon-eks-ami");
     std::fs::create_dir_all(&checkout).map_err(|e| e.to_string())?;
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(snapshot())
-        .arg("-C")
-        .arg(&checkout)
-        .status()
-        .map_err(|e| format!("tar: {e}"))?;
-    if !status.success() {
-        return Err(format!("tar -xzf {} failed: {status}", snapshot().display()).into());
-    }
+    unpack_snapshot(&checkout)?;
     let write = |name: &str, text: &str| -> Result<PathBuf, Failed> {
         let p = dir.path().join(name);
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;

@@ -118,6 +118,28 @@ impl NodeadmReport {
     }
 }
 
+/// The messages of journal entries given as `journalctl -o json` lines, one a line, as `journalctl -o cat` prints
+/// them (a message journald stored as bytes is decoded lossily).
+pub fn messages(entries: &str) -> String {
+    let mut out = String::new();
+    for v in entries
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let message = match &v["MESSAGE"] {
+            serde_json::Value::String(m) => m.clone(),
+            serde_json::Value::Array(bytes) => {
+                let bytes: Vec<u8> = bytes.iter().filter_map(|b| b.as_u64().map(|b| b as u8)).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            _ => continue,
+        };
+        out.push_str(&message);
+        out.push('\n');
+    }
+    out
+}
+
 /// The error an error, fatal or panic line of nodeadm's log reports (`msg: error`), in either of the encodings
 /// nodeadm's zap logger has used: one JSON object a line (2024), or console lines (`fatal cli/main.go:35 Command
 /// failed {"error": "..."}`, current).
@@ -207,6 +229,13 @@ mod tests {
         assert!(c.actual.contains("CIDR is missing"), "{}", c.actual);
         assert!(r.summary().contains("nodeadm-config failed/exit-code"));
         assert!(check("n", &r, NodeadmExpectation::Failed).passed);
+    }
+
+    #[test]
+    fn journal_messages_as_journalctl_cat_prints_them() {
+        let entries = "{\"MESSAGE\":\"Starting nodeadm-run.service\",\"JOB_TYPE\":\"start\"}\n\
+                       {\"MESSAGE\":[104,105]}\n{\"OTHER\":1}\nnot json\n";
+        assert_eq!(messages(entries), "Starting nodeadm-run.service\nhi\n");
     }
 
     #[test]

@@ -181,7 +181,8 @@ pub struct NodeTools {
     pub containerd_line: ContainerdLine,
 }
 
-/// containerd's binaries, as named in its build directory and in the node image (`/usr/bin/<name>`).
+/// containerd's binaries, as named in its build directory (the node image puts `containerd` behind its wrapper, in
+/// `/usr/libexec/nodejoin/`, and the other two in `/usr/bin/`).
 pub const CONTAINERD_BINARIES: [&str; 3] = ["containerd", "containerd-shim-runc-v2", "ctr"];
 
 impl NodeTools {

@@ -232,16 +232,29 @@ cloud-init status --wait >/dev/null\n"
     })
 }
 
-/// The journal of the node's nodeadm units (nodeadm logs to stderr, one JSON object a line).
-pub async fn nodeadm_journal(node: &NodeContainer) -> String {
-    let mut cmd = vec!["journalctl", "--no-pager", "-o", "cat", "-u", nodeadm_report::BOOT_HOOK];
+/// The journal of the node's nodeadm units and the AL2023 boot hook, as JSON entries (one a line): what nodeadm
+/// logged, and systemd's own record of their start jobs.
+async fn nodeadm_journal_json(node: &NodeContainer) -> String {
+    let mut cmd = vec![
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "json",
+        "-u",
+        nodeadm_report::BOOT_HOOK,
+    ];
     for u in nodeadm_report::UNITS {
         cmd.extend(["-u", u]);
     }
     node.exec(&cmd, &[]).await.map(|o| o.stdout).unwrap_or_default()
 }
 
-/// nodeadm's report and its journal.
+/// The journal of the node's nodeadm units as text, one message a line (nodeadm logs to stderr).
+pub async fn nodeadm_journal(node: &NodeContainer) -> String {
+    nodeadm_report::messages(&nodeadm_journal_json(node).await)
+}
+
+/// nodeadm's report and its journal, from one read of the units' states and one of their journal.
 async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
     let mut cmd = vec![
         "systemctl",
@@ -252,21 +265,9 @@ async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
     ];
     cmd.extend(nodeadm_report::UNITS);
     let show = node.exec(&cmd, &[]).await?.stdout;
-    let journal = nodeadm_journal(node).await;
-    // systemd's own record of the units' start jobs (the AMI's oneshots are unloaded once they have run).
-    let mut jobs_cmd = vec![
-        "journalctl",
-        "--no-pager",
-        "-o",
-        "json",
-        "-u",
-        nodeadm_report::BOOT_HOOK,
-    ];
-    for u in nodeadm_report::UNITS {
-        jobs_cmd.extend(["-u", u]);
-    }
-    let jobs = node.exec(&jobs_cmd, &[]).await.map(|o| o.stdout).unwrap_or_default();
-    Ok((NodeadmReport::parse_with_jobs(&show, &journal, &jobs), journal))
+    let entries = nodeadm_journal_json(node).await;
+    let journal = nodeadm_report::messages(&entries);
+    Ok((NodeadmReport::parse_with_jobs(&show, &journal, &entries), journal))
 }
 
 /// The sandbox (pause) image the node's containerd is configured with: the `sandbox_image` (containerd 1.x) or
