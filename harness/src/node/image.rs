@@ -44,6 +44,26 @@ pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, 
     })
 }
 
+/// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
+/// an amazon-eks-ami checkout, or an overlay directory over `base`.
+pub async fn for_group(
+    docker: &testcontainers::bollard::Docker,
+    base: &NodeImage,
+    group: &crate::scenario::model::GroupImage,
+) -> Result<NodeImage> {
+    if let Some(tag) = &group.tag {
+        return user_supplied(docker, tag, "image.tag").await;
+    }
+    if let Some(path) = &group.amazon_eks_ami {
+        let checkout = super::eks_ami::Checkout::open(Path::new(path)).await?;
+        return super::eks_ami::ensure_image(docker, base, &checkout).await;
+    }
+    match &group.overlay {
+        Some(dir) => ensure_overlay(docker, base, Path::new(dir), None).await,
+        None => Ok(base.clone()),
+    }
+}
+
 fn recipe_dir() -> PathBuf {
     crate::paths::fixtures_dir().join("node-image")
 }

@@ -289,8 +289,8 @@ impl Environment {
         Ok(i)
     }
 
-    /// The image a node group runs: its own (an overlay over `base`, built once per process, or a user's tag
-    /// checked to exist), else `base`.
+    /// The image a node group runs: its own (an overlay over `base`, an AL2023 layer from an amazon-eks-ami
+    /// checkout, or a user's tag checked to exist; built once per process), else `base`.
     pub async fn group_image(
         &self,
         base: &NodeImage,
@@ -299,30 +299,12 @@ impl Environment {
         let Some(g) = group else {
             return Ok(base.clone());
         };
-        if let Some(tag) = &g.tag {
-            return image::user_supplied(&self.docker, tag, "image.tag").await;
-        }
-        if let Some(path) = &g.amazon_eks_ami {
-            let key = format!("{}+eks-ami {path}", base.tag);
-            let mut cache = self.images.lock().await;
-            if let Some(i) = cache.get(&key) {
-                return Ok(i.clone());
-            }
-            let checkout = crate::node::eks_ami::Checkout::open(std::path::Path::new(path)).await?;
-            let i = crate::node::eks_ami::ensure_image(&self.docker, base, &checkout).await?;
-            cache.insert(key, i.clone());
-            return Ok(i);
-        }
-        let Some(dir) = &g.overlay else {
-            return Ok(base.clone());
-        };
-        let dir = std::path::PathBuf::from(dir);
-        let key = format!("{}+{}", base.tag, dir.display());
+        let key = format!("{}+{:?}", base.tag, g);
         let mut cache = self.images.lock().await;
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = image::ensure_overlay(&self.docker, base, &dir, None).await?;
+        let i = image::for_group(&self.docker, base, g).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }

@@ -1,6 +1,7 @@
 //! The `nodejoin` CLI: provision assets and the node image, check the machine, run scenarios, compare two
 //! versions of a bootstrap, scaffold a user's repository.
 mod compare;
+mod image;
 mod init;
 
 use clap::{Parser, Subcommand};
@@ -34,7 +35,7 @@ enum Command {
     /// Node image commands.
     Image {
         #[command(subcommand)]
-        command: ImageCommand,
+        command: image::ImageCommand,
     },
     /// Check prerequisites and say how to fix what is missing.
     Doctor {
@@ -94,26 +95,6 @@ enum Command {
         /// Where the catchers' scenario files are.
         #[arg(long, default_value = "scenarios")]
         scenarios: PathBuf,
-    },
-}
-
-#[derive(Subcommand)]
-enum ImageCommand {
-    /// Build the node image for a Kubernetes version (no registry needed).
-    Build {
-        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
-        version: String,
-        /// Also build a layer with this directory's files over the node image (laid out like the root
-        /// filesystem, e.g. etc/eks/bootstrap.sh): your bootstrap branch, without a registry.
-        #[arg(long)]
-        overlay: Option<PathBuf>,
-        /// Tag for the overlay image (default nodejoin-overlay:<hash>).
-        #[arg(long, requires = "overlay")]
-        tag: Option<String>,
-        /// Build the kind node image instead (nodejoin-kind-node:<version>): kubeadm, kubelet, kubectl and the
-        /// control-plane images, all from Go modules, for the kind provider on machines without kindest/node.
-        #[arg(long, conflicts_with_all = ["overlay", "tag"])]
-        kind: bool,
     },
 }
 
@@ -217,69 +198,7 @@ async fn other(command: Command) -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
-        Command::Image {
-            command: ImageCommand::Build {
-                version, kind: true, ..
-            },
-        } => {
-            let result = async {
-                let docker = nodejoin::host::prepare().await?;
-                let image = nodejoin::node::kind_image::ensure(&docker, &version).await?;
-                // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
-                let kind = nodejoin::cluster::kind::ensure_kind().await?;
-                Ok::<_, nodejoin::Error>((image, kind))
-            }
-            .await;
-            match result {
-                Ok((img, kind)) => {
-                    println!("kind node image {} (tagged {})", img.alias, img.tag);
-                    println!("  kind CLI {}", kind.display());
-                    for i in &img.images {
-                        println!("  preloaded {i}");
-                    }
-                    println!(
-                        "  the kind provider uses it for {version} (or NODEJOIN_KIND_IMAGE={})",
-                        img.alias
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&e),
-            }
-        }
-        Command::Image {
-            command: ImageCommand::Build {
-                version, overlay, tag, ..
-            },
-        } => {
-            let result = async {
-                let assets = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_env()).await?;
-                let docker = nodejoin::host::prepare().await?;
-                let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
-                let over = match &overlay {
-                    Some(dir) => {
-                        Some(nodejoin::node::image::ensure_overlay(&docker, &node, dir, tag.as_deref()).await?)
-                    }
-                    None => None,
-                };
-                Ok::<_, nodejoin::Error>((node, over))
-            }
-            .await;
-            match result {
-                Ok((img, over)) => {
-                    println!("node image {} (base {})", img.tag, img.base);
-                    if let Some(o) = over {
-                        println!("overlay image {} (over {})", o.tag, o.base);
-                        println!(
-                            "  use it: NODEJOIN_NODE_IMAGE={} for every scenario, or `image: {{ tag: {} }}` in a node group",
-                            o.tag, o.tag
-                        );
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&e),
-            }
-        }
+        Command::Image { command } => image::main(command).await,
         Command::Doctor { version } => {
             let findings = nodejoin::doctor::check(&version).await;
             let mut ok = true;

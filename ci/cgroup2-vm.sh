@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Runs scenarios on a cgroup v2 host: a small Debian VM (stock linux-image-amd64 kernel, debootstrap root, Docker)
+# booted with QEMU on the unified hierarchy only. Use it from a cgroup v1 machine, or anywhere, to see nodejoin
+# where CI runners and AL2023 nodes live.
+#
+# Usage: ci/cgroup2-vm.sh SCENARIO_FILE...
+#
+# What it does, each step time-bounded and shown:
+#  1. installs what is missing (qemu-system-x86, debootstrap, cpio, e2fsprogs) from Debian packages;
+#  2. builds the guest root once (cached under the nodejoin cache, keyed by ci/cgroup2-vm/packages.txt and the
+#     kernel version; rebuilt when they change) and its initramfs (keyed by ci/cgroup2-vm/initramfs-init);
+#  3. builds or finds, on this host, every node image the scenarios use (`nodejoin image prepare`) and saves them;
+#  4. boots the guest (KVM when /dev/kvm boots a stock kernel, else QEMU's software emulation, TCG: the log says
+#     which), with the repository, the asset cache and the scenarios' folders shared read-only at their host
+#     paths; the guest reaches no network;
+#  5. in the guest: `stat -fc %T /sys/fs/cgroup` (must be cgroup2fs), Docker, the saved images, `nodejoin run`;
+#  6. copies the run's reports and JUnit to $NODEJOIN_ARTIFACTS_DIR/cgroup2-vm/<time>/ and exits with the run's
+#     exit code (the codes of `nodejoin run`; 1 also when the guest itself failed).
+# Nothing is left running or mounted when it ends, Ctrl-C included (the VM is killed, its work folder removed).
+#
+# Environment: NODEJOIN_VM_ACCEL (auto, kvm or tcg), NODEJOIN_VM_MEMORY (MiB, default 6144),
+# NODEJOIN_VM_TIMEOUT (seconds for the whole guest, default 2400), NODEJOIN_BIN (a built nodejoin; default: cargo
+# build), NODEJOIN_VM_ENV (variables for nodejoin in the guest, e.g. "NODEJOIN_EKS_AMI=/path").
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+vmdir=$here/cgroup2-vm
+[ $# -gt 0 ] || { echo "usage: ci/cgroup2-vm.sh SCENARIO_FILE..." >&2; exit 2; }
+t0=$(date +%s)
+step() { echo "cgroup2-vm: [$(( $(date +%s) - t0 ))s] $*"; }
+die() { echo "cgroup2-vm: error: $*" >&2; exit "${2:-2}"; }
+
+scenarios=()
+for f in "$@"; do
+  [ -f "$f" ] || die "$f is not a scenario file"
+  scenarios+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+done
+
+cache=${NODEJOIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodejoin}
+vmcache=$cache/cgroup2-vm
+mkdir -p "$vmcache"
+
+# 1. Host packages.
+missing=()
+command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v cpio >/dev/null || missing+=(cpio)
+command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+command -v depmod >/dev/null || missing+=(kmod)
+if [ ${#missing[@]} -gt 0 ]; then
+  step "installing ${missing[*]}"
+  timeout 600 apt-get update -qq
+  timeout 900 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# 2. The guest root and its initramfs, built once under a lock (another run building the same root waits).
+kernel_pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+[ -n "$kernel_pkg" ] || die "apt knows no linux-image-amd64 (run apt-get update)"
+root_key=$( (cat "$vmdir/packages.txt"; echo "$kernel_pkg") | sha256sum | cut -c1-12)
+root=$vmcache/root-$root_key
+exec 9>"$vmcache/build.lock"
+timeout 1200 flock 9 || die "another run held $vmcache/build.lock for 20 minutes"
+if [ ! -e "$root/.complete" ]; then
+  step "building the guest root $root (debootstrap bookworm, $kernel_pkg)"
+  rm -rf "$root.partial"
+  mkdir -p "$root.partial"
+  pkgs=$(grep -v '^#' "$vmdir/packages.txt" | grep -v '^[[:space:]]*$' | paste -sd, -)
+  timeout 1200 debootstrap --variant=minbase --include="$pkgs" bookworm "$root.partial" \
+    "${NODEJOIN_DEBIAN_MIRROR:-http://deb.debian.org/debian}" > "$vmcache/debootstrap.log" 2>&1 \
+    || { tail -20 "$vmcache/debootstrap.log" >&2; die "debootstrap failed (log: $vmcache/debootstrap.log)" 1; }
+  # Unpacked beside the root, then copied in: bookworm's /lib is a symlink to usr/lib that tar would replace.
+  kdir=$(mktemp -d "$vmcache/kernel.XXXXXX")
+  (cd "$kdir" && timeout 600 apt-get download -q "$kernel_pkg" >/dev/null 2>&1 \
+    && dpkg-deb -x "$kernel_pkg"_*.deb unpacked) || { rm -rf "$kdir"; die "could not fetch $kernel_pkg" 1; }
+  cp -a "$kdir/unpacked/boot/." "$root.partial/boot/"
+  cp -a "$kdir/unpacked/lib/." "$root.partial/usr/lib/"
+  rm -rf "$kdir"
+  kver=${kernel_pkg#linux-image-}
+  depmod -b "$root.partial" "$kver"
+  ln -sfn "boot/vmlinuz-$kver" "$root.partial/vmlinuz"
+  rm -rf "$root.partial/var/cache/apt/archives/"*.deb "$root.partial/var/lib/apt/lists/"*
+  touch "$root.partial/.complete"
+  rm -rf "$root"
+  mv "$root.partial" "$root"
+  step "guest root ready ($(du -sh "$root" | cut -f1))"
+fi
+kver=$(readlink "$root/vmlinuz"); kver=${kver#boot/vmlinuz-}
+initrd_modules="virtio_pci 9pnet_virtio 9p overlay"
+initrd_key=$(cat "$vmdir/initramfs-init" <(echo "$kver $initrd_modules") | sha256sum | cut -c1-12)
+initrd=$vmcache/initramfs-$root_key-$initrd_key.cpio
+if [ ! -e "$initrd" ]; then
+  step "building the initramfs"
+  ir=$(mktemp -d "$vmcache/initramfs.XXXXXX")
+  mkdir -p "$ir/bin" "$ir/proc" "$ir/sys" "$ir/dev"
+  cp "$root/bin/busybox" "$ir/bin/busybox"
+  cp "$vmdir/initramfs-init" "$ir/init"
+  : > "$ir/modules.order"
+  # The modules that reach the root (virtio, 9p, overlay), in load order, with their dependencies.
+  modprobe -S "$kver" -d "$root" --show-depends -a $initrd_modules \
+    | awk '$1 == "insmod" {print $2}' | while read -r m; do
+      rel=${m#"$root"}
+      grep -qx "$rel" "$ir/modules.order" && continue
+      mkdir -p "$ir$(dirname "$rel")"
+      cp "$m" "$ir$rel"
+      echo "$rel" >> "$ir/modules.order"
+    done
+  (cd "$ir" && find . | cpio -o -H newc --quiet > "$initrd.partial") && mv "$initrd.partial" "$initrd"
+  rm -rf "$ir"
+fi
+flock -u 9
+
+# 3. The node images, built here (the guest has no network), laid into the guest's Docker disk here too: a
+# `docker load` inside the emulated guest takes minutes per GiB; a throwaway engine on this host (no network,
+# no iptables, its own sockets and folders) takes seconds, and `mkfs.ext4 -d` copies its data-root into an ext4
+# image (overlay2 cannot stack on 9p). The disk is cached by the images' IDs and the guest writes to a
+# snapshot of it, so runs sharing it never see each other's writes.
+nodejoin=${NODEJOIN_BIN:-}
+if [ -z "$nodejoin" ]; then
+  step "building nodejoin"
+  (cd "$repo" && timeout 1800 cargo build -q --bin nodejoin)
+  nodejoin=${CARGO_TARGET_DIR:-$repo/target}/debug/nodejoin
+fi
+[ -x "$nodejoin" ] || die "no nodejoin binary at $nodejoin"
+work=$(mktemp -d "$vmcache/run.XXXXXX")
+qemu_pid=
+loader=
+stop_loader() {
+  [ -n "$loader" ] && [ -s "$loader/pid" ] || return 0
+  local pid
+  pid=$(cat "$loader/pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -KILL "$pid" 2>/dev/null || true
+  # Its own containerd, found by the folder only it uses.
+  pkill -KILL -f -- "$loader/exec" 2>/dev/null || true
+  rm -f "$loader/pid"
+}
+cleanup() {
+  local rc=$?
+  if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+    kill -KILL "$qemu_pid" 2>/dev/null || true
+    wait "$qemu_pid" 2>/dev/null || true
+  fi
+  stop_loader
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "cgroup2-vm: interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM
+step "node images the scenarios use (nodejoin image prepare)"
+# shellcheck disable=SC2086
+tags=$(cd "$repo" && env ${NODEJOIN_VM_ENV:-} timeout 3600 "$nodejoin" image prepare "${scenarios[@]}")
+[ -n "$tags" ] || die "the scenarios use no node image: nothing would run in the guest" 5
+# shellcheck disable=SC2086
+disk_key=$( (docker image inspect --format '{{.Id}}' $tags | sort; cat "$root/.complete") | sha256sum | cut -c1-12)
+disk=$vmcache/docker-$disk_key.img
+timeout 1200 flock 9 || die "another run held $vmcache/build.lock for 20 minutes"
+if [ ! -e "$disk" ]; then
+  step "laying $(echo $tags | wc -w) image(s) into the guest's Docker disk"
+  loader=$work/loader
+  mkdir -p "$loader/data" "$loader/exec"
+  setsid dockerd --data-root "$loader/data" --exec-root "$loader/exec" --pidfile "$loader/pid" \
+    -H "unix://$loader/sock" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
+    --storage-driver overlay2 > "$loader/log" 2>&1 < /dev/null &
+  for _ in $(seq 120); do docker -H "unix://$loader/sock" info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker -H "unix://$loader/sock" info >/dev/null 2>&1 || { tail -5 "$loader/log" >&2; die "the loader engine did not start" 1; }
+  # shellcheck disable=SC2086
+  timeout 1200 docker save $tags | timeout 1200 docker -H "unix://$loader/sock" load -q
+  stop_loader
+  rm -rf "$loader/data/network" "$loader/data/containers" "$loader/data/tmp" "$loader/data/buildkit"
+  timeout 1200 mkfs.ext4 -q -F -d "$loader/data" -E lazy_itable_init=1,lazy_journal_init=1 "$disk.partial" 80G
+  mv "$disk.partial" "$disk"
+  rm -rf "$loader"
+  loader=
+  # Disks of other image sets are kept three days after their last use.
+  find "$vmcache" -maxdepth 1 -name 'docker-*.img' ! -newermt '3 days ago' -delete 2>/dev/null || true
+fi
+touch "$disk"
+flock -u 9
+step "guest Docker disk $disk ($(du -sh "$disk" | cut -f1) used)"
+cp "$nodejoin" "$work/nodejoin"
+cp "$vmdir/guest-run" "$work/guest-run"
+mkdir -p "$work/out"
+
+# Shares, read-only, each at the path the run names it by: the repository, its ../shared (test data the bundled
+# scenarios point at; often a symlink) and the folder of any scenario outside the repository.
+virtfs=()
+share_lines=""
+add_share() {
+  local at=$1 real
+  real=$(cd "$at" && pwd -P)
+  case "$share_lines" in *":$at"$'\n'*) return;; esac
+  local tag=share$(( ${#virtfs[@]} / 2 ))
+  virtfs+=(-virtfs "local,path=$real,mount_tag=$tag,security_model=none,readonly=on")
+  share_lines+="$tag:$at"$'\n'
+}
+add_share "$repo"
+[ -d "$repo/../shared" ] && add_share "$(cd "$repo/.." && pwd)/shared"
+for f in "${scenarios[@]}"; do
+  case "$f" in "$repo"/*) ;; *) add_share "$(dirname "$f")";; esac
+done
+{
+  printf 'SCENARIOS=%q\n' "${scenarios[*]}"
+  printf 'REPO=%q\n' "$repo"
+  printf 'SHARES=%q\n' "$share_lines"
+  printf 'CACHE=%q\n' "$cache"
+  printf 'RUN_TIMEOUT=%q\n' "${NODEJOIN_VM_RUN_TIMEOUT:-1800}"
+  printf 'EXTRA_ENV=%q\n' "${NODEJOIN_VM_ENV:-NODEJOIN_VM=1}"
+} > "$work/env"
+
+# 4. Boot: KVM if it boots a stock kernel here (remembered per kernel), else TCG.
+accel=${NODEJOIN_VM_ACCEL:-auto}
+kvm_verdict=$vmcache/kvm-$kver.fails
+if [ "$accel" = auto ]; then
+  if [ -w /dev/kvm ] && [ ! -e "$kvm_verdict" ]; then accel=kvm-probe; else accel=tcg; fi
+fi
+memory=${NODEJOIN_VM_MEMORY:-6144}
+boot() {
+  local accel=$1 log=$2
+  TMPDIR=$work qemu-system-x86_64 -accel "$accel" -m "$memory" -smp "$(nproc)" -nographic -no-reboot -nodefaults \
+    -serial stdio -monitor none -nic none \
+    -kernel "$root/vmlinuz" -initrd "$initrd" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
+    -virtfs "local,path=$root,mount_tag=root,security_model=none,readonly=on" \
+    -virtfs "local,path=$work,mount_tag=work,security_model=none" \
+    -virtfs "local,path=$cache,mount_tag=cache,security_model=none,readonly=on" \
+    "${virtfs[@]}" \
+    -drive "file=$disk,if=virtio,format=raw,snapshot=on,cache=unsafe" \
+    < /dev/null > "$log" 2>&1 &
+  qemu_pid=$!
+}
+if [ "$accel" = kvm-probe ]; then
+  step "probing KVM (a stock kernel must reach the initramfs within 30 s)"
+  boot kvm "$work/console.log"
+  for _ in $(seq 60); do grep -q "nodejoin-vm: initramfs" "$work/console.log" && break; sleep 0.5; done
+  if grep -q "nodejoin-vm: initramfs" "$work/console.log"; then
+    accel=kvm
+  else
+    kill -KILL "$qemu_pid" 2>/dev/null || true
+    wait "$qemu_pid" 2>/dev/null || true
+    echo "stock kernel $kver did not boot under /dev/kvm within 30 s ($(date -u +%FT%TZ))" > "$kvm_verdict"
+    step "KVM does not boot a stock kernel here (a nested PVM device?): using TCG (remembered in $kvm_verdict)"
+    accel=tcg
+  fi
+fi
+if [ "$accel" != kvm ]; then
+  : > "$work/console.log"
+  boot "$accel" "$work/console.log"
+fi
+step "guest booting: QEMU $accel, $(nproc) CPUs, ${memory} MiB, kernel $kver"
+tail -n +1 -F --pid="$qemu_pid" "$work/console.log" 2>/dev/null | sed -u 's/^/  vm| /' &
+tail_pid=$!
+guest_timeout=${NODEJOIN_VM_TIMEOUT:-2400}
+deadline=$(( $(date +%s) + guest_timeout ))
+while kill -0 "$qemu_pid" 2>/dev/null; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    step "the guest did not power off within ${guest_timeout}s: killing it"
+    kill -KILL "$qemu_pid" 2>/dev/null || true
+    break
+  fi
+  sleep 1
+done
+wait "$qemu_pid" 2>/dev/null || true
+qemu_pid=
+sleep 0.5
+kill "$tail_pid" 2>/dev/null || true
+
+# 6. Results.
+dest=${NODEJOIN_ARTIFACTS_DIR:-$repo/target/nodejoin}/cgroup2-vm/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$dest"
+cp -a "$work/out/." "$dest/" 2>/dev/null || true
+cp "$work/console.log" "$work/dockerd.log" "$dest/" 2>/dev/null || true
+if [ ! -s "$work/exit-code" ]; then
+  step "the guest ended without a verdict (console: $dest/console.log)"
+  exit 1
+fi
+rc=$(cat "$work/exit-code")
+grep -q "cgroup2fs" "$work/console.log" || { step "the guest never reported a cgroup2fs /sys/fs/cgroup"; exit 1; }
+step "done: nodejoin run exited $rc in the guest (QEMU $accel); reports and JUnit in $dest"
+exit "$rc"

@@ -1,0 +1,128 @@
+//! `nodejoin image`: build the node image (or the kind node image, or an overlay), or every image a set of
+//! scenarios uses.
+use crate::fail;
+use clap::Subcommand;
+use nodejoin::assets::tools::ContainerdLine;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand)]
+pub(crate) enum ImageCommand {
+    /// Build the node image for a Kubernetes version (no registry needed).
+    Build {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+        /// Also build a layer with this directory's files over the node image (laid out like the root
+        /// filesystem, e.g. etc/eks/bootstrap.sh): your bootstrap branch, without a registry.
+        #[arg(long)]
+        overlay: Option<PathBuf>,
+        /// Tag for the overlay image (default nodejoin-overlay:<hash>).
+        #[arg(long, requires = "overlay")]
+        tag: Option<String>,
+        /// Build the kind node image instead (nodejoin-kind-node:<version>): kubeadm, kubelet, kubectl and the
+        /// control-plane images, all from Go modules, for the kind provider on machines without kindest/node.
+        #[arg(long, conflicts_with_all = ["overlay", "tag"])]
+        kind: bool,
+    },
+    /// Build (or find) every node image the scenarios use, and print their tags, one per line: what a host
+    /// that cannot build images (a VM with no network) must be given, e.g. with `docker save`.
+    Prepare {
+        /// Scenario files or directories (default: scenarios/).
+        scenarios: Vec<PathBuf>,
+    },
+}
+
+pub(crate) async fn main(command: ImageCommand) -> ExitCode {
+    match command {
+        ImageCommand::Build {
+            version, kind: true, ..
+        } => {
+            let result = async {
+                let docker = nodejoin::host::prepare().await?;
+                let image = nodejoin::node::kind_image::ensure(&docker, &version).await?;
+                // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
+                let kind = nodejoin::cluster::kind::ensure_kind().await?;
+                Ok::<_, nodejoin::Error>((image, kind))
+            }
+            .await;
+            match result {
+                Ok((img, kind)) => {
+                    println!("kind node image {} (tagged {})", img.alias, img.tag);
+                    println!("  kind CLI {}", kind.display());
+                    for i in &img.images {
+                        println!("  preloaded {i}");
+                    }
+                    println!(
+                        "  the kind provider uses it for {version} (or NODEJOIN_KIND_IMAGE={})",
+                        img.alias
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ImageCommand::Build {
+            version, overlay, tag, ..
+        } => {
+            let result = async {
+                let assets = nodejoin::assets::resolve(&version).await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_env()).await?;
+                let docker = nodejoin::host::prepare().await?;
+                let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
+                let over = match &overlay {
+                    Some(dir) => {
+                        Some(nodejoin::node::image::ensure_overlay(&docker, &node, dir, tag.as_deref()).await?)
+                    }
+                    None => None,
+                };
+                Ok::<_, nodejoin::Error>((node, over))
+            }
+            .await;
+            match result {
+                Ok((img, over)) => {
+                    println!("node image {} (base {})", img.tag, img.base);
+                    if let Some(o) = over {
+                        println!("overlay image {} (over {})", o.tag, o.base);
+                        println!(
+                            "  use it: NODEJOIN_NODE_IMAGE={} for every scenario, or `image: {{ tag: {} }}` in a node group",
+                            o.tag, o.tag
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ImageCommand::Prepare { mut scenarios } => {
+            if scenarios.is_empty() {
+                scenarios.push(PathBuf::from("scenarios"));
+            }
+            let result = async {
+                let docker = nodejoin::host::prepare().await?;
+                nodejoin::node::prepare::images_for(&docker, &scenarios).await
+            }
+            .await;
+            match result {
+                Ok(prepared) => {
+                    let mut printed = std::collections::HashSet::new();
+                    for p in &prepared {
+                        match &p.not_applicable {
+                            Some(why) => eprintln!("{}: not run here ({why}): no image", p.scenario),
+                            None => {
+                                let tags: Vec<&str> = p.images.iter().map(|i| i.tag.as_str()).collect();
+                                eprintln!("{}: {}", p.scenario, tags.join(", "));
+                            }
+                        }
+                        for i in &p.images {
+                            if printed.insert(i.tag.clone()) {
+                                println!("{}", i.tag);
+                            }
+                        }
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
