@@ -19,7 +19,8 @@
 # Nothing is left running or mounted when it ends, Ctrl-C included (the VM is killed, its work folder removed).
 #
 # Environment: NODEJOIN_VM_ACCEL (auto, kvm or tcg), NODEJOIN_VM_MEMORY (MiB, default 6144),
-# NODEJOIN_VM_TIMEOUT (seconds for the whole guest, default 2400), NODEJOIN_BIN (a built nodejoin; default: cargo
+# NODEJOIN_VM_TIMEOUT (seconds for the whole guest, default 2400), NODEJOIN_VM_RUN_TIMEOUT (seconds for
+# `nodejoin run` in it, default 1800), NODEJOIN_VM_JOBS (scenarios at a time in the guest, default 1), NODEJOIN_BIN (a built nodejoin; default: cargo
 # build), NODEJOIN_VM_ENV (variables for nodejoin in the guest, e.g. "NODEJOIN_EKS_AMI=/path").
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -207,7 +208,8 @@ done
   printf 'SHARES=%q\n' "$share_lines"
   printf 'CACHE=%q\n' "$cache"
   printf 'RUN_TIMEOUT=%q\n' "${NODEJOIN_VM_RUN_TIMEOUT:-1800}"
-  printf 'EXTRA_ENV=%q\n' "${NODEJOIN_VM_ENV:-NODEJOIN_VM=1}"
+  printf 'EXTRA_ENV=%q\n' "${NODEJOIN_VM_ENV:-}"
+  printf 'JOBS=%q\n' "${NODEJOIN_VM_JOBS:-1}"
 } > "$work/env"
 
 # 4. Boot: KVM if it boots a stock kernel here (remembered per kernel), else TCG.

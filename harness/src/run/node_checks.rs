@@ -17,6 +17,7 @@ pub(super) async fn check_node(
     n: &RunningNode,
     report: &mut ScenarioReport,
     audit: &[assert::audit::Event],
+    pod: Option<Check>,
 ) {
     let e = n.expect().clone();
     let name = n.node_name.clone();
@@ -169,7 +170,11 @@ pub(super) async fn check_node(
         report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
     }
     if e.pod_runs {
-        report.checks.push(super::pod::check(&cluster.client, &name).await);
+        let pod = match pod {
+            Some(p) => p,
+            None => super::pod::check(&cluster.client, &name).await,
+        };
+        report.checks.push(pod);
     }
 }
 

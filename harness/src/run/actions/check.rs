@@ -26,7 +26,16 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let audit = assert::audit::read(&cluster.logs_dir.join("audit.log"));
         for n in cx.nodes.iter_mut() {
             host_adaptations(n, report).await;
-            crate::run::node_checks::check_node(&cluster, n, report, &audit).await;
+            // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
+            // the very evidence a scenario expects, such as the runtime's error when no sandbox can be created.
+            let pod = match (n.expect().pod_runs, n.node.is_some()) {
+                (true, true) => Some(crate::run::pod::check(&cluster.client, &n.node_name).await),
+                _ => None,
+            };
+            if pod.is_some() && n.evidence.iter().any(Option::is_none) {
+                crate::run::observe::gather_evidence(env, &cluster, n).await;
+            }
+            crate::run::node_checks::check_node(&cluster, n, report, &audit, pod).await;
             calls(env, n, report);
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {
