@@ -149,7 +149,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "cgroup2-vm: interrupted" >&2; exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "cgroup2-vm: terminated" >&2; exit 143' TERM
 step "node images the scenarios use (nodejoin image prepare)"
 # shellcheck disable=SC2086
 tags=$(cd "$repo" && env ${NODEJOIN_VM_ENV:-} timeout 3600 "$nodejoin" image prepare "${scenarios[@]}")

@@ -123,7 +123,10 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                     && (!want_serving || n.serving.is_some())
                     && csr_settled(n.expect().serving_csr, &n.serving_csr)
                     && csr_settled(n.expect().client_csr, &n.client_csr)
-                    && evidence_complete
+                    // Evidence still missing on a node whose pod check comes next is looked for again after
+                    // it: the pod (its sandbox, its image) can be what produces it, so waiting for it here
+                    // would only wait out `within`.
+                    && (evidence_complete || n.expect().pod_runs)
                     && after_ready_watched(n, since);
                 settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
             } else {
