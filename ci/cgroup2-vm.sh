@@ -56,8 +56,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. The guest root and its initramfs, built once under a lock (another run building the same root waits).
-kernel_pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
-[ -n "$kernel_pkg" ] || die "apt knows no linux-image-amd64 (run apt-get update)"
+kernel_of() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
+kernel_pkg=$(kernel_of)
+if [ -z "$kernel_pkg" ]; then
+  timeout 600 apt-get update -qq || true
+  kernel_pkg=$(kernel_of)
+fi
+[ -n "$kernel_pkg" ] || die "apt knows no linux-image-amd64 (is this Debian or Ubuntu with its package lists?)"
 root_key=$( (cat "$vmdir/packages.txt"; echo "$kernel_pkg") | sha256sum | cut -c1-12)
 root=$vmcache/root-$root_key
 exec 9>"$vmcache/build.lock"
@@ -86,10 +91,15 @@ if [ ! -e "$root/.complete" ]; then
   mv "$root.partial" "$root"
   step "guest root ready ($(du -sh "$root" | cut -f1))"
 fi
+touch "$root"
+# Roots and initramfs images of other inputs are kept three days after their last use.
+find "$vmcache" -mindepth 1 -maxdepth 1 \( -name 'root-*' -o -name 'initramfs-*' \) ! -newermt '3 days ago' \
+  -exec rm -rf {} + 2>/dev/null || true
 kver=$(readlink "$root/vmlinuz"); kver=${kver#boot/vmlinuz-}
 initrd_modules="virtio_pci 9pnet_virtio 9p overlay"
 initrd_key=$(cat "$vmdir/initramfs-init" <(echo "$kver $initrd_modules") | sha256sum | cut -c1-12)
 initrd=$vmcache/initramfs-$root_key-$initrd_key.cpio
+[ ! -e "$initrd" ] || touch "$initrd"
 if [ ! -e "$initrd" ]; then
   step "building the initramfs"
   ir=$(mktemp -d "$vmcache/initramfs.XXXXXX")

@@ -50,23 +50,48 @@ fn not_running(pod: &Pod) -> String {
     parts.join("; ")
 }
 
-/// Why the sandbox could not be created, from the pod's events (the kubelet reports
-/// `FailedCreatePodSandBox` there, not in the status).
-async fn events_of(client: &kube::Client, name: &str) -> String {
-    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+/// The kubelet retries a sandbox the runtime refused. Refused this often, the pod will not run (a cgroup driver
+/// mismatch, a runtime that cannot create the sandbox): the verdict is decided, and waiting out the rest of
+/// `TIMEOUT` would only delay it.
+const SANDBOX_REFUSALS: i32 = 3;
+/// How often the pod's events are read while it is not running.
+const EVENTS_EVERY: Duration = Duration::from_secs(2);
+
+type Event = k8s_openapi::api::core::v1::Event;
+
+/// The pod's warning events (the kubelet reports `FailedCreatePodSandBox` there, not in the status).
+async fn warnings_of(client: &kube::Client, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
     let lp = kube::api::ListParams::default().fields(&format!("involvedObject.name={name}"));
     api.list(&lp)
         .await
         .map(|l| {
             l.items
-                .iter()
+                .into_iter()
                 .filter(|e| e.type_.as_deref() == Some("Warning"))
-                .filter_map(|e| e.message.clone())
-                .map(|m| m.chars().take(300).collect::<String>())
-                .collect::<Vec<_>>()
-                .join(" | ")
+                .collect()
         })
         .unwrap_or_default()
+}
+
+/// The warnings' messages, each cut to 300 characters.
+fn messages(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| e.message.as_deref())
+        .map(|m| m.chars().take(300).collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// How many times the kubelet could not create the pod's sandbox (an event counts as often as it was seen), and
+/// the last message.
+fn sandbox_refusals(events: &[Event]) -> (i32, Option<String>) {
+    let refusals = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"));
+    let count = refusals.clone().map(|e| e.count.unwrap_or(1).max(1)).sum();
+    (count, refusals.last().and_then(|e| e.message.clone()))
 }
 
 /// Runs a pod on `node` and reports whether it ran with a pod IP; the pod is deleted afterwards.
@@ -85,6 +110,8 @@ pub async fn check(client: &kube::Client, node: &str) -> Check {
     let start = Instant::now();
     let mut last = String::from("not observed");
     let mut outcome = None;
+    let mut refused = None;
+    let mut events_read = Instant::now();
     while start.elapsed() < TIMEOUT {
         match api.get(&pod_name).await {
             Ok(p) => {
@@ -102,13 +129,26 @@ pub async fn check(client: &kube::Client, node: &str) -> Check {
             }
             Err(e) => last = format!("reading the pod: {e}"),
         }
+        if events_read.elapsed() >= EVENTS_EVERY {
+            events_read = Instant::now();
+            if let (n, Some(message)) = sandbox_refusals(&warnings_of(client, &pod_name).await) {
+                if n >= SANDBOX_REFUSALS {
+                    refused = Some(format!(
+                        "not running: the kubelet could not create its sandbox {n} times in {:.1}s: {message}",
+                        start.elapsed().as_secs_f64()
+                    ));
+                    break;
+                }
+            }
+        }
         // One small GET; a pod on a joined node runs in about 0.5 s, so a coarser poll shows mostly its own delay.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let actual = match &outcome {
-        Some(ok) => ok.clone(),
-        None => {
-            let events = events_of(client, &pod_name).await;
+    let actual = match (&outcome, refused) {
+        (Some(ok), _) => ok.clone(),
+        (None, Some(refused)) => refused,
+        (None, None) => {
+            let events = messages(&warnings_of(client, &pod_name).await);
             if events.is_empty() {
                 format!("not running after {TIMEOUT:?}: {last}")
             } else {
@@ -142,5 +182,28 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(not_running(&p), "Pending; ContainerCreating: ");
+    }
+
+    fn event(reason: &str, count: Option<i32>, message: &str) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "e" }, "involvedObject": {}, "type": "Warning", "reason": reason,
+            "count": count, "message": message
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn sandbox_refusals_count_every_sighting() {
+        let events = vec![
+            event("FailedCreatePodSandBox", Some(2), "runc create failed: first"),
+            event("FailedScheduling", Some(5), "not this one"),
+            event("FailedCreatePodSandBox", None, "runc create failed: last"),
+        ];
+        assert_eq!(
+            sandbox_refusals(&events),
+            (3, Some("runc create failed: last".to_string()))
+        );
+        assert_eq!(sandbox_refusals(&events[1..2]), (0, None));
+        assert_eq!(messages(&events[..1]), "runc create failed: first");
     }
 }
