@@ -87,11 +87,11 @@ fn messages(events: &[Event]) -> String {
 /// How many times the kubelet could not create the pod's sandbox (an event counts as often as it was seen), and
 /// the last message.
 fn sandbox_refusals(events: &[Event]) -> (i32, Option<String>) {
-    let refusals = events
+    let mut refusals = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("FailedCreatePodSandBox"));
     let count = refusals.clone().map(|e| e.count.unwrap_or(1).max(1)).sum();
-    (count, refusals.last().and_then(|e| e.message.clone()))
+    (count, refusals.next_back().and_then(|e| e.message.clone()))
 }
 
 /// Runs a pod on `node` and reports whether it ran with a pod IP; the pod is deleted afterwards.
