@@ -44,6 +44,19 @@ pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, 
     })
 }
 
+/// The node image for `assets` on containerd `line`: the user's (`NODEJOIN_NODE_IMAGE`, checked to exist), else
+/// ours, built when missing.
+pub async fn for_assets(
+    docker: &testcontainers::bollard::Docker,
+    assets: &K8sAssets,
+    line: crate::assets::tools::ContainerdLine,
+) -> Result<NodeImage> {
+    match std::env::var(ENV_IMAGE) {
+        Ok(tag) if !tag.is_empty() => user_supplied(docker, &tag, ENV_IMAGE).await,
+        _ => ensure(docker, assets, &NodeTools::resolve(line).await?).await,
+    }
+}
+
 /// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
 /// an amazon-eks-ami checkout, or an overlay directory over `base`.
 pub async fn for_group(

@@ -2,7 +2,7 @@
 //! over. `nodejoin image prepare` builds them and names them, so a host that cannot build images itself (a VM
 //! with no network, a CI job that loads a saved cache) can be given exactly these.
 use super::image::{self, NodeImage};
-use crate::assets::{self, tools::NodeTools};
+use crate::assets;
 use crate::error::Result;
 use std::path::PathBuf;
 
@@ -27,10 +27,7 @@ pub async fn images_for(docker: &testcontainers::bollard::Docker, paths: &[PathB
         if prepared.not_applicable.is_none() {
             let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
             for g in &sc.nodes {
-                let base = match std::env::var(image::ENV_IMAGE) {
-                    Ok(tag) if !tag.is_empty() => image::user_supplied(docker, &tag, image::ENV_IMAGE).await?,
-                    _ => image::ensure(docker, &k8s, &NodeTools::resolve(g.containerd_line()).await?).await?,
-                };
+                let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
                 let own = match &g.image {
                     Some(spec) => Some(image::for_group(docker, &base, spec).await?),
                     None => None,

@@ -278,13 +278,7 @@ impl Environment {
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = match std::env::var(image::ENV_IMAGE) {
-            Ok(tag) if !tag.is_empty() => image::user_supplied(&self.docker, &tag, image::ENV_IMAGE).await?,
-            _ => {
-                let tools = assets::tools::NodeTools::resolve(line).await?;
-                image::ensure(&self.docker, assets, &tools).await?
-            }
-        };
+        let i = image::for_assets(&self.docker, assets, line).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }
