@@ -172,7 +172,11 @@ if [ ! -e "$disk" ]; then
   step "laying $(echo $tags | wc -w) image(s) into the guest's Docker disk"
   loader=$work/loader
   mkdir -p "$loader/data" "$loader/exec"
-  setsid dockerd --data-root "$loader/data" --exec-root "$loader/exec" --pidfile "$loader/pid" \
+  # A network namespace of its own: a dockerd started with --bridge=none deletes the host's docker0, and every
+  # later classic `docker build` with a RUN step then fails ("could not find bridge docker0").
+  had_docker0=no
+  ip link show docker0 >/dev/null 2>&1 && had_docker0=yes
+  setsid unshare --net dockerd --data-root "$loader/data" --exec-root "$loader/exec" --pidfile "$loader/pid" \
     -H "unix://$loader/sock" --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
     --storage-driver overlay2 > "$loader/log" 2>&1 < /dev/null &
   for _ in $(seq 120); do docker -H "unix://$loader/sock" info >/dev/null 2>&1 && break; sleep 0.5; done
@@ -180,6 +184,9 @@ if [ ! -e "$disk" ]; then
   # shellcheck disable=SC2086
   timeout 1200 docker save $tags | timeout 1200 docker -H "unix://$loader/sock" load -q
   stop_loader
+  if [ "$had_docker0" = yes ] && ! ip link show docker0 >/dev/null 2>&1; then
+    die "the host's docker0 bridge is gone after the image loader ran: restart the Docker engine" 1
+  fi
   rm -rf "$loader/data/network" "$loader/data/containers" "$loader/data/tmp" "$loader/data/buildkit"
   timeout 1200 mkfs.ext4 -q -F -d "$loader/data" -E lazy_itable_init=1,lazy_journal_init=1 "$disk.partial" 80G
   mv "$disk.partial" "$disk"
