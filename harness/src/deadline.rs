@@ -65,14 +65,10 @@ pub async fn output_recorded(
         .map_err(|e| process_err(format!("cannot start: {e}")))?;
     let pid = child.id();
     let pidfile = match (record, pid) {
-        (Some((dir, name, program)), Some(pid)) => {
-            let file = dir.join(format!("{name}-{pid}.pid"));
-            let exe = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
-            let _ = std::fs::create_dir_all(dir);
-            std::fs::write(&file, format!("{pid}\n{}\n", exe.display()))
-                .map_err(|e| process_err(format!("cannot record its PID in {}: {e}", file.display())))?;
-            Some(file)
-        }
+        (Some((dir, name, program)), Some(pid)) => Some(
+            crate::process::record_child(dir, name, pid, program)
+                .map_err(|e| process_err(format!("cannot record its PID in {}: {e}", dir.display())))?,
+        ),
         _ => None,
     };
     let _forget = pidfile.map(crate::process::RemoveOnDrop);

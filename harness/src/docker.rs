@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
 use testcontainers::bollard::models::{ContainerSummary, Ipam, IpamConfig, Network, NetworkCreateRequest};
 use testcontainers::bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder,
 };
 use testcontainers::bollard::Docker;
 
@@ -42,7 +43,7 @@ pub fn owner_namespace() -> String {
 pub fn run_labels(run_id: &str) -> HashMap<String, String> {
     HashMap::from([
         (RUN_LABEL.to_string(), run_id.to_string()),
-        (OWNER_LABEL.to_string(), std::process::id().to_string()),
+        (OWNER_LABEL.to_string(), crate::process::Identity::own().label()),
         (OWNER_NS_LABEL.to_string(), owner_namespace()),
     ])
 }
@@ -243,44 +244,57 @@ async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSumma
     Ok((containers, networks))
 }
 
+/// Removes the images that match every one of `filters` (Docker's image list filters, e.g. `reference` and
+/// `label`), except `keep` (a tag or id): best effort, without force, so an image a container uses stays.
+/// Filter values go to the engine as data, never through a shell. Returns how many were removed.
+pub async fn remove_images_except(docker: &Docker, filters: &[(&str, String)], keep: &str) -> usize {
+    let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (k, v) in filters {
+        by_key.entry(k).or_default().push(v.as_str());
+    }
+    let keep_id = docker.inspect_image(keep).await.ok().and_then(|i| i.id);
+    let Ok(images) = docker
+        .list_images(Some(ListImagesOptionsBuilder::new().filters(&by_key).build()))
+        .await
+    else {
+        return 0;
+    };
+    let mut removed = 0;
+    for image in images {
+        if Some(&image.id) == keep_id.as_ref() {
+            continue;
+        }
+        // By tag where it has some (an untagged id may be another tag's too), else by id.
+        let names: Vec<String> = match image.repo_tags.iter().any(|t| t != "<none>:<none>") {
+            true => image.repo_tags.clone(),
+            false => vec![image.id.clone()],
+        };
+        for name in names.iter().filter(|n| n.as_str() != keep) {
+            let opts = RemoveImageOptionsBuilder::new().force(false).noprune(false).build();
+            if docker.remove_image(name, Some(opts), None).await.is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// The label kind puts on its node containers (value: the kind cluster's name).
 pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 
-/// The kind node containers of a run: kind cannot label them with the run, so they go by the cluster name the
-/// kind provider gives (`nj-<run id>-...`).
+/// The kind node containers of a run: those kind made (its cluster label) that carry the run's label, which
+/// the docker shim kind runs with adds. A container is never taken for a run's by its name.
 async fn kind_nodes(docker: &Docker, run_id: &str) -> Result<Vec<ContainerSummary>> {
     let (containers, _) = labelled(docker, KIND_CLUSTER_LABEL).await?;
-    let prefix = format!("nj-{run_id}-");
     Ok(containers
         .into_iter()
         .filter(|c| {
             c.labels
                 .as_ref()
-                .and_then(|l| l.get(KIND_CLUSTER_LABEL))
-                .is_some_and(|v| v.starts_with(&prefix))
+                .and_then(|l| l.get(RUN_LABEL))
+                .is_some_and(|v| v == run_id)
         })
         .collect())
-}
-
-/// The runs that kind node containers belong to, by their cluster names (`nj-<run id>-<suffix>`).
-pub async fn kind_runs(docker: &Docker) -> Vec<String> {
-    let Ok((containers, _)) = labelled(docker, KIND_CLUSTER_LABEL).await else {
-        return Vec::new();
-    };
-    let mut runs: Vec<String> = containers
-        .iter()
-        .filter_map(|c| c.labels.as_ref()?.get(KIND_CLUSTER_LABEL))
-        .filter_map(|cluster| run_of_kind_cluster(cluster))
-        .collect();
-    runs.sort();
-    runs.dedup();
-    runs
-}
-
-/// `nj-<run id>-<suffix>` → the run id (run ids contain a dash themselves; the suffix does not).
-pub fn run_of_kind_cluster(cluster: &str) -> Option<String> {
-    let (run, suffix) = cluster.strip_prefix("nj-")?.rsplit_once('-')?;
-    (!run.is_empty() && !suffix.is_empty()).then(|| run.to_string())
 }
 
 /// The kind node containers of a run, removed by force.
@@ -478,7 +492,7 @@ async fn detached_network_removal(docker: &Docker, network: &str) -> Option<std:
 
 /// Owner PIDs of every labelled object of this host and PID namespace, so start-up can reap those whose
 /// owner died.
-pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
+pub async fn owners(docker: &Docker) -> Result<Vec<(String, crate::process::Identity)>> {
     let here = owner_namespace();
     let (containers, networks) = labelled(docker, OWNER_LABEL).await?;
     let labels = containers
@@ -488,8 +502,11 @@ pub async fn owners(docker: &Docker) -> Result<Vec<(String, u32)>> {
     let mut out = Vec::new();
     for l in labels {
         let ours = l.get(OWNER_NS_LABEL).is_none_or(|ns| *ns == here);
-        if let (true, Some(run), Some(pid)) = (ours, l.get(RUN_LABEL), l.get(OWNER_LABEL).and_then(|p| p.parse().ok()))
-        {
+        if let (true, Some(run), Some(pid)) = (
+            ours,
+            l.get(RUN_LABEL),
+            l.get(OWNER_LABEL).and_then(|p| crate::process::Identity::parse(p)),
+        ) {
             out.push((run.clone(), pid));
         }
     }
@@ -517,16 +534,5 @@ mod tests {
             "0"
         );
         assert_eq!(thaw_tree(dir.path()), 0, "nothing is frozen any more");
-    }
-
-    #[test]
-    fn kind_cluster_names_give_their_run() {
-        assert_eq!(
-            super::run_of_kind_cluster("nj-6b045ebe-6c3f88-218").as_deref(),
-            Some("6b045ebe-6c3f88")
-        );
-        assert_eq!(super::run_of_kind_cluster("kind"), None);
-        assert_eq!(super::run_of_kind_cluster("nj-"), None);
-        assert_eq!(super::run_of_kind_cluster("other-6b045ebe-6c3f88-218"), None);
     }
 }

@@ -23,6 +23,7 @@ pub mod pki;
 pub mod process;
 pub mod progress;
 pub mod reaper;
+pub mod redact;
 pub mod reporter;
 pub mod run;
 pub mod scenario;

@@ -4,18 +4,55 @@ mod embedded;
 
 use std::path::{Path, PathBuf};
 
-/// `$NODEJOIN_CACHE_DIR`, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin`.
+/// `$NODEJOIN_CACHE_DIR`, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin` (home from `$HOME`, else the
+/// user's passwd entry). Never a shared fallback such as `/tmp`, where another local user could create the
+/// directory first and so plant the binaries a run executes; with no home at all, `/nonexistent`, which fails
+/// with its path named.
 pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NODEJOIN_CACHE_DIR") {
-        return PathBuf::from(dir);
+    cache_dir_from(
+        std::env::var_os("NODEJOIN_CACHE_DIR"),
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+        passwd_home,
+    )
+}
+
+fn cache_dir_from(
+    explicit: Option<std::ffi::OsString>,
+    xdg: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+    passwd: fn() -> Option<PathBuf>,
+) -> PathBuf {
+    let set = |v: Option<std::ffi::OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set(explicit) {
+        return dir;
     }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(dir).join("nodejoin");
+    if let Some(dir) = set(xdg) {
+        return dir.join("nodejoin");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    home.join(".cache").join("nodejoin")
+    set(home)
+        .or_else(passwd)
+        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+        .join(".cache")
+        .join("nodejoin")
+}
+
+/// This user's home directory from the passwd database.
+fn passwd_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: zeroed passwd is a valid out-parameter for getpwuid_r.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r with a buffer we own and its length; result is null or points at pwd.
+    let rc = unsafe { libc::getpwuid_r(libc::geteuid(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() || pwd.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into buf, NUL-terminated by getpwuid_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pwd.pw_dir) };
+    let dir = std::ffi::OsStr::from_bytes(dir.to_bytes());
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
 /// A nodejoin checkout containing the current directory (or, for this crate's own tests, the crate): the nearest
@@ -102,6 +139,29 @@ pub fn reference_bootstrap() -> PathBuf {
 /// An exclusive lock on `<cache>/<name>.lock`, held until dropped: provisioning (downloads, builds, image
 /// creation) is serialised across processes, so parallel runs (nextest, CI jobs) never clobber each other's
 /// staging directories or image tags; the second one finds the first one's result.
+/// Writes a file readable by its owner only from its first byte (created 0600, never widened after; an existing
+/// file is replaced through a private temporary in the same directory).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    drop(file);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 pub struct CacheLock {
     _file: std::fs::File,
 }
@@ -158,5 +218,50 @@ impl CacheLock {
             }
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_home_the_cache_is_the_users_home_from_passwd_never_tmp() {
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        let passwd = || Some(PathBuf::from("/home/u"));
+        let none = || None;
+        assert_eq!(
+            cache_dir_from(os("/c"), os("/x"), os("/h"), passwd),
+            PathBuf::from("/c")
+        );
+        assert_eq!(
+            cache_dir_from(None, os("/x"), os("/h"), passwd),
+            PathBuf::from("/x/nodejoin")
+        );
+        assert_eq!(
+            cache_dir_from(None, None, os("/h"), passwd),
+            PathBuf::from("/h/.cache/nodejoin")
+        );
+        for home in [None, os("")] {
+            assert_eq!(
+                cache_dir_from(None, os(""), home.clone(), passwd),
+                PathBuf::from("/home/u/.cache/nodejoin")
+            );
+            let nowhere = cache_dir_from(None, None, home, none);
+            assert!(!nowhere.starts_with("/tmp"), "{nowhere:?}");
+        }
+        assert!(passwd_home().is_some(), "this user has a passwd entry");
+    }
+
+    #[test]
+    fn private_files_are_private_and_replaced_whole() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("key.pem");
+        write_private(&f, b"one").unwrap();
+        write_private(&f, b"two").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"two");
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
     }
 }

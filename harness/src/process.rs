@@ -37,12 +37,8 @@ impl Supervised {
                 message: format!("cannot start {}: {e}", program.display()),
             })?;
         let pid = child.id().unwrap_or(0);
-        std::fs::create_dir_all(state_dir).map_err(|e| Error::io(state_dir, e))?;
-        // One file per child (several control planes may run in one run); the program path is canonical so the
-        // reaper can compare it with /proc/<pid>/exe.
-        let pidfile = state_dir.join(format!("{name}-{pid}.pid"));
-        let exe = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
-        std::fs::write(&pidfile, format!("{pid}\n{}\n", exe.display())).map_err(|e| Error::io(&pidfile, e))?;
+        // One file per child (several control planes may run in one run).
+        let pidfile = record_child(state_dir, name, pid, program).map_err(|e| Error::io(state_dir, e))?;
         Ok(Self {
             name: name.to_string(),
             log,
@@ -112,28 +108,109 @@ pub fn last_lines(text: &str, n: usize, sep: &str) -> String {
     all[all.len().saturating_sub(n)..].join(sep)
 }
 
-/// Is a process with this PID alive? A zombie (exited, not yet reaped by its parent) is not.
+/// The fields of /proc/<pid>/stat after `comm` (which may contain anything, so they are read after the last
+/// ')'): index 0 is the state, 1 the parent PID, 19 the start time.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    if pid == 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Is a process with this PID alive? A zombie (exited, not yet reaped by its parent) is not. Read from /proc,
+/// which every user may read, never from kill(2), whose EPERM would make another user's process look dead.
 pub fn alive(pid: u32) -> bool {
-    // SAFETY: kill(pid, 0) only checks for existence and permission.
-    if pid == 0 || unsafe { libc::kill(pid as i32, 0) } != 0 {
-        return false;
+    stat_fields(pid).is_some_and(|f| f.first().map(String::as_str) != Some("Z"))
+}
+
+/// A process as the reaper proves it: its PID and its start time (clock ticks after boot), so a PID the kernel
+/// has given to another process since is never taken for the one recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Identity {
+    pub pid: u32,
+    /// `None` for records that carry no start time: then the PID alone decides.
+    pub start: Option<u64>,
+}
+
+impl Identity {
+    /// The identity of a running process, if it runs.
+    pub fn of(pid: u32) -> Option<Self> {
+        let start = stat_fields(pid)?.get(19)?.parse().ok()?;
+        Some(Self {
+            pid,
+            start: Some(start),
+        })
     }
-    // /proc/<pid>/stat: "pid (comm) STATE ..."; comm may contain spaces, so read after the last ')'.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                != Some("Z")
+
+    /// This process.
+    pub fn own() -> Self {
+        let pid = std::process::id();
+        Self::of(pid).unwrap_or(Self { pid, start: None })
+    }
+
+    /// Whether the process it names still runs (the same process: same PID and start time), not a zombie.
+    pub fn alive(&self) -> bool {
+        let Some(fields) = stat_fields(self.pid) else {
+            return false;
+        };
+        let running = fields.first().map(String::as_str) != Some("Z");
+        let same = match self.start {
+            Some(start) => fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start),
+            None => true,
+        };
+        running && same
+    }
+
+    /// `pid:start` (labels and records); [`Identity::parse`] reads it back, and a bare PID.
+    pub fn label(&self) -> String {
+        match self.start {
+            Some(start) => format!("{}:{start}", self.pid),
+            None => self.pid.to_string(),
         }
-        Err(_) => false,
     }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (pid, start) = match text.split_once(':') {
+            Some((pid, start)) => (pid, Some(start.parse().ok()?)),
+            None => (text, None),
+        };
+        Some(Self {
+            pid: pid.parse().ok().filter(|p| *p > 0)?,
+            start,
+        })
+    }
+}
+
+/// Records a child in `dir` as `<name>-<pid>.pid`: its identity and its program (canonical, as
+/// /proc/<pid>/exe shows it), so the reaper kills it only while that PID is still this child. Returns the file.
+pub fn record_child(dir: &Path, name: &str, pid: u32, program: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join(format!("{name}-{pid}.pid"));
+    let exe = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
+    let id = Identity::of(pid).unwrap_or(Identity { pid, start: None });
+    std::fs::write(&file, format!("{pid}\n{}\n{}\n", exe.display(), id.label()))?;
+    Ok(file)
+}
+
+/// A record written by [`record_child`]: the identity and the program.
+pub fn read_record(text: &str) -> Option<(Identity, String)> {
+    let mut lines = text.lines();
+    let pid: u32 = lines.next()?.trim().parse().ok()?;
+    let program = lines.next()?.to_string();
+    let id = lines
+        .next()
+        .and_then(Identity::parse)
+        .filter(|id| id.pid == pid)
+        .unwrap_or(Identity { pid, start: None });
+    Some((id, program))
 }
 
 /// The parent PID of `pid`, from /proc/<pid>/stat (after the last ')', since comm may contain anything).
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(pid)?.get(1)?.parse().ok()
 }
 
 /// Removes a file when dropped (a PID record whose process has ended).
@@ -197,5 +274,50 @@ mod tests {
         assert!(!alive(pid), "an exited, unreaped child is a zombie, not alive");
         child.wait().unwrap();
         assert!(!alive(pid));
+    }
+
+    #[test]
+    fn an_identity_is_a_pid_and_its_start_time() {
+        let me = Identity::own();
+        assert!(me.start.is_some() && me.alive());
+        assert_eq!(Identity::parse(&me.label()), Some(me));
+        let reused = Identity {
+            start: me.start.map(|s| s + 1),
+            ..me
+        };
+        assert!(
+            !reused.alive(),
+            "the same PID with another start time is another process"
+        );
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let id = Identity::of(child.id()).unwrap();
+        assert!(id.alive());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!id.alive());
+        assert_eq!(Identity::parse("12"), Some(Identity { pid: 12, start: None }));
+        assert_eq!(Identity::parse("0"), None);
+        assert_eq!(Identity::parse("12:x"), None);
+    }
+
+    #[test]
+    fn a_record_names_its_process_by_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let file = record_child(dir.path(), "etcd", me, Path::new("/proc/self/exe")).unwrap();
+        let (id, _) = read_record(&std::fs::read_to_string(file).unwrap()).unwrap();
+        assert_eq!(id, Identity::own());
+        // An older record (PID and program only) is still read.
+        assert_eq!(
+            read_record("12\n/bin/x\n").unwrap().0,
+            Identity { pid: 12, start: None }
+        );
+    }
+
+    #[test]
+    fn another_users_process_is_alive() {
+        // PID 1 runs as root; a reaper that is not root cannot signal it and must still see it alive.
+        assert!(alive(1));
+        assert!(Identity::of(1).is_some_and(|i| i.alive()));
     }
 }

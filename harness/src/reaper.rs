@@ -3,8 +3,8 @@
 //! `<cache>/runs/<run-id>/`; Docker objects carry the run id and owner PID as labels.
 use crate::docker;
 use crate::error::{Error, Result};
-use crate::process::alive;
-use std::path::PathBuf;
+use crate::process::Identity;
+use std::path::{Path, PathBuf};
 
 /// The on-disk record of a live run; removed when dropped.
 pub struct RunState {
@@ -17,10 +17,14 @@ fn runs_dir() -> PathBuf {
 }
 
 impl RunState {
+    /// The run directory appears whole, owner recorded, by a rename: a reaper never sees it without its owner.
     pub fn create(run_id: &str) -> Result<Self> {
-        let dir = runs_dir().join(run_id);
-        std::fs::create_dir_all(dir.join("pids")).map_err(|e| Error::io(&dir, e))?;
-        std::fs::write(dir.join("owner.pid"), std::process::id().to_string()).map_err(|e| Error::io(&dir, e))?;
+        let runs = runs_dir();
+        let dir = runs.join(run_id);
+        let staging = runs.join(format!(".new-{run_id}"));
+        std::fs::create_dir_all(staging.join("pids")).map_err(|e| Error::io(&staging, e))?;
+        std::fs::write(staging.join(OWNER_FILE), Identity::own().label()).map_err(|e| Error::io(&staging, e))?;
+        std::fs::rename(&staging, &dir).map_err(|e| Error::io(&dir, e))?;
         Ok(Self {
             run_id: run_id.to_string(),
             dir,
@@ -38,7 +42,16 @@ impl Drop for RunState {
     }
 }
 
-/// Kills the processes recorded for a run (only if the PID still runs the recorded program).
+/// The file in a run directory that names its owner (`pid:start`, see [`Identity`]).
+const OWNER_FILE: &str = "owner.pid";
+
+/// The owner a run directory names, if it names one.
+fn owner_of(dir: &Path) -> Option<Identity> {
+    Identity::parse(&std::fs::read_to_string(dir.join(OWNER_FILE)).ok()?)
+}
+
+/// Kills the processes recorded for a run (only while the PID is still the recorded process: same start time,
+/// same program).
 fn kill_recorded(dir: &std::path::Path) -> usize {
     let mut killed = 0;
     let Ok(entries) = std::fs::read_dir(dir.join("pids")) else {
@@ -46,10 +59,13 @@ fn kill_recorded(dir: &std::path::Path) -> usize {
     };
     for entry in entries.flatten() {
         let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        let mut lines = text.lines();
-        let (Some(pid), Some(program)) = (lines.next().and_then(|p| p.parse::<u32>().ok()), lines.next()) else {
+        let Some((id, program)) = crate::process::read_record(&text) else {
             continue;
         };
+        if !id.alive() {
+            continue;
+        }
+        let pid = id.pid;
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         if exe
             .as_deref()
@@ -62,21 +78,6 @@ fn kill_recorded(dir: &std::path::Path) -> usize {
         }
     }
     killed
-}
-
-/// How many runs other than this process's are alive (their owner PID runs).
-pub fn other_live_runs() -> usize {
-    let me = std::process::id();
-    std::fs::read_dir(runs_dir())
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| std::fs::read_to_string(e.path().join("owner.pid")).ok())
-                .filter_map(|p| p.trim().parse::<u32>().ok())
-                .filter(|pid| *pid != me && alive(*pid))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 /// What start-up reaping removed.
@@ -92,14 +93,22 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
     let mut reaped = Reaped::default();
     if let Ok(entries) = std::fs::read_dir(runs_dir()) {
         for entry in entries.flatten() {
-            let owner = std::fs::read_to_string(entry.path().join("owner.pid"))
-                .ok()
-                .and_then(|p| p.trim().parse::<u32>().ok());
-            if owner.is_some_and(alive) {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if owner_of(&entry.path()).is_some_and(|o| o.alive()) {
+                continue;
+            }
+            if name.starts_with(".new-") {
+                // A run directory whose owner died while creating it (or one being created this instant,
+                // whose owner file is not written yet: left for the next reaper).
+                if owner_of(&entry.path()).is_some() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());
-            let run = entry.file_name().to_string_lossy().to_string();
+            // Its artifacts (if this process writes artifacts where it did) lose their keys and tokens.
+            crate::redact::redact_tree(&crate::paths::artifacts_root().join(&name));
+            let run = name;
             remove_scratch(&run);
             reaped.runs.push(run);
             let _ = std::fs::remove_dir_all(entry.path());
@@ -108,12 +117,13 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
     if let Some(d) = docker {
         let mut dead: Vec<String> = Vec::new();
         if let Ok(owners) = docker::owners(d).await {
-            dead.extend(owners.into_iter().filter(|(_, pid)| !alive(*pid)).map(|(run, _)| run));
+            dead.extend(
+                owners
+                    .into_iter()
+                    .filter(|(_, owner)| !owner.alive())
+                    .map(|(run, _)| run),
+            );
         }
-        // kind's containers carry no label of ours: a run is found by their name, and is dead when no live process
-        // owns its state directory (a `kind create` in flight when its run was killed can leave one behind after
-        // everything else of the run is gone).
-        dead.extend(docker::kind_runs(d).await.into_iter().filter(|run| !run_alive(run)));
         dead.sort();
         dead.dedup();
         for run in dead {
@@ -123,19 +133,11 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
             }
         }
     }
-    crate::node::sysctl::restore_if_last(other_live_runs);
+    crate::node::sysctl::restore_if_last();
     if !reaped.runs.is_empty() {
         tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
     }
     reaped
-}
-
-/// Whether a live process owns the run's state directory.
-fn run_alive(run: &str) -> bool {
-    std::fs::read_to_string(runs_dir().join(run).join("owner.pid"))
-        .ok()
-        .and_then(|p| p.trim().parse::<u32>().ok())
-        .is_some_and(alive)
 }
 
 /// Removes a run's containers and networks, looking again until none is left (bounded): a container whose
@@ -179,7 +181,7 @@ pub async fn emergency_cleanup(run_id: &str) {
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
-    crate::node::sysctl::restore_if_last(other_live_runs);
+    crate::node::sysctl::leave(run_id);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -141,7 +141,7 @@ fn docker_available() -> bool {
 
 /// The sysctl baseline the run recorded at its start (it restores it when it is the last live run).
 fn recorded_sysctls(run: &str) -> BTreeMap<String, String> {
-    nodejoin::node::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no sysctl baseline in the cache"))
+    nodejoin::node::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no host sysctl baseline"))
 }
 
 /// The host sysctls the kubelet changes are back to what `recorded` says, unless another run is still alive
@@ -149,7 +149,7 @@ fn recorded_sysctls(run: &str) -> BTreeMap<String, String> {
 fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
     if nodejoin::node::sysctl::baseline().is_some() {
         assert!(
-            nodejoin::reaper::other_live_runs() > 0,
+            nodejoin::node::sysctl::live_runs() > 0,
             "run {run} was the last live run, yet it left its sysctl baseline behind"
         );
         // In CI nothing else runs, so the restore must be checked; on a shared machine say it was not.
@@ -426,5 +426,153 @@ fn kind_control_planes_go_with_their_run() {
         leftovers(&run),
         Vec::<String>::new(),
         "reap left these of kind run {run} behind"
+    );
+}
+
+/// A scenario that stays mid-join for a while: our reference bootstrap, 20 s late.
+fn slow_scenario(dir: &Path) -> PathBuf {
+    let script = std::fs::read_to_string(nodejoin::paths::workspace_root().join("fixtures/bootstrap/bootstrap.sh"))
+        .expect("the reference bootstrap");
+    let (shebang, rest) = script.split_once('\n').expect("a shebang line");
+    std::fs::write(dir.join("slow.sh"), format!("{shebang}\nsleep 20\n{rest}")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("slow.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let scenario = dir.join("slow-join.yaml");
+    std::fs::write(
+        &scenario,
+        r#"description: a run that stays mid-join while other processes reap
+nodes:
+  - name: slow
+    bootstrap:
+      script: slow.sh
+      args: ["{{cluster.name}}", --apiserver-endpoint, "{{cluster.endpoint}}", --b64-cluster-ca, "{{cluster.caBase64}}"]
+    expect:
+      within: 120s
+"#,
+    )
+    .unwrap();
+    scenario
+}
+
+/// `nodejoin reap` as user nobody (in the docker group, so it sees the engine's objects) with its own cache:
+/// from a copy of the binary nobody may execute (the build's is under root's home).
+fn reap_as_nobody(scratch: &Path) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = scratch.join("nodejoin");
+    std::fs::copy(env!("CARGO_BIN_EXE_nodejoin"), &bin).unwrap();
+    std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let docker_gid = std::fs::read_to_string("/etc/group")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("docker:x:")
+                .and_then(|r| r.split(':').next())
+                .map(str::to_string)
+        })
+        .expect("a docker group (the engine's socket is root:docker)");
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534"])
+        .arg(format!("--groups={docker_gid}"))
+        .arg("--")
+        .arg(&bin)
+        .arg("reap")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", "/nonexistent")
+        .env("NODEJOIN_CACHE_DIR", scratch.join("nobody-cache"))
+        .current_dir(scratch)
+        .output()
+        .expect("setpriv")
+}
+
+/// Runs sharing a host: while a run is mid-join, `nodejoin reap` from another cache directory (as root) and as
+/// another user (nobody, whose kill(2) of a root process fails with EPERM) leaves every object and process of
+/// it alone, and a user's own kind cluster named like ours (`nj-demo-1`, kind's label only) survives; the run
+/// then passes.
+#[test]
+fn other_cache_directories_and_users_leave_a_live_run_alone() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    let image = docker_lines(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "nodejoin-node"])
+        .into_iter()
+        .next()
+        .expect("a node image (README's first command builds it)");
+    let users = "nj-demo-1-control-plane";
+    let _ = Command::new("docker").args(["rm", "-f", users]).output();
+    let created = Command::new("docker")
+        .args([
+            "create",
+            "--name",
+            users,
+            "--label",
+            "io.x-k8s.kind.cluster=nj-demo-1",
+            &image,
+        ])
+        .output()
+        .expect("docker create");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+
+    let scratch = tempfile::tempdir().unwrap();
+    let (mut child, run, reader) = start_run(&slow_scenario(scratch.path()));
+    wait_mid_join(&run, &mut child, false);
+    let before = docker_objects(&run);
+    let procs = processes_of(&run);
+
+    let other_cache = scratch.path().join("other-cache");
+    let out = nodejoin()
+        .arg("reap")
+        .env("NODEJOIN_CACHE_DIR", &other_cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "reap (root, another cache): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = reap_as_nobody(scratch.path());
+    assert!(
+        out.status.success(),
+        "reap (nobody): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "run {run} ended before the other processes reaped: this test proved nothing"
+    );
+    let after = docker_objects(&run);
+    for o in &before {
+        assert!(
+            after.contains(o),
+            "reap from another cache or user removed {o} of live run {run}"
+        );
+    }
+    for p in &procs {
+        assert!(processes_of(&run).contains(p), "reap killed {p} of live run {run}");
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(300), "the reaps");
+    let log = reader.join().unwrap_or_default();
+    assert!(status.success(), "run {run} failed beside the reaps:\n{log}");
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+
+    let out = nodejoin().arg("reap").output().unwrap();
+    assert!(out.status.success());
+    let survived = docker_lines(&[
+        "ps",
+        "-a",
+        "--filter",
+        &format!("name=^{users}$"),
+        "--format",
+        "{{.Names}}",
+    ]);
+    let _ = Command::new("docker").args(["rm", "-f", users]).output();
+    assert_eq!(
+        survived,
+        [users],
+        "a user's kind cluster named like ours was removed by reap"
     );
 }

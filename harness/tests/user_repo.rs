@@ -62,6 +62,11 @@ fn the_action_is_composite_and_every_input_is_declared_described_and_documented(
     let steps = a["runs"]["steps"].as_sequence().unwrap();
     for s in steps {
         let name = s["name"].as_str().unwrap_or("?");
+        // An input spliced into a script is code: inputs reach scripts through env: only.
+        assert!(
+            !s["run"].as_str().unwrap_or_default().contains("${{"),
+            "step {name}: an expression inside run: (pass it through env:)"
+        );
         assert!(
             s["run"].is_string() != s["uses"].is_string(),
             "step {name}: exactly one of run, uses"

@@ -126,6 +126,24 @@ impl super::container::Containers for K3sServer {
     }
 }
 
+/// The k3s server's host config: its API published on the host's loopback only (nodes reach it on the run
+/// network), and a node's privileges (it runs a kubelet and containerd like one).
+fn server_host_config(hc: &mut testcontainers::bollard::models::HostConfig) {
+    use testcontainers::bollard::models::PortBinding;
+    hc.publish_all_ports = Some(false);
+    hc.port_bindings = Some(
+        [(
+            format!("{API_PORT}/tcp"),
+            Some(vec![PortBinding {
+                host_ip: Some("127.0.0.1".into()),
+                host_port: Some(String::new()),
+            }]),
+        )]
+        .into(),
+    );
+    crate::node::privileges::restrict(hc);
+}
+
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
     let dir = super::container::prepare_dir(&ctx)?;
     let image = image_for(&spec.version);
@@ -147,6 +165,10 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .with_security_opt("apparmor=unconfined")
         .with_cgroupns_mode(CgroupnsMode::Private)
         .with_startup_timeout(Duration::from_secs(120))
+        .with_host_config_modifier(server_host_config);
+    let container = crate::node::privileges::DROPPED_CAPABILITIES
+        .iter()
+        .fold(container, |c, cap| c.with_cap_drop(*cap))
         .start()
         .await
         .map_err(|e| k3s_err(format!("starting {image}: {e}")))?;
@@ -174,7 +196,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let admin_server = format!("https://127.0.0.1:{port}");
     let (kubeconfig_text, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(k3s_err)?;
     let kubeconfig = dir.join("admin.kubeconfig");
-    std::fs::write(&kubeconfig, kubeconfig_text).map_err(|e| Error::io(&kubeconfig, e))?;
+    crate::paths::write_private(&kubeconfig, kubeconfig_text.as_bytes()).map_err(|e| Error::io(&kubeconfig, e))?;
     // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
     // audit log names them as they are, not as an impersonating admin.
     let client_ca = crate::pki::Ca(crate::pki::CertKey {
@@ -199,6 +221,21 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_is_published_on_loopback_only_and_the_server_is_masked_as_a_node() {
+        let mut hc = testcontainers::bollard::models::HostConfig {
+            publish_all_ports: Some(true),
+            ..Default::default()
+        };
+        server_host_config(&mut hc);
+        assert_eq!(hc.publish_all_ports, Some(false));
+        let bindings = hc.port_bindings.unwrap();
+        let api = bindings["6443/tcp"].as_ref().unwrap();
+        assert_eq!(api.len(), 1);
+        assert_eq!(api[0].host_ip.as_deref(), Some("127.0.0.1"));
+        assert!(hc.masked_paths.unwrap().iter().any(|p| p == "/proc/kcore"));
+    }
 
     fn spec() -> ClusterSpec {
         ClusterSpec {

@@ -4,7 +4,7 @@
 //! from PATH or built from its Go module into the cache. The node image is `NODEJOIN_KIND_IMAGE`, else our own
 //! `nodejoin-kind-node:<version>` (`nodejoin image build --kind`) when built, else `kindest/node:<version>`
 //! (pulled, or our own built in its place when the provider is required). On hosts that refuse privileged
-//! containers kind runs with the docker shim in `kind-config/restricted-host/`.
+//! containers kind runs with the docker shim in `kind-config/docker-shim/`.
 use super::container::ContainerControlPlane;
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
@@ -280,7 +280,9 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
-    let restricted = super::kind_host::restricted(&image).await.map_err(kind_err)?;
+    let shim = super::kind_host::for_kind(&image, &crate::docker::run_labels(&ctx.run_id))
+        .await
+        .map_err(kind_err)?;
     let mut create = tokio::process::Command::new(&kind);
     create
         .args(["create", "cluster", "--name", &name, "--wait", "120s", "--config"])
@@ -288,9 +290,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name);
-    if let Some(shim) = &restricted {
-        shim.apply(&mut create);
-    }
+    shim.apply(&mut create);
     let t0 = Instant::now();
     // Recorded while it runs: if the run is killed, the reaper ends kind (and its `docker run`) before removing
     // the containers it made.
@@ -316,9 +316,9 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         }
     };
     let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
-    let step = match restricted {
-        Some(_) => format!("kind create cluster ({image}, restricted-host docker shim)"),
-        None => format!("kind create cluster ({image})"),
+    let step = match shim.swaps_privileged {
+        true => format!("kind create cluster ({image}, --privileged swapped by the docker shim)"),
+        false => format!("kind create cluster ({image})"),
     };
     let timings = vec![(step, t0.elapsed())];
     let raw = std::fs::read_to_string(&kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;

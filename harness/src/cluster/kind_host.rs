@@ -1,23 +1,24 @@
-//! kind on hosts that refuse privileged containers. kind always runs its node containers `--privileged`; where
-//! the Docker daemon cannot grant that (it lacks CAP_SYS_RESOURCE: "unable to apply caps"), the kind process gets
-//! `kind-config/restricted-host/docker` first on its PATH, a shim that swaps `--privileged` for the flag set our
-//! own node containers use and passes every other docker call through. Where privileged works, kind runs
-//! untouched.
+//! The docker kind runs. Every kind process gets `kind-config/docker-shim/docker` first on its PATH: a shim that
+//! labels kind's node containers with the run and its owner (so the reaper proves whose they are, never trusting
+//! a cluster's name) and, on hosts whose Docker daemon cannot grant `--privileged` (it lacks CAP_SYS_RESOURCE:
+//! "unable to apply caps"), swaps that flag for the set our own node containers use. Every other docker call
+//! passes through.
+use std::collections::HashMap;
 use std::path::PathBuf;
 use tokio::sync::OnceCell;
 
-/// Whether kind's node containers get the restricted-host docker shim: `auto` (default) probes whether the
-/// Docker daemon grants `--privileged`, `1`/`always` forces the shim, `0`/`never` runs kind untouched.
+/// Whether kind's node containers get `--privileged` swapped: `auto` (default) probes whether the Docker daemon
+/// grants it, `1`/`always` forces the swap, `0`/`never` leaves kind's flags as they are.
 pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
 
-/// How kind's docker is chosen (`NODEJOIN_KIND_RESTRICTED`).
+/// How kind's `--privileged` is treated (`NODEJOIN_KIND_RESTRICTED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Probe whether the daemon grants `--privileged` (once per process).
     Auto,
-    /// Always use the shim.
+    /// Always swap it.
     Always,
-    /// Never use it.
+    /// Never swap it.
     Never,
 }
 
@@ -38,10 +39,14 @@ pub fn mode(value: Option<&str>) -> Result<Mode, String> {
 pub struct Shim {
     dir: PathBuf,
     real: PathBuf,
+    labels: String,
+    /// `--privileged` swapped for our flag set (a restricted host).
+    pub swaps_privileged: bool,
 }
 
 impl Shim {
-    /// Puts the shim first on `cmd`'s PATH and tells it where the real docker is.
+    /// Puts the shim first on `cmd`'s PATH and tells it where the real docker is, which labels to add and
+    /// whether to swap `--privileged`.
     pub fn apply(&self, cmd: &mut tokio::process::Command) {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut dirs = vec![self.dir.clone()];
@@ -49,35 +54,49 @@ impl Shim {
         if let Ok(joined) = std::env::join_paths(dirs) {
             cmd.env("PATH", joined);
         }
-        cmd.env("NODEJOIN_REAL_DOCKER", &self.real);
+        cmd.env("NODEJOIN_REAL_DOCKER", &self.real)
+            .env("NODEJOIN_LABELS", &self.labels)
+            .env(
+                "NODEJOIN_SWAP_PRIVILEGED",
+                if self.swaps_privileged { "1" } else { "0" },
+            );
     }
 }
 
-fn shim() -> Result<Shim, String> {
-    let dir = crate::paths::kind_config_dir().join("restricted-host");
+/// One `key=value` a line, in a stable order (labels never hold a newline: ours are ids and PIDs).
+fn label_lines(labels: &HashMap<String, String>) -> String {
+    let mut lines: Vec<String> = labels
+        .iter()
+        .filter(|(k, v)| !k.contains('\n') && !v.contains('\n'))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim, String> {
+    let dir = crate::paths::kind_config_dir().join("docker-shim");
     if !dir.join("docker").is_file() {
-        return Err(format!(
-            "the restricted-host docker shim {} is missing",
-            dir.join("docker").display()
-        ));
+        return Err(format!("the docker shim {} is missing", dir.join("docker").display()));
     }
     let real = crate::assets::which("docker").ok_or("the docker CLI is not on PATH")?;
-    Ok(Shim { dir, real })
+    Ok(Shim {
+        dir,
+        real,
+        labels: label_lines(labels),
+        swaps_privileged,
+    })
 }
 
-/// The shim to run kind with on this host, if it needs one.
-pub async fn restricted(image: &str) -> Result<Option<Shim>, String> {
-    match mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? {
-        Mode::Never => Ok(None),
-        Mode::Always => shim().map(Some),
-        Mode::Auto => {
-            if privileged_works(image).await {
-                Ok(None)
-            } else {
-                shim().map(Some)
-            }
-        }
-    }
+/// The shim to run kind with on this host: `labels` on every node container, `--privileged` swapped where the
+/// host refuses it.
+pub async fn for_kind(image: &str, labels: &HashMap<String, String>) -> Result<Shim, String> {
+    let swap = match mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? {
+        Mode::Never => false,
+        Mode::Always => true,
+        Mode::Auto => !privileged_works(image).await,
+    };
+    shim(labels, swap)
 }
 
 /// Whether `docker run --privileged` works here, asked once per process with `image` (present locally).
@@ -131,27 +150,32 @@ mod tests {
             .contains("NODEJOIN_KIND_RESTRICTED=sometimes"));
     }
 
-    /// The shim swaps `--privileged` for our flag set in `docker run` and passes everything else through.
-    #[test]
-    fn shim_swaps_only_privileged() {
+    fn shim_run(args: &[&str], labels: &str, swap: bool) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("real-docker");
         std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let shim = crate::paths::kind_config_dir().join("restricted-host/docker");
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new(&shim)
-                .args(args)
-                .env("NODEJOIN_REAL_DOCKER", &fake)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        };
+        let shim = crate::paths::kind_config_dir().join("docker-shim/docker");
+        let out = std::process::Command::new(&shim)
+            .args(args)
+            .env("NODEJOIN_REAL_DOCKER", &fake)
+            .env("NODEJOIN_LABELS", labels)
+            .env("NODEJOIN_SWAP_PRIVILEGED", if swap { "1" } else { "0" })
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// On a restricted host the shim swaps `--privileged` for our flag set in `docker run` and passes everything
+    /// else through.
+    #[test]
+    fn shim_swaps_only_privileged() {
+        let run = |args: &[&str]| shim_run(args, "", true);
         let args = run(&["run", "--name", "n", "--privileged", "--tmpfs", "/run", "img"]);
         assert!(!args.iter().any(|a| a == "--privileged"), "{args:?}");
         for want in [
@@ -170,5 +194,34 @@ mod tests {
             ["exec", "-i", "node", "cat", "/kind/version"]
         );
         assert_eq!(run(&["inspect", "--privileged"]), ["inspect", "--privileged"]);
+    }
+
+    /// Everywhere, kind's node containers carry the run's labels, and nothing else changes.
+    #[test]
+    fn shim_labels_every_node_container() {
+        let labels = label_lines(&HashMap::from([
+            ("io.nodejoin.run".to_string(), "r1".to_string()),
+            ("io.nodejoin.owner-pid".to_string(), "12:34".to_string()),
+        ]));
+        let args = shim_run(&["run", "--name", "n", "--privileged", "img"], &labels, false);
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--label",
+                "io.nodejoin.owner-pid=12:34",
+                "--label",
+                "io.nodejoin.run=r1",
+                "--name",
+                "n",
+                "--privileged",
+                "img"
+            ]
+        );
+        assert_eq!(
+            shim_run(&["exec", "--privileged", "node", "true"], &labels, false),
+            ["exec", "--privileged", "node", "true"]
+        );
+        assert_eq!(shim_run(&["ps", "-a"], &labels, false), ["ps", "-a"]);
     }
 }

@@ -30,9 +30,7 @@ pub fn write_kubeconfig(
         "current-context": "nodejoin",
     });
     let text = serde_yaml_ng::to_string(&doc).map_err(kubeconfig_err)?;
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(path, e))
+    crate::paths::write_private(path, text.as_bytes()).map_err(|e| Error::io(path, e))
 }
 
 /// A kube client from a kubeconfig file.

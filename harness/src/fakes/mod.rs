@@ -1,6 +1,7 @@
 //! In-process fakes of the AWS surfaces a node bootstrap talks to. Each is an axum server the harness starts on
 //! an ephemeral port of an address the node containers reach (the Docker network's gateway).
 pub mod authenticator;
+pub mod callers;
 pub mod calls;
 pub mod cloudformation;
 pub mod credentials;
@@ -28,6 +29,17 @@ pub struct FakeServer {
 }
 
 impl FakeServer {
+    /// Serves `router` on `ip:0` to `callers` only (a run's fakes: see [`callers`]).
+    pub async fn start_for(
+        name: &'static str,
+        ip: IpAddr,
+        router: axum::Router,
+        callers: std::sync::Arc<callers::Callers>,
+    ) -> Result<Self> {
+        let router = router.layer(axum::middleware::from_fn_with_state(callers, callers::admit));
+        Self::start(name, ip, router).await
+    }
+
     /// Serves `router` on `ip:0`; the handlers see the caller's address through `ConnectInfo`.
     pub async fn start(name: &'static str, ip: IpAddr, router: axum::Router) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind((ip, 0)).await.map_err(|e| Error::Fake {
@@ -60,6 +72,7 @@ impl FakeServer {
         ip: IpAddr,
         router: axum::Router,
         cert: &crate::pki::CertKey,
+        callers: std::sync::Arc<callers::Callers>,
     ) -> Result<Self> {
         let fail = |message: String| Error::Fake { service: name, message };
         let certs = vec![rustls::pki_types::CertificateDer::from(crate::pki::pem_to_der(
@@ -79,9 +92,13 @@ impl FakeServer {
         let addr = listener.local_addr().map_err(|e| fail(e.to_string()))?;
         let task = tokio::spawn(async move {
             loop {
-                let Ok((tcp, _peer)) = listener.accept().await else {
+                let Ok((tcp, peer)) = listener.accept().await else {
                     continue;
                 };
+                if !callers.admits(peer.ip()) {
+                    tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
+                    continue;
+                }
                 let acceptor = acceptor.clone();
                 let service = hyper_util::service::TowerToHyperService::new(router.clone());
                 tokio::spawn(async move {

@@ -2,11 +2,11 @@
 //! replace `--privileged` on hosts without CAP_SYS_RESOURCE (the recipe is written up in fixtures/node-image/ and README.md), labelled with the
 //! run id, removed when dropped.
 use super::image::NodeImage;
+use super::privileges;
 use crate::docker::{self, ExecOutput, RunNetwork};
 use crate::error::{Error, Result};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
-use testcontainers::bollard::models::DeviceMapping;
 use testcontainers::bollard::Docker;
 use testcontainers::core::CgroupnsMode;
 use testcontainers::runners::AsyncRunner;
@@ -103,20 +103,17 @@ impl NodeContainer {
             .with_cgroupns_mode(CgroupnsMode::Private)
             .with_startup_timeout(Duration::from_secs(60))
             .with_host_config_modifier(|hc| {
-                // `--security-opt systempaths=unconfined` of the docker CLI: nothing masked or read-only in /proc, /sys.
-                hc.masked_paths = Some(vec![]);
-                hc.readonly_paths = Some(vec![]);
-                hc.device_cgroup_rules = Some(vec!["a *:* rwm".to_string()]);
-                hc.devices = Some(vec![DeviceMapping {
-                    path_on_host: Some("/dev/kmsg".into()),
-                    path_in_container: Some("/dev/kmsg".into()),
-                    cgroup_permissions: Some("rwm".into()),
-                }]);
+                // No more than a node needs (node::privileges): Docker's masks, /proc/sys read-only but for net/,
+                // Docker's device rules plus the kernel log.
+                privileges::restrict(hc);
                 hc.tmpfs = Some([("/run".to_string(), String::new()), ("/tmp".to_string(), String::new())].into());
                 hc.binds
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
             });
+        for cap in privileges::DROPPED_CAPABILITIES {
+            request = request.with_cap_drop(*cap);
+        }
         // Asking for a capability the host's bounding set lacks fails the container's start.
         if !crate::host::has_cap_sys_resource() {
             request = request.with_cap_drop("SYS_RESOURCE");

@@ -239,18 +239,18 @@ pub async fn ensure_overlay(
     ];
     docker_build(&image.tag, "overlay", &labels, &[], work.path()).await?;
     steps.finish("built");
-    // Earlier default-tagged builds of this directory (a user's own tag is left alone).
-    let script = format!(
-        "docker image ls -q --filter 'label={OVERLAY_DIR_LABEL}={dir_label}' --filter 'reference=nodejoin-overlay' | sort -u | \
-         grep -v \"$(docker image inspect -f '{{{{.Id}}}}' '{}' | cut -c8-19)\" | xargs -r docker rmi >/dev/null 2>&1 || true",
-        image.tag
-    );
-    let _ = crate::deadline::output(
-        Command::new("bash").args(["-c", &script]),
-        "pruning superseded images",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
+    // Earlier default-tagged builds of this directory (a user's own tag is left alone). The directory's path
+    // goes to the engine as a filter value, never through a shell.
+    if !crate::node::sysctl::other_processes_run() {
+        let Ok(docker) = crate::docker::connect().await else {
+            return Ok(image);
+        };
+        let filters = [
+            ("label", format!("{OVERLAY_DIR_LABEL}={dir_label}")),
+            ("reference", "nodejoin-overlay".to_string()),
+        ];
+        crate::docker::remove_images_except(&docker, &filters, &image.tag).await;
+    }
     Ok(image)
 }
 
@@ -455,13 +455,12 @@ async fn prune_superseded(image: &NodeImage) {
 /// Removes the tags `<repository>:<version>-*` other than `keep` (best effort; an image still used by a container
 /// stays).
 pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
-    let script = format!(
-        "docker image ls --format '{{{{.Repository}}}}:{{{{.Tag}}}}' --filter 'reference={repository}:{version}-*' | grep -vx '{keep}' | xargs -r docker rmi >/dev/null 2>&1 || true"
-    );
-    let _ = crate::deadline::output(
-        Command::new("bash").args(["-c", &script]),
-        "pruning superseded images",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
+    // Another process's run may be about to start containers from an older build: nothing is pruned then.
+    if crate::node::sysctl::other_processes_run() {
+        return;
+    }
+    if let Ok(docker) = crate::docker::connect().await {
+        let filters = [("reference", format!("{repository}:{version}-*"))];
+        crate::docker::remove_images_except(&docker, &filters, keep).await;
+    }
 }

@@ -7,6 +7,7 @@ pub mod image;
 pub mod inputs;
 pub mod kind_image;
 pub mod prepare;
+pub mod privileges;
 pub mod sysctl;
 
 /// Where a node records what nodejoin's image changed for the host rather than for the bootstrap, one line each

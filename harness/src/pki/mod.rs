@@ -146,12 +146,12 @@ impl ClusterPki {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let write = |name: &str, content: &str, secret: bool| -> Result<PathBuf> {
             let path = dir.join(name);
-            std::fs::write(&path, content).map_err(|e| Error::io(&path, e))?;
-            if secret {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| Error::io(&path, e))?;
+            // Keys are 0600 from their first byte, never widened afterwards.
+            match secret {
+                true => crate::paths::write_private(&path, content.as_bytes()),
+                false => std::fs::write(&path, content),
             }
+            .map_err(|e| Error::io(&path, e))?;
             Ok(path)
         };
         let pair = |name: &str, ck: &CertKey| -> Result<(PathBuf, PathBuf)> {

@@ -166,14 +166,16 @@ impl Environment {
                 },
             )
         };
+        let callers = Arc::new(crate::fakes::callers::Callers::of_run(network.subnet));
+        let start =
+            |name: &'static str, router: axum::Router| FakeServer::start_for(name, gateway, router, callers.clone());
         let started: Result<Vec<FakeServer>> = async {
             Ok(vec![
-                FakeServer::start("imds", gateway, rec("imds", Imds::new(instances.clone()).router())).await?,
-                FakeServer::start("eks", gateway, rec("eks", eks.router())).await?,
-                FakeServer::start("ec2", gateway, rec("ec2", ec2.router())).await?,
-                FakeServer::start(
+                start("imds", rec("imds", Imds::new(instances.clone()).router())).await?,
+                start("eks", rec("eks", eks.router())).await?,
+                start("ec2", rec("ec2", ec2.router())).await?,
+                start(
                     "sts",
-                    gateway,
                     rec(
                         "sts",
                         Arc::new(Sts {
@@ -183,15 +185,17 @@ impl Environment {
                     ),
                 )
                 .await?,
-                FakeServer::start_tls("token-webhook", gateway, authenticator.router(), &webhook_cert).await?,
-                FakeServer::start(
-                    "cloudformation",
+                FakeServer::start_tls(
+                    "token-webhook",
                     gateway,
-                    rec("cloudformation", cloudformation.router()),
+                    authenticator.router(),
+                    &webhook_cert,
+                    callers.clone(),
                 )
                 .await?,
-                FakeServer::start("ecr", gateway, rec("ecr", ecr.router())).await?,
-                FakeServer::start("registry", gateway, rec("registry", registry.router())).await?,
+                start("cloudformation", rec("cloudformation", cloudformation.router())).await?,
+                start("ecr", rec("ecr", ecr.router())).await?,
+                start("registry", rec("registry", registry.router())).await?,
             ])
         }
         .await;
@@ -222,6 +226,7 @@ impl Environment {
                 return Err(e);
             }
         };
+        let sysctl = SysctlGuard::enter(&run_id);
         Ok(Arc::new(Self {
             imds_addr: at.imds,
             eks_url: at.eks,
@@ -253,7 +258,7 @@ impl Environment {
             iam_lanes: Lanes::new(IAM_LANES),
             scenario_locks: Default::default(),
             cluster_count: Default::default(),
-            sysctl: std::sync::Mutex::new(Some(SysctlGuard::record(crate::reaper::other_live_runs))),
+            sysctl: std::sync::Mutex::new(Some(sysctl)),
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
             boot_slots: tokio::sync::Semaphore::new(boot_concurrency()),
@@ -430,6 +435,8 @@ impl Environment {
         let leftovers = docker::leaks_of_run(&self.docker, &self.run_id)
             .await
             .unwrap_or_default();
+        // The run's keys, kubeconfigs and tokens serve no one once its clusters are gone; its artifacts get uploaded.
+        crate::redact::redact_tree(&self.run_dir);
         // Done explicitly: a caller that exits the process right after (libtest-mimic does) skips destructors.
         let _ = std::fs::remove_dir_all(&self.state.dir);
         let run_id = self.run_id.clone();

@@ -145,6 +145,10 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         for t in texts {
             super::template::check(t).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
         }
+        super::names::node_group(&n.name).map_err(|m| invalid(file, m))?;
+        if let Some(name) = &e.node_name {
+            super::names::node_name(name).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+        }
         if !names.insert(&n.name) {
             return Err(invalid(file, format!("node group name '{}' is used twice", n.name)));
         }

@@ -5,6 +5,7 @@ pub mod expect;
 mod iam_rules;
 pub mod load;
 pub mod model;
+mod names;
 pub mod network;
 pub mod patch;
 pub mod relative;

@@ -1,0 +1,84 @@
+//! Names a scenario gives that become names elsewhere: a node group's name is part of container names, host
+//! names and artifact paths; an expected node name is a Kubernetes object name (a DNS subdomain) and an
+//! artifact directory. Checked at load so `../../x` or `/etc` can never become a path.
+use std::collections::BTreeMap;
+
+/// A DNS-1123 label: 1–63 of `a-z`, `0-9`, `-`, starting and ending alphanumeric.
+pub fn dns_label(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 63 {
+        return Err(format!("'{s}' must be 1 to 63 characters"));
+    }
+    let ok = s
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ends = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if !ok || !ends(s.bytes().next()) || !ends(s.bytes().last()) {
+        return Err(format!(
+            "'{s}' may hold only lowercase letters, digits and '-', and must start and end with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A DNS-1123 subdomain (what Kubernetes requires of a Node's name): dot-separated labels, at most 253 in all.
+pub fn dns_subdomain(s: &str) -> Result<(), String> {
+    if s.len() > 253 {
+        return Err(format!("'{s}' is longer than 253 characters"));
+    }
+    s.split('.')
+        .try_for_each(dns_label)
+        .map_err(|e| format!("'{s}' is not a DNS subdomain: {e}"))
+}
+
+/// A node group's name: a label short enough to take `-<index>` and still be one (at most 56).
+pub fn node_group(name: &str) -> Result<(), String> {
+    dns_label(name).map_err(|e| format!("node group name {e}"))?;
+    if name.len() > 56 {
+        return Err(format!("node group name '{name}' is longer than 56 characters"));
+    }
+    Ok(())
+}
+
+/// An expected node name, placeholders and all: rendered with a sample value for each placeholder (the run's
+/// values are alphanumeric, dashes and dots), it must be a DNS subdomain.
+pub fn node_name(template: &str) -> Result<(), String> {
+    let sample: BTreeMap<String, String> = super::template::KNOWN
+        .iter()
+        .map(|k| (k.to_string(), "a0".to_string()))
+        .collect();
+    let rendered = super::template::render(template, &sample)?;
+    dns_subdomain(&rendered).map_err(|e| format!("expect.nodeName: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_dns_subdomains() {
+        for ok in [
+            "renamed-node",
+            "{{instance.id}}",
+            "ip-10-0-0-1.ec2.internal",
+            "{{instance.privateDnsName}}",
+        ] {
+            assert!(node_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "../../x",
+            "/etc/passwd",
+            "Upper",
+            "a..b",
+            "-a",
+            "a_b",
+            "with space",
+            &"a".repeat(254),
+        ] {
+            assert!(node_name(bad).is_err(), "{bad}");
+        }
+        assert!(node_group("workers").is_ok());
+        for bad in ["Workers", "my group", "a/b", "..", &"a".repeat(57)] {
+            assert!(node_group(bad).is_err(), "{bad}");
+        }
+    }
+}
