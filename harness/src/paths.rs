@@ -139,6 +139,22 @@ pub fn reference_bootstrap() -> PathBuf {
 /// An exclusive lock on `<cache>/<name>.lock`, held until dropped: provisioning (downloads, builds, image
 /// creation) is serialised across processes, so parallel runs (nextest, CI jobs) never clobber each other's
 /// staging directories or image tags; the second one finds the first one's result.
+/// `<cache>/tmp`: builds' work directories, each named by [`owned_prefix`].
+pub fn scratch_root() -> PathBuf {
+    cache_dir().join("tmp")
+}
+
+/// `<pid>_<start>-<what>-`: a work directory's name starts with its owner's identity.
+pub fn owned_prefix(what: &str) -> String {
+    format!("{}-{what}-", crate::process::Identity::own().label().replace(':', "_"))
+}
+
+/// The owner a work directory's name gives ([`owned_prefix`]), if it gives one.
+pub fn owner_of_scratch(name: &str) -> Option<crate::process::Identity> {
+    let (owner, _) = name.split_once('-')?;
+    crate::process::Identity::parse(&owner.replace('_', ":"))
+}
+
 /// Writes a file readable by its owner only from its first byte (created 0600, never widened after; an existing
 /// file is replaced through a private temporary in the same directory).
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

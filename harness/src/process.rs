@@ -184,6 +184,39 @@ impl Identity {
     }
 }
 
+/// The environment mark of processes a nodejoin process starts for builds (`go build`, the rootfs script, and
+/// everything they start, which inherits it): the owner's identity. The reaper kills marked processes whose
+/// owner is gone, however deep in a build they were.
+pub const OWNER_ENV: &str = "NODEJOIN_OWNER";
+
+/// Marks `cmd` (and what it starts) as this process's.
+pub fn mark(cmd: &mut tokio::process::Command) {
+    cmd.env(OWNER_ENV, Identity::own().label());
+}
+
+/// Processes whose environment carries [`OWNER_ENV`] naming an owner that no longer runs (only those this user
+/// may read: another user's processes cannot be killed by this one either).
+pub fn orphans_of_dead_owners() -> Vec<u32> {
+    let me = std::process::id();
+    let needle = format!("{OWNER_ENV}=");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return false;
+            };
+            env.split(|b| *b == 0)
+                .filter_map(|kv| std::str::from_utf8(kv).ok()?.strip_prefix(needle.as_str()))
+                .filter_map(Identity::parse)
+                .any(|owner| !owner.alive())
+        })
+        .collect()
+}
+
 /// Records a child in `dir` as `<name>-<pid>.pid`: its identity and its program (canonical, as
 /// /proc/<pid>/exe shows it), so the reaper kills it only while that PID is still this child. Returns the file.
 pub fn record_child(dir: &Path, name: &str, pid: u32, program: &Path) -> std::io::Result<PathBuf> {
@@ -312,6 +345,31 @@ mod tests {
             read_record("12\n/bin/x\n").unwrap().0,
             Identity { pid: 12, start: None }
         );
+    }
+
+    #[test]
+    fn orphans_of_a_recorded_child_are_found_by_their_mark() {
+        let dead = Identity {
+            pid: std::process::id(),
+            start: Identity::own().start.map(|s| s + 1),
+        };
+        let mut orphan = std::process::Command::new("sleep")
+            .arg("30")
+            .env(OWNER_ENV, dead.label())
+            .spawn()
+            .unwrap();
+        let mut ours = std::process::Command::new("sleep")
+            .arg("30")
+            .env(OWNER_ENV, Identity::own().label())
+            .spawn()
+            .unwrap();
+        let found = orphans_of_dead_owners();
+        assert!(found.contains(&orphan.id()), "{found:?}");
+        assert!(!found.contains(&ours.id()), "a live owner's process is not an orphan");
+        for c in [&mut orphan, &mut ours] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub async fn run_with_steps(
     deadline: Duration,
 ) -> Result<(), String> {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    // Marked: if this process is killed mid-build, the reaper finds the build (and what it started) by the mark.
+    crate::process::mark(cmd);
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -88,9 +88,54 @@ pub struct Reaped {
     pub runs: Vec<String>,
 }
 
+/// Builds of owners that are gone: their marked processes killed, their work directories in `<cache>/tmp`
+/// unmounted and removed. Returns how many processes were killed.
+fn reap_builds() -> usize {
+    let orphans = crate::process::orphans_of_dead_owners();
+    for pid in &orphans {
+        crate::process::kill_tree(*pid);
+    }
+    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root()) else {
+        return orphans.len();
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(owner) = crate::paths::owner_of_scratch(&name) else {
+            continue;
+        };
+        if owner.alive() {
+            continue;
+        }
+        unmount_below(&e.path());
+        let _ = std::fs::remove_dir_all(e.path());
+    }
+    orphans.len()
+}
+
+/// Detaches every mount at or below `dir` (deepest first): a killed rootfs script leaves its /proc mounted.
+fn unmount_below(dir: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(p.replace("\\040", " ")))
+        .filter(|p| p.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in points {
+        if let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) {
+            // SAFETY: umount2 with a NUL-terminated path we own.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
 /// Reaps runs whose owner process is gone. `docker` may be absent (then only processes are reaped).
 pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Reaped {
     let mut reaped = Reaped::default();
+    reaped.processes += reap_builds();
     if let Ok(entries) = std::fs::read_dir(runs_dir()) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();

@@ -18,7 +18,12 @@ pub struct KubeadmBinaries {
 
 impl KubeadmBinaries {
     fn from_dir(version: &str, dir: &Path) -> Option<Self> {
-        BINARIES.iter().all(|b| is_executable(&dir.join(b))).then(|| Self {
+        let ok = match dir == cache_dir(version) {
+            // The cache is trusted only as its build left it (assets::stamp).
+            true => super::stamp::matches(dir, &BINARIES),
+            false => BINARIES.iter().all(|b| is_executable(&dir.join(b))),
+        };
+        ok.then(|| Self {
             version: version.to_string(),
             dir: dir.to_path_buf(),
         })
@@ -66,6 +71,7 @@ pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
     let downloaded = download(&ReleaseUrls::from_env(), version, &staging).await;
     super::download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
+    super::stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
     KubeadmBinaries::from_dir(version, &cache).ok_or_else(|| Error::AssetsUnavailable {

@@ -283,8 +283,8 @@ impl GoTool {
         if let Some(p) = self.env_binary() {
             return super::is_executable(&p).then_some(p);
         }
-        let bin = self.cache_dir(version).join(self.name);
-        super::is_executable(&bin).then_some(bin)
+        let dir = self.cache_dir(version);
+        super::stamp::matches(&dir, &[self.name]).then(|| dir.join(self.name))
     }
 
     /// The binary `env_bin` names (containerd's names the directory holding its three binaries).
@@ -323,13 +323,14 @@ impl GoTool {
         check_version(&version).map_err(|e| self.unavailable(&version, e))?;
         let cache = self.cache_dir(&version);
         let bin = cache.join(self.name);
-        if super::is_executable(&bin) {
+        // The cache is trusted only as its build left it (assets::stamp).
+        if super::stamp::matches(&cache, &[self.name]) {
             return Ok(bin);
         }
         let _lock = crate::paths::CacheLock::acquire(self.name)
             .await
             .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
-        if super::is_executable(&bin) {
+        if super::stamp::matches(&cache, &[self.name]) {
             return Ok(bin);
         }
         let staging = cache.with_extension("partial");
@@ -356,6 +357,7 @@ impl GoTool {
                 ),
             ));
         }
+        super::stamp::write(&staging, &[self.name]).map_err(|e| Error::io(&staging, e))?;
         let _ = std::fs::remove_dir_all(&cache);
         std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
         Ok(bin)

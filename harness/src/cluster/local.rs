@@ -181,15 +181,27 @@ impl LocalControlPlane {
             .map_err(|e| cp_err("etcd", format!("data dir: {e}")))?;
         let etcd_port = free_port(loopback)?;
         let peer_port = free_port(loopback)?;
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        // etcd over TLS with client certificates of its own CA (as kubeadm runs it): an etcd that answers the probe
+        // is ours, never another run's that took the port, and no other local process can read or write it.
+        let etcd_url = format!("https://127.0.0.1:{etcd_port}");
+        let d = |p: &Path| p.display().to_string();
         let etcd_args = vec![
             format!("--name=nodejoin"),
             format!("--data-dir={}", etcd_data.path().display()),
             format!("--listen-client-urls={etcd_url}"),
             format!("--advertise-client-urls={etcd_url}"),
+            format!("--cert-file={}", d(&paths.etcd_server.0)),
+            format!("--key-file={}", d(&paths.etcd_server.1)),
+            format!("--trusted-ca-file={}", d(&paths.etcd_ca.0)),
+            "--client-cert-auth=true".to_string(),
             format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
             format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
             format!("--initial-cluster=nodejoin=http://127.0.0.1:{peer_port}"),
+            format!(
+                "--initial-cluster-token=nodejoin-{}-{}",
+                ctx.run_id,
+                crate::fakes::random_hex(8)
+            ),
             "--unsafe-no-fsync=true".to_string(),
             "--log-level=warn".to_string(),
         ];
@@ -224,12 +236,12 @@ impl LocalControlPlane {
         // The API server starts while etcd does (it retries its storage until etcd answers): its own start-up
         // work overlaps etcd's instead of following it. etcd is still checked first, so a broken etcd is named
         // as such rather than as an API server that never got ready.
-        let http = probe_client("etcd", None)?;
+        let etcd_probe = etcd_client(&pki)?;
         wait_http_ok(
             "etcd",
             &mut processes,
             Duration::from_secs(30),
-            &http,
+            &etcd_probe,
             &format!("{etcd_url}/health"),
         )
         .await?;
@@ -326,6 +338,9 @@ fn apiserver_args(
     let d = |p: &Path| p.display().to_string();
     vec![
         format!("--etcd-servers={etcd_url}"),
+        format!("--etcd-cafile={}", d(&p.etcd_ca.0)),
+        format!("--etcd-certfile={}", d(&p.apiserver_etcd_client.0)),
+        format!("--etcd-keyfile={}", d(&p.apiserver_etcd_client.1)),
         format!("--bind-address={bind}"),
         format!("--advertise-address={bind}"),
         format!("--secure-port={port}"),
@@ -401,8 +416,30 @@ fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> V
     ]
 }
 
+/// etcd's probe: trusting etcd's CA only and presenting the API server's etcd client certificate.
+fn etcd_client(pki: &ClusterPki) -> Result<reqwest::Client> {
+    let identity = reqwest::Identity::from_pem(
+        format!(
+            "{}{}",
+            pki.apiserver_etcd_client.cert_pem, pki.apiserver_etcd_client.key_pem
+        )
+        .as_bytes(),
+    )
+    .map_err(|e| cp_err("etcd", format!("client identity: {e}")))?;
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(pki.etcd_ca.0.cert_pem.as_bytes())
+                .map_err(|e| cp_err("etcd", e.to_string()))?,
+        )
+        .tls_built_in_root_certs(false)
+        .identity(identity)
+        .build()
+        .map_err(|e| cp_err("etcd", e.to_string()))
+}
+
 /// An HTTP client for readiness probes: trusting `ca`, or (without one) accepting any certificate, which is
-/// only used for plain-HTTP etcd and kcm's self-signed health port.
+/// only used for kcm's self-signed health port.
 fn probe_client(component: &str, ca: Option<&str>) -> Result<reqwest::Client> {
     let builder = reqwest::Client::builder().timeout(Duration::from_secs(2));
     let builder = match ca {

@@ -2,7 +2,7 @@
 //! files (`templates/al2023/runtime`) laid out as the AMI build lays them out, over nodejoin's node image. This is
 //! the regression-suite use: a pull request to amazon-eks-ami, or a fork, runs nodejoin against its own working
 //! tree, unmodified.
-use super::image::{copy_tree, hash_path_skipping, image_err, run, scratch_dir, NodeImage};
+use super::image::{copy_tree, hash_path_skipping, image_err, run, NodeImage};
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -234,10 +234,7 @@ pub async fn ensure_image(
     }
     let _lock = super::image::image_lock().await?;
     let steps = crate::progress::Steps::new(&format!("AL2023 image {} from {}", image.tag, checkout.describe()), 2);
-    let work = tempfile::Builder::new()
-        .prefix("nodejoin-al2023-")
-        .tempdir_in(scratch_dir()?)
-        .map_err(image_err)?;
+    let work = super::image::work_dir("al2023")?;
     steps.step(0, "build context");
     let ctx = work.path();
     for b in ["nodeadm", "nodeadm-internal"] {

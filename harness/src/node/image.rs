@@ -167,10 +167,7 @@ pub async fn ensure(
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
-    let work = tempfile::Builder::new()
-        .prefix("nodejoin-image-")
-        .tempdir_in(scratch_dir()?)
-        .map_err(image_err)?;
+    let work = work_dir("image")?;
     ensure_base(docker, &image.base, work.path()).await?;
     build_node(&image, assets, tools, work.path()).await?;
     Ok(image)
@@ -220,10 +217,7 @@ pub async fn ensure_overlay(
     }
     let _lock = image_lock().await?;
     let steps = Steps::new(&format!("overlay image {} from {}", image.tag, dir.display()), 2);
-    let work = tempfile::Builder::new()
-        .prefix("nodejoin-overlay-")
-        .tempdir_in(scratch_dir()?)
-        .map_err(image_err)?;
+    let work = work_dir("overlay")?;
     steps.step(0, "build context");
     copy_tree(&dir, &work.path().join("overlay"))?;
     std::fs::write(
@@ -302,9 +296,18 @@ pub fn overlay_has_bootstrap(dir: &Path) -> bool {
 }
 
 pub(crate) fn scratch_dir() -> Result<PathBuf> {
-    let dir = crate::paths::cache_dir().join("tmp");
+    let dir = crate::paths::scratch_root();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     Ok(dir)
+}
+
+/// A build's work directory in `<cache>/tmp`, named after this process's identity so the reaper removes it
+/// (unmounting what a killed build left mounted in it) once this process is gone.
+pub(crate) fn work_dir(what: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&crate::paths::owned_prefix(what))
+        .tempdir_in(scratch_dir()?)
+        .map_err(image_err)
 }
 
 async fn build_base(tag: &str, work: &Path) -> Result<()> {

@@ -252,10 +252,7 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, version: &str) -> 
 }
 
 async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image: &KindImage) -> Result<()> {
-    let work = tempfile::Builder::new()
-        .prefix("nodejoin-kind-image-")
-        .tempdir_in(image::scratch_dir()?)
-        .map_err(image_err)?;
+    let work = image::work_dir("kind-image")?;
     image::ensure_base(docker, &inputs.base, work.path()).await?;
     let total = COMPONENTS.len() as u64 + 2;
     let steps = Steps::new(&format!("kind node image {}", image.tag), total);

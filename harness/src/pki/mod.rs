@@ -92,6 +92,12 @@ impl Ca {
 pub struct ClusterPki {
     pub ca: Ca,
     pub front_proxy_ca: Ca,
+    /// etcd's own CA (as kubeadm has one): only the API server's etcd client certificate opens etcd, not every
+    /// certificate of the cluster CA.
+    pub etcd_ca: Ca,
+    /// etcd's serving certificate (127.0.0.1).
+    pub etcd_server: CertKey,
+    pub apiserver_etcd_client: CertKey,
     pub apiserver: CertKey,
     pub apiserver_kubelet_client: CertKey,
     pub front_proxy_client: CertKey,
@@ -123,7 +129,12 @@ impl ClusterPki {
         let ca = Ca::generate("kubernetes")?;
         let front_proxy_ca = Ca::generate("front-proxy-ca")?;
         let sa = KeyPair::generate().map_err(pki_err)?;
+        let etcd_ca = Ca::generate("etcd-ca")?;
+        let loopback = [SanType::IpAddress(IpAddr::from([127, 0, 0, 1]))];
         Ok(Self {
+            etcd_server: etcd_ca.issue("etcd", &[], &loopback, Usage::Server)?,
+            apiserver_etcd_client: etcd_ca.issue("kube-apiserver-etcd-client", &[], &[], Usage::Client)?,
+            etcd_ca,
             apiserver: ca.issue("kube-apiserver", &[], &apiserver_sans(addresses), Usage::Server)?,
             apiserver_kubelet_client: ca.issue(
                 "kube-apiserver-kubelet-client",
@@ -163,6 +174,9 @@ impl ClusterPki {
         Ok(PkiPaths {
             ca: pair("ca", &self.ca.0)?,
             front_proxy_ca: pair("front-proxy-ca", &self.front_proxy_ca.0)?,
+            etcd_ca: pair("etcd-ca", &self.etcd_ca.0)?,
+            etcd_server: pair("etcd-server", &self.etcd_server)?,
+            apiserver_etcd_client: pair("apiserver-etcd-client", &self.apiserver_etcd_client)?,
             apiserver: pair("apiserver", &self.apiserver)?,
             apiserver_kubelet_client: pair("apiserver-kubelet-client", &self.apiserver_kubelet_client)?,
             front_proxy_client: pair("front-proxy-client", &self.front_proxy_client)?,
@@ -177,6 +191,9 @@ impl ClusterPki {
 pub struct PkiPaths {
     pub ca: (PathBuf, PathBuf),
     pub front_proxy_ca: (PathBuf, PathBuf),
+    pub etcd_ca: (PathBuf, PathBuf),
+    pub etcd_server: (PathBuf, PathBuf),
+    pub apiserver_etcd_client: (PathBuf, PathBuf),
     pub apiserver: (PathBuf, PathBuf),
     pub apiserver_kubelet_client: (PathBuf, PathBuf),
     pub front_proxy_client: (PathBuf, PathBuf),
