@@ -58,6 +58,11 @@ pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_check
                 continue;
             }
             matched = true;
+            // A check several patterns name is turned around once: twice would make a passing check read as
+            // an expected failure.
+            if c.xfail {
+                continue;
+            }
             c.expected = format!("to fail (failingChecks), i.e. not: {}", c.expected);
             c.passed = !c.passed;
             c.xfail = true;
@@ -70,5 +75,25 @@ pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_check
                 "no such check ran",
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_patterns_turn_a_check_around_once() {
+        let owners = vec!["n1".to_string()];
+        let mut checks = vec![Check::new("n1/registered", true, "a Node", "a Node")];
+        expect_failures(&mut checks, &owners, &["registered".into(), "regist*".into()]);
+        assert!(checks[0].xfail);
+        assert!(
+            !checks[0].passed,
+            "a check that passed, expected to fail, fails whatever patterns name it"
+        );
+        let mut checks = vec![Check::new("n1/registered", false, "a Node", "none")];
+        expect_failures(&mut checks, &owners, &["registered".into(), "*".into()]);
+        assert!(checks[0].passed, "a check that failed as expected passes once");
     }
 }

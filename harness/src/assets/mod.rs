@@ -413,7 +413,9 @@ mod tests {
         let (_server, urls) = mirror(false).await;
         let dir = tempfile::tempdir().unwrap();
         download(&urls, "v1.36.3", dir.path()).await.unwrap();
-        let assets = K8sAssets::from_dir("v1.36.3", dir.path(), "download").unwrap();
+        // As `resolve` does: the build's record, then the directory as the cache reads it.
+        stamp::write(dir.path(), &BINARIES).unwrap();
+        let assets = K8sAssets::from_dir("v1.36.3", dir.path(), "cache").unwrap();
         assert_eq!(std::fs::read_to_string(&assets.etcd).unwrap(), "#!/bin/sh\necho etcd\n");
 
         let (_server, urls) = mirror(true).await;

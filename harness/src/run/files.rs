@@ -117,6 +117,19 @@ pub async fn expectations(
                 },
             ));
         }
+        if f.values.is_empty() && f.contains.is_empty() && f.golden.is_none() {
+            // A path alone: the file must exist (an expectation that emitted no check would prove nothing).
+            out.push(Check::new(
+                format!("{node_name}/file {} exists", f.path),
+                content.is_some(),
+                "present",
+                if content.is_some() {
+                    "present"
+                } else {
+                    "the file does not exist"
+                },
+            ));
+        }
         if let Some(g) = &f.golden {
             // Absolute since the scenario was loaded (relative to its file: scenario::relative).
             let golden = std::fs::read_to_string(Path::new(g))

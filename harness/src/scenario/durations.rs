@@ -13,3 +13,87 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
 }
+
+/// The longest wait a scenario may ask for (`within`, `afterReadyWindow`).
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// A wait: a duration over 0 and at most [`MAX_WAIT`] (a zero window passes at once and proves nothing).
+pub fn wait<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let w = duration(d)?;
+    if w.is_zero() || w > MAX_WAIT {
+        return Err(serde::de::Error::custom(format!(
+            "'{}' must be over 0s and at most 1h",
+            humantime::format_duration(w)
+        )));
+    }
+    Ok(w)
+}
+
+/// A text to look for: never empty (an empty one is found in anything and proves nothing).
+pub fn nonempty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Err(serde::de::Error::custom(
+            "an empty text is found in anything: say what to look for",
+        ));
+    }
+    Ok(s)
+}
+
+/// Texts to look for, none empty.
+pub fn nonempty_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    if v.iter().any(String::is_empty) {
+        return Err(serde::de::Error::custom(
+            "an empty text is found in anything: say what to look for",
+        ));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+
+    const NODE: &str = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    expect:\n";
+
+    fn load(expect: &str) -> crate::error::Result<crate::scenario::model::Scenario> {
+        let text = format!("{NODE}{expect}");
+        crate::scenario::load::parse(&text, &crate::paths::workspace_root().join("test.yaml"))
+    }
+
+    /// Expectations that would check nothing are refused when the file is loaded, with their line.
+    #[test]
+    fn expectations_that_prove_nothing_are_refused_with_their_line() {
+        for (expect, line, says) in [
+            ("      within: 0s\n", 6, "over 0s"),
+            ("      within: 2h\n", 6, "at most 1h"),
+            (
+                "      calls: { noneAfterReady: [\"imds *\"], afterReadyWindow: 0s }\n",
+                6,
+                "over 0s",
+            ),
+            (
+                "      evidence: [{ source: kubelet, contains: \"\" }]\n",
+                6,
+                "empty text",
+            ),
+            (
+                "      files:\n        - path: /etc/x\n          contains: [\"a\", \"\"]\n",
+                7,
+                "empty text",
+            ),
+        ] {
+            match load(expect) {
+                Err(Error::ScenarioParse { line: l, message, .. }) => {
+                    assert_eq!(l, line, "{expect}: {message}");
+                    assert!(message.contains(says), "{expect}: {message}");
+                }
+                other => panic!("{expect}: expected a parse error, got {other:?}"),
+            }
+        }
+        let err = load("      calls: {}\n").unwrap_err().to_string();
+        assert!(err.contains("sets no rule"), "{err}");
+        assert!(load("      within: 90s\n      files: [{ path: /etc/x }]\n").is_ok());
+    }
+}

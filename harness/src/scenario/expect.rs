@@ -1,6 +1,5 @@
 //! What a scenario expects of each node: the `expect` section of a node group. Like the rest of the format, every
 //! struct rejects unknown fields so mistakes are reported with file, line and column.
-use super::durations::duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,8 +32,19 @@ pub struct FileExpectation {
     #[serde(default)]
     pub golden: Option<String>,
     /// Substrings the file must contain.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::durations::nonempty_list")]
     pub contains: Vec<String>,
+}
+
+impl CallExpectation {
+    /// Whether it sets no rule at all (it would check nothing).
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty()
+            && self.exactly.is_empty()
+            && self.count.is_empty()
+            && self.max.is_empty()
+            && self.none_after_ready.is_empty()
+    }
 }
 
 /// What a node's calls to the fakes must look like. Patterns are `service action` globs
@@ -59,7 +69,7 @@ pub struct CallExpectation {
     #[serde(default)]
     pub none_after_ready: Vec<String>,
     /// How long the harness keeps watching a Ready node's calls for `noneAfterReady` (default 10s).
-    #[serde(default = "default_after_ready_window", deserialize_with = "duration")]
+    #[serde(default = "default_after_ready_window", deserialize_with = "super::durations::wait")]
     pub after_ready_window: Duration,
 }
 
@@ -233,6 +243,7 @@ pub struct IdentityExpectation {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evidence {
     pub source: EvidenceSource,
+    #[serde(deserialize_with = "super::durations::nonempty")]
     pub contains: String,
 }
 
@@ -253,7 +264,7 @@ pub struct Expect {
     #[serde(default = "yes")]
     pub joins: bool,
     /// Deadline for the whole join (or the observation window of a negative scenario).
-    #[serde(default = "default_within", deserialize_with = "duration")]
+    #[serde(default = "default_within", deserialize_with = "super::durations::wait")]
     pub within: Duration,
     /// Defaults to the instance's PrivateDnsName.
     #[serde(default)]

@@ -146,6 +146,12 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             super::template::check(t).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
         }
         super::names::node_group(&n.name).map_err(|m| invalid(file, m))?;
+        if e.calls.as_ref().is_some_and(|c| c.is_empty()) {
+            return Err(invalid(
+                file,
+                format!("node group '{}': `calls` sets no rule (allow, exactly, count, max, noneAfterReady), so it would check nothing", n.name),
+            ));
+        }
         if let Some(name) = &e.node_name {
             super::names::node_name(name).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
         }
