@@ -168,6 +168,8 @@ fn main() {
             (f, s)
         })
         .collect();
+    let ok = loaded.iter().filter_map(|(f, s)| Some((f.as_path(), s.as_ref().ok()?)));
+    nodejoin::scenario::unique_scenarios(ok).unwrap_or_else(|e| exit_with(e));
     let pairs = loaded.iter().filter_map(|(_, s)| s.as_ref().ok()).flat_map(|s| {
         trials::providers_for(s, &enabled)
             .into_iter()

@@ -15,3 +15,4 @@ pub mod user_data;
 
 pub use load::{discover, load_file};
 pub use model::Scenario;
+pub use names::unique_scenarios;

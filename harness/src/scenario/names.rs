@@ -50,9 +50,49 @@ pub fn node_name(template: &str) -> Result<(), String> {
     dns_subdomain(&rendered).map_err(|e| format!("expect.nodeName: {e}"))
 }
 
+/// Two scenario files of one name would write one report folder and one trial name: refused, naming both.
+pub fn unique_scenarios<'a>(
+    scenarios: impl IntoIterator<Item = (&'a std::path::Path, &'a super::Scenario)>,
+) -> crate::error::Result<()> {
+    let mut seen: BTreeMap<&str, &std::path::Path> = BTreeMap::new();
+    for (file, s) in scenarios {
+        if let Some(first) = seen.insert(s.name.as_str(), file) {
+            if first != file {
+                return Err(crate::error::Error::ScenarioInvalid {
+                    file: file.to_path_buf(),
+                    message: format!(
+                        "scenario name '{}' is also {}'s: scenarios need names of their own (rename a file)",
+                        s.name,
+                        first.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_scenarios_of_one_name_are_refused() {
+        let yaml = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n";
+        let root = crate::paths::workspace_root();
+        let (fa, fb) = (root.join("one/basic.yaml"), root.join("two/basic.yaml"));
+        let a = crate::scenario::load::parse(yaml, &fa).unwrap();
+        let b = crate::scenario::load::parse(yaml, &fb).unwrap();
+        let err = unique_scenarios([(fa.as_path(), &a), (fb.as_path(), &b)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("one/basic.yaml") && err.contains("'basic'"), "{err}");
+        assert!(unique_scenarios([(fa.as_path(), &a)]).is_ok());
+        // The bundled scenarios have names of their own.
+        let files = crate::scenario::discover(&[root.join("scenarios")]).unwrap();
+        let loaded: Vec<_> = files.iter().map(|f| crate::scenario::load_file(f).unwrap()).collect();
+        unique_scenarios(files.iter().map(|f| f.as_path()).zip(loaded.iter())).unwrap();
+    }
 
     #[test]
     fn node_names_are_dns_subdomains() {

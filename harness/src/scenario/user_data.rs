@@ -149,7 +149,7 @@ impl UserDataSpec {
             problem,
         };
         let path = Path::new(file);
-        let bytes = std::fs::read(path).map_err(|e| {
+        let bytes = read_bounded(path).map_err(|e| {
             err(Problem::Read(format!(
                 "{}: {e} ({})",
                 path.display(),
@@ -162,11 +162,23 @@ impl UserDataSpec {
         } else {
             FileEncoding::Raw
         };
+        let within_ec2s_limit = |served: &[u8]| {
+            if served.len() > MAX_USER_DATA {
+                return Err(err(Problem::Encoding(format!(
+                    "it is {} bytes as EC2 keeps it (what IMDS serves); EC2 refuses user data over {MAX_USER_DATA} bytes (16 KB)",
+                    served.len()
+                ))));
+            }
+            Ok(())
+        };
         match self.encoding.unwrap_or(default) {
-            FileEncoding::Raw => Ok(FileUserData {
-                served: prepared.bytes,
-                api_form: None,
-            }),
+            FileEncoding::Raw => {
+                within_ec2s_limit(&prepared.bytes)?;
+                Ok(FileUserData {
+                    served: prepared.bytes,
+                    api_form: None,
+                })
+            }
             FileEncoding::Base64 => {
                 if prepared.layers.first() == Some(&Layer::Gzip) {
                     return Err(err(Problem::Encoding(format!(
@@ -180,6 +192,7 @@ impl UserDataSpec {
                     ))));
                 }
                 let served = crate::userdata::from_api(&prepared.bytes).map_err(|m| err(Problem::Encoding(m)))?;
+                within_ec2s_limit(&served)?;
                 Ok(FileUserData {
                     served,
                     api_form: Some(prepared.bytes),
@@ -187,6 +200,33 @@ impl UserDataSpec {
             }
         }
     }
+}
+
+/// EC2's limit on user data, before base64 (what IMDS serves): 16 KB.
+pub const MAX_USER_DATA: usize = 16 * 1024;
+
+/// The largest user-data file read: far past EC2's limit (layers of base64 and text grow), short of a device.
+const MAX_FILE: u64 = 1 << 20;
+
+/// Reads a user-data file: a regular file of at most [`MAX_FILE`] (`/dev/zero` or a FIFO never ends).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} KiB; EC2 user data is at most 16 KB", MAX_FILE >> 10),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// What a user-data file's final bytes (after placeholders and `encode`) are.
@@ -352,6 +392,26 @@ mod tests {
         v.insert("cluster.caBase64".into(), "LS0tQ0EtLS0=".into());
         v.insert("cluster.dnsIp".into(), "10.100.0.10".into());
         v
+    }
+
+    #[test]
+    fn user_data_past_ec2s_limit_or_not_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |file: String| UserDataSpec {
+            file: Some(file),
+            ..Default::default()
+        };
+        let big = temp_file(
+            &dir,
+            "big.sh",
+            format!("#!/bin/sh\n#{}\n", "x".repeat(MAX_USER_DATA)).as_bytes(),
+        );
+        let err = spec(big).check_file().unwrap_err();
+        assert!(err.contains("16 KB"), "{err}");
+        let err = spec("/dev/zero".into()).check_file().unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        let fits = temp_file(&dir, "ok.sh", b"#!/bin/sh\necho {{cluster.name}}\n");
+        assert!(spec(fits).check_file().is_ok());
     }
 
     fn served(spec: &UserDataSpec) -> FileUserData {

@@ -123,11 +123,21 @@ pub(crate) fn is_gzip(bytes: &[u8]) -> bool {
     bytes.starts_with(&GZIP_MAGIC)
 }
 
+/// How far a gzip layer may expand: far past any user data EC2 takes (16 KB), short of a gzip bomb's gigabytes.
+pub(crate) const MAX_GUNZIPPED: u64 = 16 << 20;
+
 pub(crate) fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(bytes)
+        .take(MAX_GUNZIPPED + 1)
         .read_to_end(&mut out)
         .map_err(|e| FormatError::Gzip(e.to_string()))?;
+    if out.len() as u64 > MAX_GUNZIPPED {
+        return Err(FormatError::Gzip(format!(
+            "it expands past {} MiB (a gzip bomb?); EC2 user data is at most 16 KB",
+            MAX_GUNZIPPED >> 20
+        )));
+    }
     Ok(out)
 }
 
@@ -446,5 +456,19 @@ Content-Type: text/cloud-config; charset=\"us-ascii\"\r\nContent-Type: text/x-sh
             mime.extend_from_slice(&bytes);
             let _ = detect(&mime);
         }
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_refused_not_expanded() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..17 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let bomb = gz.finish().unwrap();
+        assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+        let err = gunzip(&bomb).unwrap_err().to_string();
+        assert!(err.contains("16 MiB"), "{err}");
     }
 }

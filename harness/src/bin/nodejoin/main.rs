@@ -457,6 +457,9 @@ pub(crate) fn load_scenarios(
             Err(e) => return Err(fail(&e)),
         }
     }
+    if let Err(e) = nodejoin::scenario::unique_scenarios(scenarios.iter().map(|(f, s)| (f.as_path(), s))) {
+        return Err(fail(&e));
+    }
     Ok((files, scenarios))
 }
 
