@@ -26,7 +26,7 @@ impl Reporter for Junit {
             return;
         };
         let said = match report::junit(reports, &self.run_id) {
-            Ok(xml) => match std::fs::write(&self.path, xml) {
+            Ok(xml) => match super::write_whole(&self.path, xml.as_bytes()) {
                 Ok(()) => format!("JUnit report: {}", self.path.display()),
                 Err(e) => format!("error: cannot write {}: {e}", self.path.display()),
             },

@@ -16,10 +16,15 @@ impl Markdown {
 
 impl Reporter for Markdown {
     fn on(&mut self, event: &Event) {
-        let Event::RunFinished { reports, wall, .. } = event else {
+        let Event::RunFinished {
+            reports,
+            wall,
+            leftovers,
+        } = event
+        else {
             return;
         };
-        if let Err(e) = std::fs::write(&self.path, render(reports, *wall)) {
+        if let Err(e) = super::write_whole(&self.path, render(reports, *wall, leftovers).as_bytes()) {
             eprintln!("error: cannot write {}: {e}", self.path.display());
         }
     }
@@ -30,17 +35,25 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-pub fn render(reports: &[ScenarioReport], wall: std::time::Duration) -> String {
+/// The summary. Its symbol follows the exit code: ✅ only when something passed, nothing failed or erred and
+/// the run left nothing behind.
+pub fn render(reports: &[ScenarioReport], wall: std::time::Duration, leftovers: &[String]) -> String {
     let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
-    let (failed, errors) = (count("FAILED"), count("ERROR"));
+    let (passed, failed, errors) = (count("PASSED"), count("FAILED"), count("ERROR"));
+    let green = passed > 0 && failed + errors == 0 && leftovers.is_empty();
     let mut out = String::from("### nodejoin\n\n");
     out.push_str(&format!(
-        "{} {} passed, {failed} failed, {} ignored, {errors} errors in {}\n\n",
-        if failed + errors == 0 { "✅" } else { "❌" },
-        count("PASSED"),
+        "{} {passed} passed, {failed} failed, {} ignored, {errors} errors in {}\n\n",
+        if green { "✅" } else { "❌" },
         count("IGNORED"),
         secs(wall)
     ));
+    if !leftovers.is_empty() {
+        out.push_str(&format!(
+            "The run left these behind: {}\n\n",
+            cell(&leftovers.join(", "))
+        ));
+    }
     out.push_str("| scenario | result | wall | checks |\n|---|---|---|---|\n");
     for r in reports {
         let passed = r.checks.iter().filter(|c| c.passed).count();
@@ -80,10 +93,23 @@ mod tests {
         let mut bad = ScenarioReport::new("a|b", "b.yaml".into());
         bad.outcome = crate::run::Outcome::Failed;
         bad.checks.push(Check::new("n/labels", false, "team=a", "nothing"));
-        let md = render(&[ok, bad], std::time::Duration::from_secs(3));
+        let md = render(&[ok.clone(), bad], std::time::Duration::from_secs(3), &[]);
         assert!(md.starts_with("### nodejoin\n\n❌ 1 passed, 1 failed"), "{md}");
         assert!(md.contains("| basic | PASSED | 0.00s | 1/1 |"), "{md}");
         assert!(md.contains("| a\\|b | FAILED |"), "{md}");
         assert!(md.contains("- `n/labels: expected team=a, got nothing`"), "{md}");
+    }
+
+    #[test]
+    fn the_symbol_matches_the_exit_code() {
+        let mut ok = ScenarioReport::new("basic", "basic.yaml".into());
+        ok.checks.push(Check::new("n/registered", true, "n", "n"));
+        let wall = std::time::Duration::from_secs(1);
+        assert!(render(&[ok.clone()], wall, &[]).contains("✅"));
+        let left = render(&[ok], wall, &["container nodejoin-x".to_string()]);
+        assert!(left.contains("❌") && left.contains("container nodejoin-x"), "{left}");
+        let mut ignored = ScenarioReport::new("k3s", "k3s.yaml".into());
+        ignored.outcome = crate::run::Outcome::Ignored("no k3s image".into());
+        assert!(render(&[ignored], wall, &[]).contains("❌"), "nothing passed");
     }
 }
