@@ -13,13 +13,14 @@ fn line(dir: &Path, name: &str) -> Option<String> {
         .then(|| format!("{name} {} {}.{}", m.size(), m.mtime(), m.mtime_nsec()))
 }
 
-/// Every entry of `dir` but the record itself, sorted; `None` if one is not a regular file.
+/// Every entry of `dir` but the record itself and the digest sidecars later readers add (`<file>.sha256`,
+/// `node::inputs::file_digest`), sorted; `None` if one is not a regular file.
 fn record(dir: &Path) -> Option<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .ok()?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n != STAMP)
+        .filter(|n| n != STAMP && !n.ends_with(".sha256"))
         .collect();
     names.sort();
     names
@@ -72,6 +73,12 @@ mod tests {
         assert!(!matches(dir.path(), &["kubelet"]), "no record: not a finished build");
         write(dir.path(), &["kubelet"]).unwrap();
         assert!(matches(dir.path(), &["kubelet"]));
+        // A reader's digest sidecar is not a change to the build.
+        std::fs::write(dir.path().join("kubelet.sha256"), b"0 0\n").unwrap();
+        assert!(matches(dir.path(), &["kubelet"]), "a digest sidecar broke the record");
+        std::fs::write(dir.path().join("extra"), b"x").unwrap();
+        assert!(!matches(dir.path(), &["kubelet"]), "a file added after the build");
+        std::fs::remove_file(dir.path().join("extra")).unwrap();
         std::fs::write(&bin, b"#!/bin/sh\necho planted\n").unwrap();
         assert!(!matches(dir.path(), &["kubelet"]), "replaced after the build");
         assert!(write(dir.path(), &["kubelet", "missing"]).is_err());
