@@ -155,27 +155,40 @@ pub fn owner_of_scratch(name: &str) -> Option<crate::process::Identity> {
     crate::process::Identity::parse(&owner.replace('_', ":"))
 }
 
-/// Writes a file readable by its owner only from its first byte (created 0600, never widened after; an existing
-/// file is replaced through a private temporary in the same directory).
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a file whole or not at all, with `mode` from its first byte: a temporary file beside it (created with
+/// that mode, never widened afterwards), renamed over it. A full disk or a kill mid-way leaves the old file or
+/// none, never a truncated one.
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.{}.tmp",
         path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
         std::process::id()
     ));
-    let mut file = std::fs::OpenOptions::new()
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    drop(file);
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+        .mode(mode)
+        .open(&tmp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-    })
+    }
+    written
+}
+
+/// Writes a file readable by its owner only (keys, kubeconfigs, records): [`write_atomically`] with 0600.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomically(path, bytes, 0o600)
 }
 
 pub struct CacheLock {

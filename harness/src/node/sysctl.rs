@@ -71,21 +71,31 @@ impl HostState {
     }
 
     /// The runs registered and still alive, other than `me`; dead ones are forgotten.
-    fn others_alive(&self, me: Option<&str>) -> usize {
+    /// Every registered run: its name and its owner, if the record names one.
+    fn registered(&self) -> Vec<(String, PathBuf, Option<Identity>)> {
         let Ok(entries) = std::fs::read_dir(self.live_dir()) else {
-            return 0;
+            return Vec::new();
         };
+        entries
+            .flatten()
+            .map(|e| {
+                let owner = std::fs::read_to_string(e.path()).ok().and_then(|t| Identity::parse(&t));
+                (e.file_name().to_string_lossy().to_string(), e.path(), owner)
+            })
+            .collect()
+    }
+
+    /// The registered runs still alive, other than `me`; dead ones are forgotten.
+    fn others_alive(&self, me: Option<&str>) -> usize {
         let mut alive = 0;
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
+        for (name, path, owner) in self.registered() {
             if Some(name.as_str()) == me {
                 continue;
             }
-            let owner = std::fs::read_to_string(e.path()).ok().and_then(|t| Identity::parse(&t));
             if owner.is_some_and(|o| o.alive()) {
                 alive += 1;
             } else {
-                let _ = std::fs::remove_file(e.path());
+                let _ = std::fs::remove_file(path);
             }
         }
         alive
@@ -188,14 +198,11 @@ pub fn live_runs() -> usize {
 /// Whether a run of another nodejoin process is registered and alive (what it may be about to start from must
 /// not be pruned under it).
 pub fn other_processes_run() -> bool {
-    let state = HostState::new(host_state_dir());
     let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir(state.live_dir()) else {
-        return false;
-    };
-    entries
-        .flatten()
-        .filter_map(|e| Identity::parse(&std::fs::read_to_string(e.path()).ok()?))
+    HostState::new(host_state_dir())
+        .registered()
+        .into_iter()
+        .filter_map(|(_, _, owner)| owner)
         .any(|owner| owner.pid != me && owner.alive())
 }
 

@@ -6,18 +6,10 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 
-/// Writes a report whole or not at all: a temporary file beside it, renamed over it (a full disk or a kill mid-way
-/// leaves the old report or none, never a truncated one).
+/// Writes a report whole or not at all, readable by all (CI uploads it, often as another user than the run's):
+/// [`crate::paths::write_atomically`] with 0644.
 pub fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
+    crate::paths::write_atomically(path, bytes, 0o644)
 }
 
 /// The console format of `nodejoin run`.
@@ -48,6 +40,9 @@ mod tests {
         let f = dir.path().join("junit.xml");
         super::write_whole(&f, b"<testsuites/>").unwrap();
         assert_eq!(std::fs::read(&f).unwrap(), b"<testsuites/>");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o044, 0o044, "a report is readable by the uploader: {mode:o}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
         assert!(super::write_whole(&dir.path().join("missing/junit.xml"), b"x").is_err());
     }

@@ -29,28 +29,6 @@ pub fn wait<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     Ok(w)
 }
 
-/// A text to look for: never empty (an empty one is found in anything and proves nothing).
-pub fn nonempty<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    if s.is_empty() {
-        return Err(serde::de::Error::custom(
-            "an empty text is found in anything: say what to look for",
-        ));
-    }
-    Ok(s)
-}
-
-/// Texts to look for, none empty.
-pub fn nonempty_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    let v = Vec::<String>::deserialize(d)?;
-    if v.iter().any(String::is_empty) {
-        return Err(serde::de::Error::custom(
-            "an empty text is found in anything: say what to look for",
-        ));
-    }
-    Ok(v)
-}
-
 #[cfg(test)]
 mod tests {
     use crate::error::Error;

@@ -32,7 +32,7 @@ pub struct FileExpectation {
     #[serde(default)]
     pub golden: Option<String>,
     /// Substrings the file must contain.
-    #[serde(default, deserialize_with = "super::durations::nonempty_list")]
+    #[serde(default, deserialize_with = "super::nonempty::texts")]
     pub contains: Vec<String>,
 }
 
@@ -243,7 +243,7 @@ pub struct IdentityExpectation {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evidence {
     pub source: EvidenceSource,
-    #[serde(deserialize_with = "super::durations::nonempty")]
+    #[serde(deserialize_with = "super::nonempty::text")]
     pub contains: String,
 }
 

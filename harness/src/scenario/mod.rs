@@ -7,6 +7,7 @@ pub mod load;
 pub mod model;
 mod names;
 pub mod network;
+mod nonempty;
 pub mod patch;
 pub mod relative;
 pub mod template;
