@@ -283,19 +283,67 @@ pub fn kill_tree(pid: u32) {
 }
 
 /// A free TCP port on `ip` (bound and released; the caller binds it right away).
-pub fn free_port(ip: std::net::IpAddr) -> Result<u16> {
-    std::net::TcpListener::bind((ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| Error::ControlPlane {
+/// A TCP port held for a component this process starts: bound with SO_REUSEPORT but never listening, so the
+/// component (started with its port-sharing flag, as the same user) binds it too and takes every connection,
+/// while no other process can take the port between its choice and the component's bind (the kernel never
+/// hands a held port out to a bind of port 0 or to an outgoing connection). Dropped once the component is gone.
+pub struct HeldPort {
+    _socket: socket2::Socket,
+    pub port: u16,
+}
+
+impl HeldPort {
+    /// A port of the kernel's choosing on `ip`, held until this is dropped.
+    pub fn bind(ip: std::net::IpAddr) -> Result<Self> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let err = |e: std::io::Error| Error::ControlPlane {
             component: "ports".into(),
             message: format!("no free port on {ip}: {e}"),
-        })
+        };
+        let addr = std::net::SocketAddr::new(ip, 0);
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+        socket.set_reuse_port(true).map_err(err)?;
+        socket.bind(&addr.into()).map_err(err)?;
+        let port = socket
+            .local_addr()
+            .map_err(err)?
+            .as_socket()
+            .map(|a| a.port())
+            .ok_or_else(|| err(std::io::Error::other("not an IP socket")))?;
+        Ok(Self { _socket: socket, port })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_port_is_refused_to_others_and_shared_with_its_component() {
+        use std::io::{Read, Write};
+        let held = HeldPort::bind("127.0.0.1".parse().unwrap()).unwrap();
+        let taken = std::net::TcpListener::bind(("127.0.0.1", held.port));
+        assert_eq!(
+            taken.map(|_| ()).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::AddrInUse),
+            "a process without port sharing took the held port"
+        );
+        // The component: SO_REUSEPORT, listening; every connection reaches it, none the holder.
+        use socket2::{Domain, Socket, Type};
+        let component = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        component.set_reuse_port(true).unwrap();
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], held.port).into();
+        component.bind(&addr.into()).unwrap();
+        component.listen(8).unwrap();
+        let listener: std::net::TcpListener = component.into();
+        for _ in 0..4 {
+            let mut client = std::net::TcpStream::connect(addr).unwrap();
+            client.write_all(b"x").unwrap();
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut b = [0u8; 1];
+            conn.read_exact(&mut b).unwrap();
+        }
+    }
 
     #[test]
     fn liveness() {

@@ -1,11 +1,14 @@
 //! A build killed with SIGKILL at any point leaves the next run correct (issue 28): the Kubernetes build's Go
-//! processes are found by their owner mark and killed by the next start-up, its work directories go, and the next
-//! run builds again instead of trusting half-written binaries. Runs in a cache directory of its own; Go's build
-//! and module caches are shared, so the rebuild is mostly linking.
+//! processes, the node image's rootfs script (with its /proc mounted in the chroot) and its `docker build` are
+//! found by their owner mark and killed by the next start-up, their work directories go (unmounted first), and
+//! the next run builds again instead of trusting half-written output. Each runs in a cache directory of its own;
+//! Go's build and module caches are shared, so the Kubernetes rebuild is mostly linking.
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 fn nodejoin(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
@@ -117,4 +120,187 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
+}
+
+/// Starts `nodejoin <args>` in `cache` with `env`, its stderr collected by a thread.
+fn spawn(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    let mut cmd = nodejoin(cache);
+    cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start nodejoin");
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    (child, reader)
+}
+
+/// Mount points at or below `dir`.
+fn mounts_below(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A process's command line, spaces for NULs.
+fn cmdline(pid: u32) -> String {
+    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ")
+}
+
+/// Waits until `ready` holds while `child` runs (a failure names `what` and quotes the child's log if it ended).
+fn wait_for(child: &mut std::process::Child, limit: Duration, what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("nodejoin ended ({status}) before {what}");
+        }
+        assert!(Instant::now() < deadline, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILLs `child` mid-build, shows something of it was left (else the test proves nothing), reaps from the
+/// same cache and shows nothing is left running or mounted and `<cache>/tmp` is empty.
+fn kill_and_reap(mut child: std::process::Child, reader: std::thread::JoinHandle<String>, cache: &Path, what: &str) {
+    let pid = child.id();
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let log = reader.join().unwrap_or_default();
+    let left = marked_by(pid);
+    assert!(
+        !left.is_empty(),
+        "the killed {what} left nothing running to reap:\n{log}"
+    );
+    let out = nodejoin(cache).arg("reap").output().unwrap();
+    assert!(out.status.success(), "reap: {}", String::from_utf8_lossy(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !marked_by(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let running: Vec<String> = marked_by(pid).into_iter().map(cmdline).collect();
+    assert_eq!(running, Vec::<String>::new(), "the killed {what} still runs after reap");
+    assert_eq!(
+        mounts_below(cache),
+        Vec::<String>::new(),
+        "the killed {what} left mounts"
+    );
+    let scratch: Vec<_> = std::fs::read_dir(cache.join("tmp"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(
+        scratch.is_empty(),
+        "the killed {what} left <cache>/tmp holding {scratch:?}"
+    );
+}
+
+/// The node image's two builds killed with SIGKILL: the rootfs script mid-way (a mount in its chroot), then the
+/// node layer's `docker build`; each is reaped, and the third attempt builds an image whose kubelet runs. The
+/// Debian suite is named (bookworm, the default's packages) so the base is one of the test's own, rebuilt from
+/// scratch and removed at the end, while the default images stay untouched.
+#[test]
+fn killed_node_image_builds_are_reaped_and_built_again() {
+    assert!(
+        common::docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let suite = [("NODEJOIN_DEBIAN_SUITE", "bookworm")];
+    let base = nodejoin::node::image::debootstrap_base_tag("bookworm").expect("the base recipe");
+    let images_of =
+        |reference: &str| common::docker_lines(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", reference]);
+    let built: Vec<String> = images_of("nodejoin-node")
+        .into_iter()
+        .filter(|t| {
+            common::docker_lines(&[
+                "image",
+                "inspect",
+                "--format",
+                "{{index .Config.Labels \"io.nodejoin.base\"}}",
+                t,
+            ]) == [base.clone()]
+        })
+        .collect();
+    let _ = Command::new("docker").arg("rmi").arg(&base).args(&built).output();
+    let cache = common::hardlinked_cache();
+    let started = Instant::now();
+
+    let (mut child, reader) = spawn(cache.path(), &["image", "build"], &suite);
+    let tmp = cache.path().join("tmp");
+    wait_for(
+        &mut child,
+        Duration::from_secs(900),
+        "a mount in the rootfs build's chroot",
+        || !mounts_below(&tmp).is_empty(),
+    );
+    kill_and_reap(child, reader, cache.path(), "rootfs script");
+    let killed_rootfs = started.elapsed();
+
+    let (mut child, reader) = spawn(cache.path(), &["image", "build"], &suite);
+    let pid = child.id();
+    wait_for(
+        &mut child,
+        Duration::from_secs(1200),
+        "the node layer's docker build",
+        || {
+            marked_by(pid)
+                .into_iter()
+                .any(|p| cmdline(p).starts_with("docker build"))
+        },
+    );
+    kill_and_reap(child, reader, cache.path(), "node image docker build");
+    let killed_build = started.elapsed();
+
+    let (mut child, reader) = spawn(cache.path(), &["image", "build"], &suite);
+    let status = child.wait().expect("wait");
+    let log = reader.join().unwrap_or_default();
+    assert!(status.success(), "the build after the kills failed:\n{log}");
+    let node: Vec<String> = images_of("nodejoin-node")
+        .into_iter()
+        .filter(|t| {
+            common::docker_lines(&[
+                "image",
+                "inspect",
+                "--format",
+                "{{index .Config.Labels \"io.nodejoin.base\"}}",
+                t,
+            ]) == [base.clone()]
+        })
+        .collect();
+    assert_eq!(
+        node.len(),
+        1,
+        "one node image on base {base} after the rebuild: {node:?}\n{log}"
+    );
+    let version = Command::new("docker")
+        .args([
+            "run",
+            "--rm",
+            "--entrypoint",
+            "/usr/libexec/nodejoin/kubelet",
+            &node[0],
+            "--version",
+        ])
+        .output()
+        .expect("docker run");
+    let _ = Command::new("docker").arg("rmi").arg(&node[0]).arg(&base).output();
+    assert!(
+        String::from_utf8_lossy(&version.stdout).contains(nodejoin::assets::DEFAULT_VERSION),
+        "the rebuilt image's kubelet: {}{}",
+        String::from_utf8_lossy(&version.stdout),
+        String::from_utf8_lossy(&version.stderr)
+    );
+    eprintln!(
+        "rootfs killed at {killed_rootfs:.0?}, docker build killed at {killed_build:.0?}, rebuilt at {:.0?}",
+        started.elapsed()
+    );
 }

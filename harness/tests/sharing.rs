@@ -37,45 +37,6 @@ fn first_provider() -> &'static str {
     }
 }
 
-/// A cache directory of its own for the second process, holding what the first's holds (hard links: no
-/// rebuild, nothing shared that either process writes; runs, scratch and locks are its own).
-fn other_cache() -> tempfile::TempDir {
-    let cache = nodejoin::paths::cache_dir();
-    let parent = cache.parent().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
-    let other = tempfile::Builder::new()
-        .prefix("nodejoin-other-cache-")
-        .tempdir_in(parent)
-        .expect("another cache directory beside the cache");
-    for entry in std::fs::read_dir(&cache)
-        .expect("the cache (README's first command fills it)")
-        .flatten()
-    {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if ["runs", "tmp", "cgroup2-vm"].contains(&name.as_str()) || name.ends_with(".lock") {
-            continue;
-        }
-        let copied = Command::new("cp")
-            .arg("-al")
-            .arg(entry.path())
-            .arg(other.path())
-            .status()
-            .is_ok_and(|s| s.success())
-            || Command::new("cp")
-                .arg("-a")
-                .arg(entry.path())
-                .arg(other.path())
-                .status()
-                .is_ok_and(|s| s.success());
-        assert!(
-            copied,
-            "could not copy {} into {}",
-            entry.path().display(),
-            other.path().display()
-        );
-    }
-    other
-}
-
 /// The keys whose values differ between two sysctl snapshots, with both values.
 fn changed(before: &std::collections::BTreeMap<String, String>) -> Vec<String> {
     let now = host_sysctls();
@@ -156,7 +117,7 @@ fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
     };
 
     // A second run, from another cache directory, starts (reaping first, as every run does), passes and ends.
-    let other = other_cache();
+    let other = hardlinked_cache();
     let (mut second, second_run, second_log) = start_run_with(
         "local",
         Path::new("scenarios/basic-bootstrap-token.yaml"),

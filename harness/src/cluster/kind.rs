@@ -2,7 +2,9 @@
 //! `kind-config/cluster.yaml` on the run's Docker network (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), so the
 //! scenario's node containers reach its API server by the control-plane container's name. The kind CLI is taken
 //! from PATH or built from its Go module into the cache. The node image is `NODEJOIN_KIND_IMAGE`, else our own
-//! `nodejoin-kind-node:<version>` (`nodejoin image build --kind`) when built, else `kindest/node:<version>`
+//! kind node image (`nodejoin image build --kind`) when built, by the content tag of the current recipe and binaries
+//! (`nodejoin-kind-node:<version>-<hash>`, rebuilt when they changed; `:<version>` only says one exists), else
+//! `kindest/node:<version>`
 //! (pulled, or our own built in its place when the provider is required). On hosts that refuse privileged
 //! containers kind runs with the docker shim in `kind-config/docker-shim/`.
 use super::container::ContainerControlPlane;
@@ -276,7 +278,14 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
     let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
     let config = dir.join("kind.yaml");
-    let image = image_for(Some(ctx.docker), &spec.version).await;
+    let image = match image_for(Some(ctx.docker), &spec.version).await {
+        // Ours: the build of the current recipe and binaries by its content tag (built if they changed), never
+        // the `<version>` alias another process may have re-pointed since.
+        ours if ours == crate::node::kind_image::local_tag(&spec.version) => {
+            crate::node::kind_image::ensure(ctx.docker, &spec.version).await?.tag
+        }
+        other => other,
+    };
     let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");

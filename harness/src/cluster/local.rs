@@ -4,7 +4,7 @@
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use crate::pki::{ClusterPki, PkiPaths};
-use crate::process::{free_port, Supervised};
+use crate::process::{HeldPort, Supervised};
 use futures::future::BoxFuture;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -56,6 +56,7 @@ pub struct LocalControlPlane {
     timings: Vec<(String, Duration)>,
     // Field order is drop order: controller-manager, apiserver, then etcd.
     processes: Vec<Supervised>,
+    _ports: Vec<HeldPort>,
     _etcd_data: tempfile::TempDir,
 }
 
@@ -179,8 +180,11 @@ impl LocalControlPlane {
             .prefix(&format!("{}{}-", ETCD_DATA_PREFIX, ctx.run_id))
             .tempdir_in(shm_or_tmp())
             .map_err(|e| cp_err("etcd", format!("data dir: {e}")))?;
-        let etcd_port = free_port(loopback)?;
-        let peer_port = free_port(loopback)?;
+        // Every port is held by this process until the components are gone (see HeldPort): each component
+        // binds it with port sharing, and no other process can take it in between.
+        let mut ports = Vec::new();
+        let etcd_port = hold(&mut ports, loopback)?;
+        let peer_port = hold(&mut ports, loopback)?;
         // etcd over TLS with client certificates of its own CA (as kubeadm runs it): an etcd that answers the probe
         // is ours, never another run's that took the port, and no other local process can read or write it.
         let etcd_url = format!("https://127.0.0.1:{etcd_port}");
@@ -202,6 +206,7 @@ impl LocalControlPlane {
                 ctx.run_id,
                 crate::fakes::random_hex(8)
             ),
+            "--socket-reuse-port=true".to_string(),
             "--unsafe-no-fsync=true".to_string(),
             "--log-level=warn".to_string(),
         ];
@@ -212,7 +217,7 @@ impl LocalControlPlane {
             &dir,
             &ctx.pids_dir,
         )?];
-        let api_port = free_port(bind)?;
+        let api_port = hold(&mut ports, bind)?;
         let endpoint = format!("https://{bind}:{api_port}");
         let mut apiserver_args = apiserver_args(spec, &paths, bind, api_port, &etcd_url, &audit_policy, &dir);
         if let Some(config) = &webhook_config {
@@ -276,7 +281,7 @@ impl LocalControlPlane {
             &pki.controller_manager.key_pem,
             "system:kube-controller-manager",
         )?;
-        let kcm_port = free_port(loopback)?;
+        let kcm_port = hold(&mut ports, loopback)?;
         let kcm_args = kcm_args(spec, &paths, &kcm_kubeconfig, kcm_port);
         processes.insert(
             0,
@@ -307,9 +312,18 @@ impl LocalControlPlane {
             dir,
             timings,
             processes,
+            _ports: ports,
             _etcd_data: etcd_data,
         })
     }
+}
+
+/// A port on `ip` held in `ports` (for as long as the control plane lives).
+fn hold(ports: &mut Vec<HeldPort>, ip: std::net::IpAddr) -> Result<u16> {
+    let held = HeldPort::bind(ip)?;
+    let port = held.port;
+    ports.push(held);
+    Ok(port)
 }
 
 /// etcd data directories are `<shm_or_tmp>/nodejoin-etcd-<run id>-XXXX`, so the reaper can remove those of a
@@ -344,6 +358,7 @@ fn apiserver_args(
         format!("--bind-address={bind}"),
         format!("--advertise-address={bind}"),
         format!("--secure-port={port}"),
+        "--permit-port-sharing=true".to_string(),
         format!("--service-cluster-ip-range={}", spec.service_cidr),
         format!("--client-ca-file={}", d(&p.ca.0)),
         format!("--tls-cert-file={}", d(&p.apiserver.0)),
@@ -402,6 +417,7 @@ fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> V
         format!("--authorization-kubeconfig={}", d(kubeconfig)),
         "--bind-address=127.0.0.1".to_string(),
         format!("--secure-port={port}"),
+        "--permit-port-sharing=true".to_string(),
         format!("--cluster-signing-cert-file={}", d(&p.ca.0)),
         format!("--cluster-signing-key-file={}", d(&p.ca.1)),
         format!("--client-ca-file={}", d(&p.ca.0)),

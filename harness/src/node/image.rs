@@ -91,18 +91,33 @@ pub const ENV_BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
 
 /// The base image's tag: `NODEJOIN_BASE_IMAGE`, or `nodejoin-base:<hash of the debootstrap recipe>`.
 pub(crate) fn base_tag() -> Result<String> {
+    match std::env::var(ENV_BASE_IMAGE) {
+        Ok(tag) if !tag.trim().is_empty() => Ok(tag.trim().to_string()),
+        _ => debootstrap_base_tag(&std::env::var(ENV_DEBIAN_SUITE).unwrap_or_default()),
+    }
+}
+
+/// The Debian suite the debootstrap base is built from (default bookworm); naming one, even bookworm, makes a
+/// base and node image of their own (a side build, like [`ENV_BASE_IMAGE`]: it prunes nothing of ours).
+pub const ENV_DEBIAN_SUITE: &str = "NODEJOIN_DEBIAN_SUITE";
+
+/// `nodejoin-base:<hash of the debootstrap recipe and the suite named>` (`suite` empty: the default).
+pub fn debootstrap_base_tag(suite: &str) -> Result<String> {
     let dir = recipe_dir();
-    Ok(match std::env::var(ENV_BASE_IMAGE) {
-        Ok(tag) if !tag.trim().is_empty() => tag.trim().to_string(),
-        _ => {
-            let mut base = Sha256::new();
-            for input in ["rootfs.sh", "packages.txt", "finish-rootfs.sh"] {
-                hash_path(&mut base, &dir.join(input))?;
-            }
-            base.update(std::env::var("NODEJOIN_DEBIAN_SUITE").unwrap_or_default().as_bytes());
-            format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12])
-        }
-    })
+    let mut base = Sha256::new();
+    for input in ["rootfs.sh", "packages.txt", "finish-rootfs.sh"] {
+        hash_path(&mut base, &dir.join(input))?;
+    }
+    base.update(suite.as_bytes());
+    Ok(format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12]))
+}
+
+/// A build on another base than the default debootstrap one (the user's base image, or a Debian suite named):
+/// it leaves the default builds alone.
+fn side_build() -> bool {
+    [ENV_BASE_IMAGE, ENV_DEBIAN_SUITE]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|v| !v.trim().is_empty()))
 }
 
 /// The tags the current recipe, kubelet and Go tools produce.
@@ -136,6 +151,8 @@ pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool
 }
 
 pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    // Marked: a `docker build` left running by a killed nodejoin is found and stopped by the next start-up.
+    crate::process::mark(cmd);
     let out = crate::deadline::output(cmd, what, crate::deadline::IMAGE_BUILD)
         .await
         .map_err(|e| image_err(e.to_string()))?;
@@ -328,12 +345,7 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
         return Err(image_err(format!("rootfs.sh: {e} (log: {})", kept.display())));
     }
     steps.step(5, "docker import");
-    let script = format!("tar -C '{}' -c . | docker import - '{tag}'", rootfs.display());
-    run(
-        Command::new("bash").args(["-o", "pipefail", "-c", &script]),
-        "docker import",
-    )
-    .await?;
+    import_tree(&rootfs, ".", &[], tag).await?;
     let _ = std::fs::remove_dir_all(&rootfs);
     steps.finish("imported");
     Ok(())
@@ -358,6 +370,56 @@ pub(crate) async fn compile_pause(work: &Path) -> Result<PathBuf> {
     Ok(root.join("pause"))
 }
 
+/// The tag the pause image is saved under in the node image (containerd's sandbox image).
+const PAUSE_TAG: &str = "nodejoin.local/pause:3.10";
+
+/// `tar -C dir -c what | docker import [--change C]... - tag`, as two argument vectors joined by a pipe (no
+/// shell: the paths come from the cache directory and may hold any character).
+async fn import_tree(dir: &Path, what: &str, changes: &[&str], tag: &str) -> Result<()> {
+    use std::process::Stdio;
+    let mut tar = std::process::Command::new("tar");
+    tar.arg("-C")
+        .arg(dir)
+        .args(["-c", what])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut tar = tokio::process::Command::from(tar);
+    crate::process::mark(&mut tar);
+    let mut tar = tar
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| image_err(format!("tar: {e}")))?;
+    let stream = tar
+        .stdout
+        .take()
+        .and_then(|o| o.into_owned_fd().ok())
+        .ok_or_else(|| image_err("tar: no output pipe"))?;
+    let imported = {
+        let mut import = Command::new("docker");
+        import.arg("import");
+        for change in changes {
+            import.args(["--change", change]);
+        }
+        import.args(["-", tag]).stdin(std::process::Stdio::from(stream));
+        run(&mut import, "docker import").await
+        // The command (holding the pipe's read end) goes here: a tar writing to a failed import then sees EPIPE
+        // instead of blocking.
+    };
+    let tarred = tar
+        .wait_with_output()
+        .await
+        .map_err(|e| image_err(format!("tar: {e}")))?;
+    if !tarred.status.success() {
+        return Err(image_err(format!(
+            "tar -C {} -c {what} failed ({}): {}",
+            dir.display(),
+            tarred.status,
+            String::from_utf8_lossy(&tarred.stderr).trim()
+        )));
+    }
+    imported
+}
+
 /// Compiles the pause program and saves it as a `docker save` archive tagged `nodejoin.local/pause:3.10` (the
 /// sandbox image containerd is configured with; a name of our own, so no image of the host's is retagged or
 /// removed).
@@ -368,19 +430,27 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let tmp_tag = format!("nodejoin-pause-build:{}", crate::fakes::random_hex(8));
-    let script = format!(
-        "set -e; tar -C '{root}' -c pause | docker import --change 'ENTRYPOINT [\"/pause\"]' - '{tmp_tag}' >/dev/null; \
-         docker tag '{tmp_tag}' nodejoin.local/pause:3.10; docker save -o '{out}' nodejoin.local/pause:3.10; \
-         docker rmi '{tmp_tag}' nodejoin.local/pause:3.10 >/dev/null",
-        root = root.display(),
-        out = work.join("pause.tar").display()
-    );
-    run(
-        Command::new("bash").args(["-o", "pipefail", "-c", &script]),
-        "pause image",
+    let out = work.join("pause.tar");
+    import_tree(&root, "pause", &["ENTRYPOINT [\"/pause\"]"], &tmp_tag).await?;
+    let saved = async {
+        run(
+            Command::new("docker").args(["tag", &tmp_tag, PAUSE_TAG]),
+            "docker tag (pause)",
+        )
+        .await?;
+        run(
+            Command::new("docker").arg("save").arg("-o").arg(&out).arg(PAUSE_TAG),
+            "docker save (pause)",
+        )
+        .await
+    }
+    .await;
+    let _ = run(
+        Command::new("docker").args(["rmi", &tmp_tag, PAUSE_TAG]),
+        "docker rmi (pause)",
     )
-    .await?;
-    Ok(work.join("pause.tar"))
+    .await;
+    saved.map(|()| out)
 }
 
 async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, work: &Path) -> Result<()> {
@@ -398,17 +468,21 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
     std::fs::write(ctx.join(".dockerignore"), "rootfs\npause-root\n*.log\n").map_err(|e| Error::io(&ctx, e))?;
     steps.step(2, "docker build");
     let labels = [
+        (BASE_LABEL, image.base.clone()),
         (VERSIONS_LABEL, versions(assets, tools)),
         (super::eks_ami::NODEADM_LABEL, nodeadm_source(tools)),
     ];
     docker_build(&image.tag, "node", &labels, &[format!("BASE={}", image.base)], &ctx).await?;
     steps.finish("built");
-    // A build on a base of the user's (NODEJOIN_BASE_IMAGE) is a side build: it leaves ours alone.
-    if std::env::var(ENV_BASE_IMAGE).is_err() {
+    // A build on a base of the user's (NODEJOIN_BASE_IMAGE) or a suite named is a side build: it leaves ours alone.
+    if !side_build() {
         prune_superseded(image).await;
     }
     Ok(())
 }
+
+/// The image label naming the base a node image was built on.
+pub const BASE_LABEL: &str = "io.nodejoin.base";
 
 /// The image label naming the versions of the real parts a node image runs.
 pub const VERSIONS_LABEL: &str = "io.nodejoin.versions";

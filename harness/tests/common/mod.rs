@@ -398,3 +398,42 @@ pub fn control_plane_processes_of(run: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// A cache directory of its own holding what the default one holds (hard links: no
+/// rebuild, nothing shared that either process writes; runs, scratch and locks are its own).
+pub fn hardlinked_cache() -> tempfile::TempDir {
+    let cache = nodejoin::paths::cache_dir();
+    let parent = cache.parent().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+    let other = tempfile::Builder::new()
+        .prefix("nodejoin-other-cache-")
+        .tempdir_in(parent)
+        .expect("another cache directory beside the cache");
+    for entry in std::fs::read_dir(&cache)
+        .expect("the cache (README's first command fills it)")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if ["runs", "tmp", "cgroup2-vm"].contains(&name.as_str()) || name.ends_with(".lock") {
+            continue;
+        }
+        let copied = Command::new("cp")
+            .arg("-al")
+            .arg(entry.path())
+            .arg(other.path())
+            .status()
+            .is_ok_and(|s| s.success())
+            || Command::new("cp")
+                .arg("-a")
+                .arg(entry.path())
+                .arg(other.path())
+                .status()
+                .is_ok_and(|s| s.success());
+        assert!(
+            copied,
+            "could not copy {} into {}",
+            entry.path().display(),
+            other.path().display()
+        );
+    }
+    other
+}
