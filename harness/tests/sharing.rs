@@ -49,6 +49,52 @@ fn changed(before: &std::collections::BTreeMap<String, String>) -> Vec<String> {
         .collect()
 }
 
+/// kind's control-plane node (kind asks for `--privileged`) has a node's privileges: no module loading, reboot,
+/// raw I/O or clock capability, `/proc/sysrq-trigger` and the host's kernel parameters read-only.
+fn kind_node_has_a_nodes_privileges(run: &str) {
+    let node = docker_objects(run)
+        .into_iter()
+        .filter_map(|o| o.strip_prefix("container ").map(str::to_string))
+        .find(|c| c.starts_with(&format!("nj-{run}-")) && c.ends_with("-control-plane"))
+        .expect("the kind control-plane container");
+    let exec = |script: &str| {
+        Command::new("docker")
+            .args(["exec", &node, "sh", "-c", script])
+            .output()
+            .expect("docker exec")
+    };
+    // kind may have created the container and not yet started it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !exec("true").status.success() {
+        assert!(std::time::Instant::now() < deadline, "kind's node {node} never ran");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = String::from_utf8_lossy(&exec("grep CapEff /proc/1/status").stdout).to_string();
+    let caps = u64::from_str_radix(status.split_whitespace().nth(1).unwrap_or("0"), 16).expect("CapEff");
+    for (name, bit) in [
+        ("SYS_MODULE", 16),
+        ("SYS_RAWIO", 17),
+        ("SYS_BOOT", 22),
+        ("SYS_TIME", 25),
+    ] {
+        assert_eq!(caps & (1 << bit), 0, "kind's node {node} has CAP_{name} ({status})");
+    }
+    assert!(
+        caps & (1 << 21) != 0,
+        "kind's node {node} lacks CAP_SYS_ADMIN, which systemd needs ({status})"
+    );
+    for (what, script) in [
+        ("/proc/sysrq-trigger", "echo h > /proc/sysrq-trigger"),
+        (
+            "/proc/sys/kernel/panic",
+            "cat /proc/sys/kernel/panic > /proc/sys/kernel/panic",
+        ),
+    ] {
+        let out = exec(script);
+        assert!(!out.status.success(), "kind's node {node} could write {what}");
+    }
+}
+
 #[test]
 fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
     assert!(
@@ -115,6 +161,10 @@ fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
             );
         }
     };
+
+    if provider == "kind" {
+        kind_node_has_a_nodes_privileges(&run);
+    }
 
     // A second run, from another cache directory, starts (reaping first, as every run does), passes and ends.
     let other = hardlinked_cache();

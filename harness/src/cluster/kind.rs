@@ -5,8 +5,9 @@
 //! kind node image (`nodejoin image build --kind`) when built, by the content tag of the current recipe and binaries
 //! (`nodejoin-kind-node:<version>-<hash>`, rebuilt when they changed; `:<version>` only says one exists), else
 //! `kindest/node:<version>`
-//! (pulled, or our own built in its place when the provider is required). On hosts that refuse privileged
-//! containers kind runs with the docker shim in `kind-config/docker-shim/`.
+//! (pulled, or our own built in its place when the provider is required). kind runs with the docker shim in
+//! `kind-config/docker-shim/`: it labels kind's node with the run and gives it a node's privileges, not
+//! `--privileged`.
 use super::container::ContainerControlPlane;
 use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
@@ -289,7 +290,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
-    let shim = super::kind_host::for_kind(&image, &crate::docker::run_labels(&ctx.run_id))
+    let shim = super::kind_host::for_kind(&crate::docker::run_labels(&ctx.run_id))
         .await
         .map_err(kind_err)?;
     let mut create = tokio::process::Command::new(&kind);
@@ -326,7 +327,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     };
     let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
     let step = match shim.swaps_privileged {
-        true => format!("kind create cluster ({image}, --privileged swapped by the docker shim)"),
+        true => format!("kind create cluster ({image}, a node's privileges instead of --privileged)"),
         false => format!("kind create cluster ({image})"),
     };
     let timings = vec![(step, t0.elapsed())];

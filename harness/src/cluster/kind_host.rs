@@ -5,16 +5,16 @@
 //! passes through.
 use std::collections::HashMap;
 use std::path::PathBuf;
-use tokio::sync::OnceCell;
 
-/// Whether kind's node containers get `--privileged` swapped: `auto` (default) probes whether the Docker daemon
-/// grants it, `1`/`always` forces the swap, `0`/`never` leaves kind's flags as they are.
+/// Whether kind's node containers get a node's privileges instead of `--privileged`: `auto`/`always` (default:
+/// the same as nodejoin's own nodes, see `node::privileges`), `never` (`0`: kind's `--privileged` as it is, for a
+/// host where the narrowed set fails; say so in an issue).
 pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
 
 /// How kind's `--privileged` is treated (`NODEJOIN_KIND_RESTRICTED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Probe whether the daemon grants `--privileged` (once per process).
+    /// The default: swapped (kept as a value of its own, so `auto` stays accepted).
     Auto,
     /// Always swap it.
     Always,
@@ -40,8 +40,10 @@ pub struct Shim {
     dir: PathBuf,
     real: PathBuf,
     labels: String,
-    /// `--privileged` swapped for our flag set (a restricted host).
+    /// `--privileged` swapped for a node's privileges.
     pub swaps_privileged: bool,
+    /// Capabilities dropped from `ALL` when swapped.
+    cap_drop: Vec<String>,
 }
 
 impl Shim {
@@ -59,7 +61,9 @@ impl Shim {
             .env(
                 "NODEJOIN_SWAP_PRIVILEGED",
                 if self.swaps_privileged { "1" } else { "0" },
-            );
+            )
+            .env("NODEJOIN_CAP_DROP", self.cap_drop.join(" "))
+            .env("NODEJOIN_DEVICES", crate::node::privileges::devices().join(" "));
     }
 }
 
@@ -85,54 +89,15 @@ fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim
         real,
         labels: label_lines(labels),
         swaps_privileged,
+        cap_drop: crate::node::privileges::dropped_capabilities(),
     })
 }
 
-/// The shim to run kind with on this host: `labels` on every node container, `--privileged` swapped where the
-/// host refuses it.
-pub async fn for_kind(image: &str, labels: &HashMap<String, String>) -> Result<Shim, String> {
-    let swap = match mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? {
-        Mode::Never => false,
-        Mode::Always => true,
-        Mode::Auto => !privileged_works(image).await,
-    };
+/// The shim to run kind with: `labels` on every node container, `--privileged` swapped for a node's
+/// privileges unless `NODEJOIN_KIND_RESTRICTED=never`.
+pub async fn for_kind(labels: &HashMap<String, String>) -> Result<Shim, String> {
+    let swap = mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? != Mode::Never;
     shim(labels, swap)
-}
-
-/// Whether `docker run --privileged` works here, asked once per process with `image` (present locally).
-async fn privileged_works(image: &str) -> bool {
-    static ANSWER: OnceCell<bool> = OnceCell::const_new();
-    *ANSWER
-        .get_or_init(|| async {
-            let out = crate::deadline::output(
-                tokio::process::Command::new("docker").args([
-                    "run",
-                    "--rm",
-                    "--privileged",
-                    "--entrypoint",
-                    "/bin/true",
-                    image,
-                ]),
-                "docker run --privileged (probe)",
-                crate::deadline::DOCKER_CLI,
-            )
-            .await;
-            match out {
-                Ok(o) if o.status.success() => true,
-                Ok(o) => {
-                    tracing::info!(
-                        "privileged containers are refused here ({}); kind runs with the restricted-host docker shim",
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    );
-                    false
-                }
-                Err(e) => {
-                    tracing::info!("privileged probe failed ({e}); kind runs with the restricted-host docker shim");
-                    false
-                }
-            }
-        })
-        .await
 }
 
 #[cfg(test)]
@@ -162,6 +127,8 @@ mod tests {
             .env("NODEJOIN_REAL_DOCKER", &fake)
             .env("NODEJOIN_LABELS", labels)
             .env("NODEJOIN_SWAP_PRIVILEGED", if swap { "1" } else { "0" })
+            .env("NODEJOIN_CAP_DROP", "SYS_MODULE SYS_RAWIO")
+            .env("NODEJOIN_DEVICES", "/dev/kmsg")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -171,21 +138,25 @@ mod tests {
             .collect()
     }
 
-    /// On a restricted host the shim swaps `--privileged` for our flag set in `docker run` and passes everything
-    /// else through.
+    /// The shim swaps `--privileged` in `docker run` for a node's privileges (all capabilities but those
+    /// dropped, the devices named, Docker's default masks: no `systempaths=unconfined`, no device rule for
+    /// all) and passes everything else through.
     #[test]
     fn shim_swaps_only_privileged() {
         let run = |args: &[&str]| shim_run(args, "", true);
         let args = run(&["run", "--name", "n", "--privileged", "--tmpfs", "/run", "img"]);
         assert!(!args.iter().any(|a| a == "--privileged"), "{args:?}");
+        let joined = args.join(" ");
         for want in [
-            "--cap-drop",
-            "SYS_RESOURCE",
-            "systempaths=unconfined",
-            "a *:* rwm",
-            "/dev/kmsg",
+            "--cap-add ALL",
+            "--cap-drop SYS_MODULE",
+            "--cap-drop SYS_RAWIO",
+            "--device /dev/kmsg",
         ] {
-            assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+            assert!(joined.contains(want), "{want} missing from {args:?}");
+        }
+        for unwanted in ["systempaths=unconfined", "a *:* rwm"] {
+            assert!(!args.iter().any(|a| a == unwanted), "{unwanted} in {args:?}");
         }
         assert_eq!(args.first().map(String::as_str), Some("run"));
         assert_eq!(args.last().map(String::as_str), Some("img"));

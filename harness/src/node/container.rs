@@ -111,12 +111,8 @@ impl NodeContainer {
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
             });
-        for cap in privileges::DROPPED_CAPABILITIES {
-            request = request.with_cap_drop(*cap);
-        }
-        // Asking for a capability the host's bounding set lacks fails the container's start.
-        if !crate::host::has_cap_sys_resource() {
-            request = request.with_cap_drop("SYS_RESOURCE");
+        for cap in privileges::dropped_capabilities() {
+            request = request.with_cap_drop(cap);
         }
         for (k, v) in spec.env {
             request = request.with_env_var(k, v);

@@ -2,13 +2,24 @@
 //! kubelet need most capabilities (mounts, cgroups, namespaces, iptables), so the container is not unprivileged;
 //! but nothing a node does needs to load kernel modules, reboot or set the host's clock, raw I/O on the host's
 //! devices, write `/proc/sysrq-trigger`, read `/proc/kcore`, or write the host's kernel parameters. Those are
-//! taken away here, from nodejoin's node containers (kind's own control-plane node is kind's: `--privileged`).
+//! taken away here, from nodejoin's node containers and from kind's control-plane node (kind asks for
+//! `--privileged`; the docker shim in `kind-config/docker-shim/` swaps it for the same set).
 //!
 //! The host sysctls the kubelet insists on are set by the run itself before its nodes start (`node::sysctl`):
 //! a node's `/proc/sys` is read-only except `net/`, which belongs to the node's own network namespace.
 
 /// Capabilities dropped from every node (on top of CAP_SYS_RESOURCE where the host's daemon lacks it).
 pub const DROPPED_CAPABILITIES: &[&str] = &["SYS_MODULE", "SYS_BOOT", "SYS_RAWIO", "SYS_TIME"];
+
+/// What a node drops from `ALL` on this host: [`DROPPED_CAPABILITIES`], and CAP_SYS_RESOURCE where the host's
+/// bounding set lacks it (asking for a capability the host lacks fails the container's start).
+pub fn dropped_capabilities() -> Vec<String> {
+    let mut caps: Vec<String> = DROPPED_CAPABILITIES.iter().map(|c| c.to_string()).collect();
+    if !crate::host::has_cap_sys_resource() {
+        caps.push("SYS_RESOURCE".into());
+    }
+    caps
+}
 
 /// Paths masked as Docker masks them by default (`/proc/kcore`: the host's memory; `/proc/keys`: the host's
 /// keyrings; the rest: host hardware and scheduler details).
