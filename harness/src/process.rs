@@ -197,6 +197,17 @@ pub fn mark(cmd: &mut tokio::process::Command) {
 /// Processes whose environment carries [`OWNER_ENV`] naming an owner that no longer runs (only those this user
 /// may read: another user's processes cannot be killed by this one either).
 pub fn orphans_of_dead_owners() -> Vec<u32> {
+    marked_where(|owner| !owner.alive())
+}
+
+/// Processes this process started for builds (and what they started), by their mark: what a signal's exit must
+/// stop, as it leaves no destructor to do it.
+pub fn marked_by_self() -> Vec<u32> {
+    let me = Identity::own();
+    marked_where(|owner| *owner == me)
+}
+
+fn marked_where(owner_matches: impl Fn(&Identity) -> bool) -> Vec<u32> {
     let me = std::process::id();
     let needle = format!("{OWNER_ENV}=");
     std::fs::read_dir("/proc")
@@ -212,7 +223,7 @@ pub fn orphans_of_dead_owners() -> Vec<u32> {
             env.split(|b| *b == 0)
                 .filter_map(|kv| std::str::from_utf8(kv).ok()?.strip_prefix(needle.as_str()))
                 .filter_map(Identity::parse)
-                .any(|owner| !owner.alive())
+                .any(|owner| owner_matches(&owner))
         })
         .collect()
 }

@@ -106,14 +106,48 @@ fn reap_builds() -> usize {
         if owner.alive() {
             continue;
         }
-        unmount_below(&e.path());
-        let _ = std::fs::remove_dir_all(e.path());
+        remove_work_dir(&e.path());
     }
     orphans.len()
 }
 
+/// On a termination signal's exit (no destructor runs): this process's builds stopped and its work
+/// directories removed, as the next start-up would for a killed process.
+pub fn leave_own_work() {
+    for pid in crate::process::marked_by_self() {
+        crate::process::kill_tree(pid);
+    }
+    let me = crate::process::Identity::own();
+    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if crate::paths::owner_of_scratch(&e.file_name().to_string_lossy()) == Some(me) {
+            remove_work_dir(&e.path());
+        }
+    }
+}
+
+/// The file in a work directory naming the git repository it holds a worktree of (`compare` at a revision).
+pub const WORKTREE_REPO_FILE: &str = "worktree-of";
+
+/// Removes a work directory: what is mounted in it first, and a compare worktree's registration in the user's
+/// repository after (`git worktree prune` forgets worktrees whose directory is gone).
+fn remove_work_dir(dir: &Path) {
+    unmount_below(dir);
+    let repo = std::fs::read_to_string(dir.join(WORKTREE_REPO_FILE)).ok();
+    let _ = std::fs::remove_dir_all(dir);
+    if let Some(repo) = repo.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
+        let _ = std::process::Command::new("git")
+            .args(["-C", &repo, "worktree", "prune"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
 /// Detaches every mount at or below `dir` (deepest first): a killed rootfs script leaves its /proc mounted.
-fn unmount_below(dir: &Path) {
+pub(crate) fn unmount_below(dir: &Path) {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };

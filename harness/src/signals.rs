@@ -112,6 +112,8 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
             }
             None => say(format!("\n{}: no run started yet", signal.name())),
         }
+        // Builds under way and work directories (a compare worktree among them) go too.
+        crate::reaper::leave_own_work();
         std::process::exit(signal.exit_code());
     });
     Ok(())

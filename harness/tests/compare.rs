@@ -131,3 +131,119 @@ fn a_side_that_does_not_exist_or_applies_to_nothing_is_refused_before_anything_r
     assert!(err.contains("applies to none"), "{err}");
     assert!(!err.contains("[nodejoin] compare run"), "nothing started:\n{err}");
 }
+
+mod common;
+
+/// The worktrees registered in `repo` (`git worktree list`): the repository's own, plus compare's while it runs.
+fn worktrees(repo: &std::path::Path) -> usize {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["worktree", "list", "--porcelain"])
+        .output()
+        .expect("git worktree list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+/// `compare --base git:HEAD` checks the revision out as a worktree of the user's repository: Ctrl-C mid-run
+/// removes it (and its registration) before the CLI exits, and after a SIGKILL the next `nodejoin reap` does.
+#[test]
+fn a_compare_worktree_goes_with_its_process_however_it_ends() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    assert!(
+        common::docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let repo = tempfile::tempdir().unwrap();
+    let scenario = common::slow_scenario(repo.path(), Duration::from_secs(60));
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "a slow scenario"]);
+    assert_eq!(worktrees(repo.path()), 1);
+
+    for (signal, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGKILL, "SIGKILL")] {
+        let mut child = common::nodejoin()
+            .args(["compare", "--base", "git:HEAD"])
+            .arg(&scenario)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start nodejoin compare");
+        let pid = child.id();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.starts_with("[nodejoin] run ") {
+                    let _ = tx.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        rx.recv_timeout(Duration::from_secs(300))
+            .expect("compare started a run");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while worktrees(repo.path()) < 2 {
+            assert!(Instant::now() < deadline, "{name}: compare registered no worktree");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: kill(2) on the child this test started.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+        let status = child.wait().expect("wait");
+        let log = reader.join().unwrap_or_default();
+        if signal == libc::SIGKILL {
+            assert_eq!(
+                worktrees(repo.path()),
+                2,
+                "a SIGKILLed compare should have left its worktree (otherwise this test proves nothing)"
+            );
+            let out = common::nodejoin().arg("reap").output().expect("nodejoin reap");
+            assert!(out.status.success(), "reap: {}", String::from_utf8_lossy(&out.stderr));
+        } else {
+            assert_eq!(
+                status.code(),
+                Some(128 + signal),
+                "{name}: exit status {status}:\n{log}"
+            );
+        }
+        assert_eq!(
+            worktrees(repo.path()),
+            1,
+            "{name}: the compare worktree is still registered:\n{log}"
+        );
+        let prefix = format!("{pid}_");
+        let left: Vec<String> = std::fs::read_dir(nodejoin::paths::scratch_root())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with(&prefix))
+            .collect();
+        assert_eq!(
+            left,
+            Vec::<String>::new(),
+            "{name}: compare's work directory is left in <cache>/tmp"
+        );
+    }
+}

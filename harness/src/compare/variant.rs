@@ -159,10 +159,16 @@ impl Worktree {
         let top = git(&start, &["rev-parse", "--show-toplevel"])?;
         let repo = PathBuf::from(top.trim());
         let repo = std::fs::canonicalize(&repo).unwrap_or(repo);
+        // A work directory named after this process, with the repository it belongs to written first: however
+        // this process ends, the next start-up (or a signal's exit) removes it and prunes its registration.
+        let scratch = crate::paths::scratch_root();
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
         let dir = tempfile::Builder::new()
-            .prefix("nodejoin-compare-")
-            .tempdir()
+            .prefix(&crate::paths::owned_prefix("compare"))
+            .tempdir_in(&scratch)
             .map_err(|e| format!("a directory for the worktree: {e}"))?;
+        let marker = dir.path().join(crate::reaper::WORKTREE_REPO_FILE);
+        std::fs::write(&marker, repo.to_string_lossy().as_bytes()).map_err(|e| format!("{}: {e}", marker.display()))?;
         let wt = dir.path().join("tree");
         let wt_arg = wt.to_string_lossy().into_owned();
         git(&repo, &["worktree", "add", "--detach", "--quiet", &wt_arg, rev])

@@ -320,11 +320,29 @@ pub(crate) fn scratch_dir() -> Result<PathBuf> {
 
 /// A build's work directory in `<cache>/tmp`, named after this process's identity so the reaper removes it
 /// (unmounting what a killed build left mounted in it) once this process is gone.
-pub(crate) fn work_dir(what: &str) -> Result<tempfile::TempDir> {
+pub(crate) fn work_dir(what: &str) -> Result<WorkDir> {
     tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix(what))
         .tempdir_in(scratch_dir()?)
+        .map(WorkDir)
         .map_err(image_err)
+}
+
+/// A build's work directory, removed when dropped with whatever a step left mounted in it unmounted first (a
+/// rootfs script stopped by its deadline leaves its chroot's /proc mounted; removing the files under it would
+/// fail and keep the directory).
+pub(crate) struct WorkDir(tempfile::TempDir);
+
+impl WorkDir {
+    pub(crate) fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        crate::reaper::unmount_below(self.0.path());
+    }
 }
 
 async fn build_base(tag: &str, work: &Path) -> Result<()> {
@@ -539,5 +557,44 @@ pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
     if let Ok(docker) = crate::docker::connect().await {
         let filters = [("reference", format!("{repository}:{version}-*"))];
         crate::docker::remove_images_except(&docker, &filters, keep).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A work directory with something mounted in it (a timed-out rootfs script's /proc) is unmounted and gone
+    /// when dropped.
+    #[test]
+    fn a_work_directory_goes_with_what_is_mounted_in_it() {
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("NOT CHECKED: mounting needs root");
+            return;
+        }
+        let work = WorkDir(tempfile::tempdir().unwrap());
+        let dir = work.path().to_path_buf();
+        let proc_dir = dir.join("rootfs/proc");
+        std::fs::create_dir_all(&proc_dir).unwrap();
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(&proc_dir.to_string_lossy());
+        // SAFETY: mount(2) of a fresh proc instance on a directory this test owns.
+        let rc = unsafe {
+            libc::mount(
+                c("proc").as_ptr(),
+                target.as_ptr(),
+                c("proc").as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "mount proc: {}", std::io::Error::last_os_error());
+        drop(work);
+        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(&*proc_dir.to_string_lossy());
+        assert!(!mounted, "{} is still mounted", proc_dir.display());
+        assert!(!dir.exists(), "{} is left", dir.display());
     }
 }

@@ -17,12 +17,12 @@ pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
 
 /// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
 pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    hash_tree(h, path, Path::new(""), skip)
+    hash_tree(h, path, Path::new(""), skip, &boundary_of(path))
 }
 
-fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool, within: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    if let Some(link) = absolute_link(path)? {
+    if let Some(link) = kept_link(path, within)? {
         // The link itself, as the image carries it (its target may not exist on this host).
         h.update(rel.to_string_lossy().as_bytes());
         h.update(b" -> ");
@@ -40,7 +40,7 @@ fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bo
         for name in entries {
             let child = rel.join(&name);
             if !skip(&child) {
-                hash_tree(h, &path.join(&name), &child, skip)?;
+                hash_tree(h, &path.join(&name), &child, skip, within)?;
             }
         }
     } else if meta.is_file() {
@@ -86,26 +86,56 @@ pub(crate) fn file_digest(path: &Path) -> Result<String> {
     Ok(digest)
 }
 
-/// An absolute symlink in an overlay names a path in the image (`/dev/null` masks a unit; `/usr/lib/...` is the
-/// image's file), so it is kept as a link and never resolved on the host. A relative one is how a repository
-/// shares a file between its trees (`../../bootstrap/eni-limits.txt`), and is followed, as before.
-fn absolute_link(path: &Path) -> Result<Option<PathBuf>> {
+/// The tree a copied or hashed directory may draw files from through relative symlinks: the git repository
+/// holding it (a repository shares a file between its trees: `../../bootstrap/eni-limits.txt`), else our
+/// fixtures (when it is one of them), else the directory itself.
+fn boundary_of(path: &Path) -> PathBuf {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let start = if path.is_dir() {
+        path.clone()
+    } else {
+        path.parent().map(Path::to_path_buf).unwrap_or_else(|| path.clone())
+    };
+    if let Some(repo) = start.ancestors().find(|d| d.join(".git").exists()) {
+        return repo.to_path_buf();
+    }
+    // Our own fixtures, unpacked from an installed binary (no repository), share files the same way.
+    let fixtures = crate::paths::fixtures_dir();
+    let fixtures = std::fs::canonicalize(&fixtures).unwrap_or(fixtures);
+    if start.starts_with(&fixtures) {
+        return fixtures;
+    }
+    start
+}
+
+/// A symlink kept as a link in the image, never resolved on the host: an absolute one names a path in the image
+/// (`/dev/null` masks a unit; `/usr/lib/...` is the image's file), and a relative one leading out of `within`
+/// (or nowhere) would otherwise bake a host file into the image. A relative link inside `within` is followed.
+fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.file_type().is_symlink() {
         return Ok(None);
     }
     let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
-    Ok(link.is_absolute().then_some(link))
+    if link.is_absolute() {
+        return Ok(Some(link));
+    }
+    let inside = std::fs::canonicalize(path).is_ok_and(|target| target.starts_with(within));
+    Ok((!inside).then_some(link))
 }
 
-/// Copies a tree into a build context: absolute symlinks stay symlinks (see [`absolute_link`]), relative ones are
-/// followed, and anything that is neither a directory nor a regular file (a FIFO, a device, a socket) is refused
-/// with its path.
+/// Copies a tree into a build context: symlinks out of the tree's repository stay symlinks (see [`kept_link`]),
+/// those within it are followed, and anything that is neither a directory nor a regular file (a FIFO, a device,
+/// a socket) is refused with its path.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    copy_within(from, to, &boundary_of(from))
+}
+
+fn copy_within(from: &Path, to: &Path, within: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
         let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if let Some(link) = absolute_link(&source)? {
+        if let Some(link) = kept_link(&source, within)? {
             std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
             continue;
         }
@@ -113,7 +143,7 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
             .map_err(|e| Error::io(&source, e))?
             .file_type();
         if kind.is_dir() {
-            copy_tree(&source, &target)?;
+            copy_within(&source, &target, within)?;
         } else if kind.is_file() {
             std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
         } else {
@@ -163,7 +193,8 @@ mod tests {
             std::fs::read_link(out.join("etc/secret")).unwrap(),
             Path::new("/etc/shadow")
         );
-        // A relative link (a repository's shared file) is followed.
+        // A relative link to a file elsewhere in the overlay's repository is followed.
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
         std::fs::write(dir.path().join("shared.txt"), b"shared").unwrap();
         std::os::unix::fs::symlink("../../shared.txt", src.join("etc/shared.txt")).unwrap();
         let out2 = dir.path().join("ctx-relative");
@@ -173,6 +204,16 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
+        // A relative link out of the repository reads no host file.
+        std::os::unix::fs::symlink("../../../../../../../../etc/hostname", src.join("etc/host-file")).unwrap();
+        let out3 = dir.path().join("ctx-escape");
+        copy_tree(&src, &out3).unwrap();
+        assert_eq!(
+            std::fs::read_link(out3.join("etc/host-file")).unwrap(),
+            Path::new("../../../../../../../../etc/hostname"),
+            "a relative link out of the tree was followed on the host"
+        );
+        std::fs::remove_file(src.join("etc/host-file")).unwrap();
         let hash = |p: &Path| {
             let mut h = Sha256::new();
             hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
