@@ -38,6 +38,9 @@ pub enum AccessEntryType {
     Ec2Windows,
 }
 
+/// Username prefixes EKS keeps for itself: a STANDARD access entry naming one is refused.
+pub const RESERVED_USERNAME_PREFIXES: [&str; 5] = ["system:", "eks:", "aws:", "amazon:", "iam:"];
+
 impl AccessEntryType {
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -70,6 +73,8 @@ impl AccessEntry {
     /// Validates a CreateAccessEntry request and fills in EKS's defaults: EC2 types get
     /// `system:node:{{EC2PrivateDNSName}}` and may not set a username or groups; STANDARD entries default to
     /// the principal's ARN (an assumed-role session for roles).
+    /// What CreateAccessEntry accepts: an IAM role or user ARN; EC2 types take no username or groups (EKS sets
+    /// `system:node:{{EC2PrivateDNSName}}`); a STANDARD entry's username may not take EKS's reserved prefixes.
     pub fn new(
         principal_arn: &str,
         entry_type: AccessEntryType,
@@ -100,6 +105,12 @@ impl AccessEntry {
                 "system:node:{{EC2PrivateDNSName}}".to_string()
             }
             AccessEntryType::Standard => match username {
+                Some(u) if RESERVED_USERNAME_PREFIXES.iter().any(|p| u.starts_with(p)) => {
+                    return Err(format!(
+                        "The username {u} is not valid: it can't start with {}",
+                        RESERVED_USERNAME_PREFIXES.join(", ")
+                    ))
+                }
                 Some(u) => u.to_string(),
                 None if is_role => {
                     let (prefix, role) = principal_arn.split_once(":role/").unwrap_or((principal_arn, ""));

@@ -14,6 +14,9 @@ pub const CLUSTER_ID_HEADER: &str = "x-k8s-aws-id";
 /// for 60 s and the kubelet reuses a token for 14 minutes); X-Amz-Expires above 15 minutes is refused.
 pub const MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
+/// The longest token EKS's authenticator reads (aws-iam-authenticator's `maxTokenLenBytes`).
+pub const MAX_TOKEN_LEN: usize = 4096;
+
 /// A syntactically valid token.
 #[derive(Debug, Clone)]
 pub struct Token {
@@ -25,13 +28,24 @@ pub struct Token {
 
 /// Decodes and checks the shape of a token.
 pub fn parse(token: &str) -> Result<Token, String> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(format!(
+            "token is too large ({} bytes; EKS's authenticator accepts at most {MAX_TOKEN_LEN})",
+            token.len()
+        ));
+    }
     let b64 = token
         .strip_prefix(PREFIX)
         .ok_or_else(|| format!("token does not start with '{PREFIX}'"))?;
-    // Padding is optional: the AWS CLI strips it, other generators keep it.
+    // Unpadded, as EKS's authenticator decodes it (Go's RawURLEncoding): a padded token is refused there.
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(b64.trim_end_matches('='))
-        .map_err(|e| format!("token is not base64url: {e}"))?;
+        .decode(b64)
+        .map_err(|e| match b64.ends_with('=') {
+            true => {
+                "token is padded base64url ('='): EKS's authenticator decodes it unpadded and refuses it".to_string()
+            }
+            false => format!("token is not base64url: {e}"),
+        })?;
     let url = String::from_utf8(raw).map_err(|_| "token does not decode to text".to_string())?;
     let rest = url
         .strip_prefix("https://")
@@ -159,21 +173,70 @@ pub fn shape(token: &str) -> String {
     format!("{PREFIX}<base64url{padding}> of https://{host}/?{}", params.join("&"))
 }
 
-/// `sts.amazonaws.com` (us-east-1) or `sts.<region>.amazonaws.com[.cn]`.
+/// The region an STS host signs for: `sts.amazonaws.com` (us-east-1), `sts.<region>.amazonaws.com[.cn]` or
+/// `sts-fips.<region>.amazonaws.com`. Whether the host is one EKS accepts for a cluster is [`check_host`]'s.
 fn sts_region(host: &str) -> Option<String> {
     if host == "sts.amazonaws.com" {
         return Some("us-east-1".into());
     }
-    let inner = host
-        .strip_prefix("sts.")?
+    let inner = host.strip_prefix("sts.").or_else(|| host.strip_prefix("sts-fips."))?;
+    let inner = inner
         .strip_suffix(".amazonaws.com")
-        .or_else(|| host.strip_prefix("sts.")?.strip_suffix(".amazonaws.com.cn"))?;
+        .or_else(|| inner.strip_suffix(".amazonaws.com.cn"))?;
     let valid = !inner.is_empty()
         && inner.split('-').count() >= 3
         && inner
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     valid.then(|| inner.to_string())
+}
+
+/// An AWS region's partition and its DNS suffix.
+fn partition(region: &str) -> (&'static str, &'static str) {
+    if region.starts_with("cn-") {
+        ("aws-cn", "amazonaws.com.cn")
+    } else if region.starts_with("us-gov-") {
+        ("aws-us-gov", "amazonaws.com")
+    } else {
+        ("aws", "amazonaws.com")
+    }
+}
+
+/// A region name as AWS spells its regions (`us-west-2`, `us-gov-east-1`), not a Local Zone or Wavelength zone
+/// (`us-west-2-lax-1`), which has no STS endpoint.
+fn is_region(region: &str) -> bool {
+    let parts: Vec<&str> = region.split('-').collect();
+    let (geo, rest) = match parts.as_slice() {
+        [geo, "gov", rest @ ..] | [geo, rest @ ..] => (*geo, rest),
+        [] => return false,
+    };
+    geo.len() == 2
+        && geo.chars().all(|c| c.is_ascii_lowercase())
+        && matches!(rest, [name, n] if name.chars().all(|c| c.is_ascii_lowercase()) && n.parse::<u8>().is_ok())
+}
+
+/// Whether EKS's authenticator for a cluster in `cluster_region` accepts tokens presigned for `host`: the STS
+/// endpoints of the cluster's partition (aws-iam-authenticator takes them from the SDK's endpoint list): the
+/// global `sts.amazonaws.com` and the FIPS endpoints of the four US regions in `aws`, `sts.<region>.<suffix>`
+/// for the partition's regions (never a Local Zone, never another partition's host).
+pub fn check_host(host: &str, cluster_region: &str) -> Result<(), String> {
+    const FIPS: [&str; 4] = ["us-east-1", "us-east-2", "us-west-1", "us-west-2"];
+    let (partition_id, suffix) = partition(cluster_region);
+    let accepted = match host.strip_suffix(&format!(".{suffix}")) {
+        _ if host == "sts.amazonaws.com" => partition_id == "aws",
+        Some(rest) => match (rest.strip_prefix("sts."), rest.strip_prefix("sts-fips.")) {
+            (Some(region), _) => is_region(region) && partition(region).0 == partition_id,
+            (_, Some(region)) => partition_id == "aws" && FIPS.contains(&region),
+            _ => false,
+        },
+        None => false,
+    };
+    match accepted {
+        true => Ok(()),
+        false => Err(format!(
+            "unexpected STS host '{host}' in the token for a cluster in {cluster_region} (partition {partition_id}): EKS accepts only its partition's STS endpoints"
+        )),
+    }
 }
 
 /// Why a well-formed token was refused.

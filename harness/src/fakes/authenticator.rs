@@ -300,6 +300,7 @@ impl Authenticator {
             .eks
             .get(&cluster)
             .ok_or_else(|| format!("EKS cluster '{cluster}' is not known"))?;
+        token::check_host(&t.host, &record.region)?;
         let caller = super::sts::caller(&creds);
         // In API mode EKS never reads aws-auth, so a malformed one cannot break logins there.
         let aws_auth = match record.authentication_mode {

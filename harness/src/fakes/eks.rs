@@ -181,9 +181,26 @@ fn authorize(eks: &Eks, name: &str, call: &SignedCall, action: &str) -> Result<A
             &format!("No cluster found for name: {name}."),
         )));
     };
-    call.verify_json(&eks.instances.iam, "eks", Some(&cluster.region))?;
+    let verified = call.verify_json(&eks.instances.iam, "eks", Some(&cluster.region))?;
+    // Every caller here holds an instance's role, whose worker-node policy (AmazonEKSWorkerNodePolicy) allows
+    // eks:DescribeCluster and nothing else of EKS's API: a node that could write access entries could map itself.
+    if !WORKER_NODE_ACTIONS.contains(&action) {
+        let caller = verified.credentials.caller_arn();
+        tracing::info!(cluster = %name, "eks: {action} refused to {caller}");
+        return Err(Box::new(aws_json_error(
+            StatusCode::FORBIDDEN,
+            "AccessDeniedException",
+            &format!(
+                "User: {caller} is not authorized to perform: eks:{action} on resource: {}",
+                cluster.arn()
+            ),
+        )));
+    }
     Ok(cluster)
 }
+
+/// What a node's role may call (AmazonEKSWorkerNodePolicy's EKS actions).
+const WORKER_NODE_ACTIONS: [&str; 1] = ["DescribeCluster"];
 
 fn json_ok(v: serde_json::Value) -> Response {
     (StatusCode::OK, [("content-type", "application/json")], v.to_string()).into_response()
@@ -297,6 +314,7 @@ mod tests {
     }
 
     struct Fixture {
+        eks: Arc<Eks>,
         server: FakeServer,
         creds: Arc<IssuedCredentials>,
         client: reqwest::Client,
@@ -309,10 +327,11 @@ mod tests {
             let creds = instances.iam.serve(i.holder(), SystemTime::now()).unwrap().credentials;
             let eks = Eks::new(instances);
             eks.put(record(creating, mode));
-            let server = FakeServer::start("eks", "127.0.0.1".parse().unwrap(), eks.router())
+            let server = FakeServer::start("eks", "127.0.0.1".parse().unwrap(), eks.clone().router())
                 .await
                 .unwrap();
             Self {
+                eks,
                 server,
                 creds,
                 client: reqwest::Client::new(),
@@ -409,51 +428,43 @@ mod tests {
         assert_eq!(r.headers()["x-amzn-errortype"], "UnrecognizedClientException");
     }
 
+    /// A node's credentials may describe the cluster and nothing more: reading or writing access entries is
+    /// AccessDeniedException (AmazonEKSWorkerNodePolicy), so an unmapped node cannot map itself.
     #[tokio::test]
-    async fn access_entries() {
+    async fn node_credentials_cannot_read_or_write_access_entries() {
         let f = Fixture::start(0, AuthenticationMode::Api).await;
         let arn = "arn:aws:iam::111122223333:role/NodeRole";
         let body = serde_json::json!({ "principalArn": arn, "type": "EC2_LINUX" }).to_string();
-        let r = f
-            .call("POST", "/clusters/demo/access-entries", &body, "eu-west-1")
-            .await;
-        assert_eq!(r.status(), 200);
-        let v: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(v["accessEntry"]["username"], "system:node:{{EC2PrivateDNSName}}");
-        let r = f
-            .call("POST", "/clusters/demo/access-entries", &body, "eu-west-1")
-            .await;
-        assert_eq!(r.status(), 409);
-        let bad = serde_json::json!({ "principalArn": arn, "type": "EC2_LINUX", "username": "x" }).to_string();
-        let r = f.call("POST", "/clusters/demo/access-entries", &bad, "eu-west-1").await;
-        assert_eq!(r.headers()["x-amzn-errortype"], "InvalidParameterException");
-        let v: serde_json::Value = f
-            .call("GET", "/clusters/demo/access-entries", "", "eu-west-1")
-            .await
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(v["accessEntries"], serde_json::json!([arn]));
-        let encoded = crate::fakes::sigv4::encode(arn);
-        let r = f
-            .call(
-                "GET",
-                &format!("/clusters/demo/access-entries/{encoded}"),
-                "",
-                "eu-west-1",
-            )
-            .await;
-        assert_eq!(r.status(), 200);
-        let v: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(v["accessEntry"]["type"], "EC2_LINUX");
-        let r = f
-            .call(
-                "GET",
-                "/clusters/demo/access-entries/arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2FX",
-                "",
-                "eu-west-1",
-            )
-            .await;
-        assert_eq!(r.status(), 404);
+        for (method, path, body) in [
+            ("POST", "/clusters/demo/access-entries", body.as_str()),
+            ("GET", "/clusters/demo/access-entries", ""),
+        ] {
+            let r = f.call(method, path, body, "eu-west-1").await;
+            assert_eq!(r.status(), 403, "{method} {path}");
+            assert_eq!(r.headers()["x-amzn-errortype"], "AccessDeniedException");
+            let text = r.text().await.unwrap();
+            assert!(text.contains("is not authorized to perform: eks:"), "{text}");
+        }
+        assert!(f.eks.get("demo").unwrap().access_entries().is_empty());
+        assert_eq!(f.call("GET", "/clusters/demo", "", "eu-west-1").await.status(), 200);
     }
+
+    /// Access entries as the harness creates them from a scenario: EC2 types get EKS's username, a second entry
+    /// for a principal conflicts, and a STANDARD username with a reserved prefix is refused.
+    #[test]
+    fn access_entries_are_validated_as_eks_validates_them() {
+        let cluster = record(0, AuthenticationMode::Api);
+        let arn = "arn:aws:iam::111122223333:role/NodeRole";
+        let entry = AccessEntry::new(arn, AccessEntryType::Ec2Linux, None, &[]).unwrap();
+        let json = cluster.create_access_entry(entry.clone()).unwrap();
+        assert_eq!(json["username"], "system:node:{{EC2PrivateDNSName}}");
+        assert_eq!(cluster.create_access_entry(entry).unwrap_err().0, StatusCode::CONFLICT);
+        assert!(AccessEntry::new(arn, AccessEntryType::Ec2Linux, Some("x"), &[]).is_err());
+        for reserved in ["system:kube-controller-manager", "eks:x", "aws:x", "amazon:x", "iam:x"] {
+            let err = AccessEntry::new(arn, AccessEntryType::Standard, Some(reserved), &[]).unwrap_err();
+            assert!(err.contains("can't start with"), "{reserved}: {err}");
+        }
+        assert!(AccessEntry::new(arn, AccessEntryType::Standard, Some("ops-admin"), &[]).is_ok());
+    }
+
 }

@@ -189,7 +189,12 @@ pub fn aws_json_error(status: axum::http::StatusCode, code: &str, message: &str)
 }
 
 /// A Query API call's parameters and the credentials that signed it.
-pub type VerifiedQuery = (Vec<(String, String)>, std::sync::Arc<iam::IssuedCredentials>);
+pub struct VerifiedQuery {
+    pub params: Vec<(String, String)>,
+    pub credentials: std::sync::Arc<iam::IssuedCredentials>,
+    /// The region the request was signed for (the endpoint the caller meant: `--region`).
+    pub region: String,
+}
 
 /// A whole request as SigV4 covers it; an axum extractor, so each signed handler takes one argument.
 pub struct SignedCall {
@@ -276,8 +281,9 @@ impl SignedCall {
                 &e,
             ))
         })?;
-        let creds = match sigv4::verify_request(&self.received(), store, service, None, std::time::SystemTime::now()) {
-            Ok(v) => v.credentials,
+        let verified = match sigv4::verify_request(&self.received(), store, service, None, std::time::SystemTime::now())
+        {
+            Ok(v) => v,
             Err(f) => {
                 tracing::info!("{service}: request refused: {}", f.message());
                 return Err(Box::new(query_error(
@@ -297,6 +303,10 @@ impl SignedCall {
                 &format!("nodejoin's fake {service} answers {action} only, not {given:?}"),
             )));
         }
-        Ok((params, creds))
+        Ok(VerifiedQuery {
+            params,
+            credentials: verified.credentials,
+            region: verified.region,
+        })
     }
 }

@@ -31,8 +31,8 @@ impl Sts {
 const NS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
 
 async fn handle(State(sts): State<Arc<Sts>>, call: super::SignedCall) -> Response {
-    let (_, creds) = match call.verify_query(&sts.instances.iam, "sts", NS, "GetCallerIdentity") {
-        Ok(x) => x,
+    let creds = match call.verify_query(&sts.instances.iam, "sts", NS, "GetCallerIdentity") {
+        Ok(x) => x.credentials,
         Err(r) => return *r,
     };
     let c = caller(&creds);

@@ -253,6 +253,11 @@ pub(super) async fn run_bootstrap(
         ));
     }
     if let Some(spec) = &group.user_data {
+        if let Some(cf) = &spec.cloud_formation {
+            // The stack that launched this node group, in the cluster's region: what its cfn-signal must name.
+            env.cloudformation
+                .create_stack(&cf.stack, &cf.resource, &sc.cluster.region);
+        }
         let (served, description) =
             super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
         let nodeadm = crate::userdata::carries_node_config(&served);

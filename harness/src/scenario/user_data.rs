@@ -27,6 +27,18 @@ pub struct UserDataSpec {
     pub eksctl: Option<EksctlSpec>,
     /// AL2023: MIME `application/node.eks.aws` NodeConfig parts, run by the node's nodeadm.
     pub nodeadm: Option<NodeadmSpec>,
+    /// For a `file` that runs `cfn-signal`: the CloudFormation stack (and AutoScalingGroup resource) that
+    /// launched the node group, in the cluster's region; the only one the fake accepts a signal for.
+    pub stack: Option<StackSpec>,
+}
+
+/// A CloudFormation stack and the resource in it that waits for its instances' signals.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StackSpec {
+    pub name: String,
+    #[serde(default = "default_resource")]
+    pub resource: String,
 }
 
 /// `userData` as written; [`UserDataSpec`] is this once the file checks passed.
@@ -47,6 +59,8 @@ struct Fields {
     eksctl: Option<EksctlSpec>,
     #[serde(default)]
     nodeadm: Option<NodeadmSpec>,
+    #[serde(default)]
+    stack: Option<StackSpec>,
 }
 
 impl<'de> Deserialize<'de> for UserDataSpec {
@@ -67,6 +81,11 @@ impl<'de> Visitor<'de> for Checked {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<UserDataSpec, A::Error> {
         let f = Fields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        if f.stack.is_some() && f.file.is_none() {
+            return Err(A::Error::custom(
+                "stack: only for a userData.file (cloudFormation names its stack itself)",
+            ));
+        }
         if f.encode.as_ref().is_some_and(Vec::is_empty) {
             return Err(A::Error::custom(
                 "encode: the list is empty; leave encode out to use the file as it is",
@@ -83,6 +102,7 @@ impl<'de> Visitor<'de> for Checked {
             cloud_formation: f.cloud_formation,
             eksctl: f.eksctl,
             nodeadm: f.nodeadm,
+            stack: f.stack,
         };
         spec.check_file().map_err(A::Error::custom)?;
         Ok(spec)
@@ -99,6 +119,15 @@ pub struct FileUserData {
 }
 
 impl UserDataSpec {
+    /// The stack this node group's instances signal, if any: `cloudFormation`'s, or a file's `stack`.
+    pub fn signalled_stack(&self) -> Option<(String, String)> {
+        match (&self.cloud_formation, &self.stack) {
+            (Some(cf), _) => Some((cf.stack.clone(), cf.resource.clone())),
+            (None, Some(st)) => Some((st.name.clone(), st.resource.clone())),
+            (None, None) => None,
+        }
+    }
+
     /// The sources given, by name (exactly one is valid).
     pub fn sources(&self) -> Vec<&'static str> {
         let mut v = Vec::new();

@@ -52,10 +52,13 @@ fn every_real_clients_token_verifies() {
         );
         assert_eq!(known_client(t), Some(*client));
     }
-    // With '=' padding added back it is the same token for the verifier, but no real client's format.
-    let (t, at) = golden();
-    let padded = format!("{t}{}", "=".repeat((4 - (t.len() - PREFIX.len()) % 4) % 4));
-    assert!(verify(&parse(&padded).unwrap(), CLUSTER, &golden_store(far()), at).is_ok());
+    // With '=' padding added back it is refused, as EKS's authenticator (Go's RawURLEncoding) refuses it.
+    let (t, _) = golden();
+    let padding = (4 - (t.len() - PREFIX.len()) % 4) % 4;
+    assert!(padding > 0, "the golden token needs padding, or this proves nothing");
+    let padded = format!("{t}{}", "=".repeat(padding));
+    let err = parse(&padded).unwrap_err();
+    assert!(err.contains("padded"), "{err}");
     let t = REFERENCE_CLIENTS[1].1.trim();
     assert_eq!(known_client(&format!("{t}=")), None);
     // Nor is one with its parameters reordered.
@@ -206,5 +209,45 @@ proptest::proptest! {
         let store = golden_store(far());
         let accepted = parse(&token).and_then(|t| verify(&t, CLUSTER, &store, SystemTime::now()).map(|_| ()).map_err(|e| e.to_string()));
         proptest::prop_assert!(accepted.is_err());
+    }
+}
+
+/// The longest token EKS reads is 4096 bytes; a longer one is refused before it is decoded.
+#[test]
+fn a_token_over_4096_bytes_is_refused() {
+    let (t, _) = golden();
+    let long = format!("{t}{}", "A".repeat(MAX_TOKEN_LEN + 1 - t.len()));
+    let err = parse(&long).unwrap_err();
+    assert!(err.contains("too large"), "{err}");
+}
+
+/// The STS hosts EKS accepts for a cluster: its partition's endpoints, FIPS included; never a Local Zone, another
+/// partition's host or a made-up one.
+#[test]
+fn sts_hosts_are_the_clusters_partitions() {
+    for (host, region) in [
+        ("sts.amazonaws.com", "us-west-2"),
+        ("sts.us-west-2.amazonaws.com", "us-west-2"),
+        ("sts.eu-west-1.amazonaws.com", "us-west-2"),
+        ("sts-fips.us-east-1.amazonaws.com", "us-west-2"),
+        ("sts-fips.us-west-2.amazonaws.com", "eu-west-1"),
+        ("sts.cn-north-1.amazonaws.com.cn", "cn-northwest-1"),
+        ("sts.us-gov-west-1.amazonaws.com", "us-gov-east-1"),
+    ] {
+        assert_eq!(check_host(host, region), Ok(()), "{host} for a cluster in {region}");
+    }
+    for (host, region) in [
+        ("sts.us-west-2-lax-1.amazonaws.com", "us-west-2"),
+        ("sts.cn-north-1.amazonaws.com.cn", "us-west-2"),
+        ("sts.us-west-2.amazonaws.com", "cn-north-1"),
+        ("sts.amazonaws.com", "cn-north-1"),
+        ("sts.us-gov-west-1.amazonaws.com", "us-west-2"),
+        ("sts-fips.eu-west-1.amazonaws.com", "us-west-2"),
+        ("sts-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
+        ("sts.us-west-2.amazonaws.com.evil.example", "us-west-2"),
+        ("sts.x-y-z.amazonaws.com", "us-west-2"),
+    ] {
+        let err = check_host(host, region).unwrap_err();
+        assert!(err.contains(host), "{err}");
     }
 }
