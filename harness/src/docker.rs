@@ -161,6 +161,29 @@ pub async fn cpu_time(docker: &Docker, container: &str) -> Option<std::time::Dur
     (nanos > 0).then(|| std::time::Duration::from_nanos(nanos))
 }
 
+/// The last `lines` lines a container printed (its console: for a node, systemd's), joined by " / "; empty when
+/// the engine has none or does not answer within a few seconds. Works on a stopped container.
+pub async fn log_tail(docker: &Docker, container: &str, lines: usize) -> String {
+    use testcontainers::bollard::query_parameters::LogsOptionsBuilder;
+    let options = LogsOptionsBuilder::new()
+        .stdout(true)
+        .stderr(true)
+        .tail(&lines.to_string())
+        .build();
+    let collect = async {
+        let mut out = String::new();
+        let mut stream = Box::pin(docker.logs(container, Some(options)));
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+        out
+    };
+    let text = tokio::time::timeout(crate::deadline::NODE_EXEC, collect)
+        .await
+        .unwrap_or_default();
+    crate::process::last_lines(&text, lines, " / ")
+}
+
 /// A command for messages: its words, the whole line cut at 80 characters.
 pub fn short_command(cmd: &[&str]) -> String {
     let line = cmd.join(" ");

@@ -42,6 +42,17 @@ impl Termination {
 
 static TERMINATING: AtomicBool = AtomicBool::new(false);
 
+/// What must still happen when a signal ends the process, after its clean-up: reports ended with what finished.
+type Finisher = Box<dyn FnOnce(&'static str) + Send>;
+static BEFORE_EXIT: std::sync::Mutex<Vec<Finisher>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs `finish` (given the signal's name) when a termination signal ends the process, before it exits.
+pub fn before_exit(finish: Finisher) {
+    if let Ok(mut f) = BEFORE_EXIT.lock() {
+        f.push(finish);
+    }
+}
+
 /// The run an environment of this process is starting, published before it creates anything, so a signal
 /// during start-up cleans up what it has created so far.
 static STARTING: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
@@ -114,6 +125,13 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
         }
         // Builds under way and work directories (a compare worktree among them) go too.
         crate::reaper::leave_own_work();
+        let finishers = BEFORE_EXIT
+            .lock()
+            .map(|mut f| std::mem::take(&mut *f))
+            .unwrap_or_default();
+        for finish in finishers {
+            finish(signal.name());
+        }
         std::process::exit(signal.exit_code());
     });
     Ok(())

@@ -36,10 +36,24 @@ pub fn write_kubeconfig(
 /// A kube client from a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_err)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(kubeconfig_err)?;
+    bound(&mut config);
     Ok(kube::Client::try_from(config)?)
+}
+
+/// How long the harness waits for the API server to accept a connection, and for any answer on it (a watch
+/// included: the harness's watches ask the server to end them sooner, see `controllers::cache`).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Every call bounded: an API server that stops answering (stopped, overloaded, its etcd gone) fails a call
+/// within [`READ_TIMEOUT`] instead of holding a scenario past its deadline (kube's defaults wait 295 s).
+pub fn bound(config: &mut kube::Config) {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(READ_TIMEOUT);
 }
 
 /// A kubeconfig a provider wrote (k3s's, kind's), pointed at `server` (the port Docker mapped), and the cluster CA it names.

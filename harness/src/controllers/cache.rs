@@ -97,6 +97,11 @@ impl ClusterCache {
     }
 }
 
+/// The server ends each watch after this long and the watcher starts the next where it left off: shorter than
+/// the client's read timeout (`cluster::kubeconfig::READ_TIMEOUT`), so a quiet watch ends normally while a
+/// stalled one (the API server stopped) fails and marks the cache failing.
+const WATCH_TIMEOUT_SECS: u32 = 10;
+
 /// Mirrors one resource into its store, marking it ready after its first complete list.
 async fn follow<K>(
     cache: Arc<ClusterCache>,
@@ -108,7 +113,7 @@ async fn follow<K>(
 {
     let stream = reflector::reflector(
         writer,
-        watcher::watcher(api, watcher::Config::default()).default_backoff(),
+        watcher::watcher(api, watcher::Config::default().timeout(WATCH_TIMEOUT_SECS)).default_backoff(),
     );
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {

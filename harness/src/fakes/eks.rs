@@ -466,5 +466,4 @@ mod tests {
         }
         assert!(AccessEntry::new(arn, AccessEntryType::Standard, Some("ops-admin"), &[]).is_ok());
     }
-
 }

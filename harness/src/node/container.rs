@@ -242,6 +242,35 @@ impl NodeContainer {
         docker::cpu_time(&self.docker, &self.id).await
     }
 
+    /// Why the container is no longer running, if it is not: its exit code, an OOM kill, the engine's error,
+    /// and the last lines it printed (systemd's console). `None` while it runs, or when the engine cannot say.
+    pub async fn exited(&self) -> Option<String> {
+        let state = self.docker.inspect_container(&self.id, None).await.ok()?.state?;
+        if state.running == Some(true) {
+            return None;
+        }
+        let mut why = format!(
+            "the node container is {} (exit code {}",
+            state
+                .status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "not running".into()),
+            state.exit_code.unwrap_or(-1)
+        );
+        if state.oom_killed == Some(true) {
+            why.push_str(", OOMKilled: the kernel killed it for memory");
+        }
+        why.push(')');
+        if let Some(e) = state.error.filter(|e| !e.is_empty()) {
+            why.push_str(&format!(": {e}"));
+        }
+        let tail = docker::log_tail(&self.docker, &self.id, 3).await;
+        if !tail.is_empty() {
+            why.push_str(&format!("; its last output: {tail}"));
+        }
+        Some(why)
+    }
+
     /// Removes the container now.
     pub async fn remove(mut self) {
         if let Some(c) = self.container.take() {

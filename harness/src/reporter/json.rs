@@ -100,6 +100,7 @@ pub fn to_json(event: &Event) -> Value {
             reports,
             wall,
             leftovers,
+            cancelled,
         } => {
             let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
             json!({
@@ -109,6 +110,7 @@ pub fn to_json(event: &Event) -> Value {
                 "errors": count(|o| matches!(o, Outcome::Error { .. })),
                 "ignored": count(|o| matches!(o, Outcome::Ignored(_) | Outcome::Unavailable(_))),
                 "leftovers": leftovers,
+                "cancelled": cancelled,
                 "harnessPeakRssMib": crate::host::own_peak_rss_mib(),
                 "harnessCpuSeconds": crate::host::own_cpu_time().map(|d| d.as_secs_f64()),
             })
@@ -144,6 +146,7 @@ mod tests {
                 reports: Arc::new(vec![report]),
                 wall: Duration::from_secs(3),
                 leftovers: vec![],
+                cancelled: None,
             });
         }
         let text = String::from_utf8(out).unwrap_or_default();

@@ -20,6 +20,7 @@ impl Reporter for Markdown {
             reports,
             wall,
             leftovers,
+            ..
         } = event
         else {
             return;

@@ -9,7 +9,19 @@ pub mod markdown;
 /// Writes a report whole or not at all, readable by all (CI uploads it, often as another user than the run's):
 /// [`crate::paths::write_atomically`] with 0644.
 pub fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::paths::write_atomically(path, bytes, 0o644)
+    let written = crate::paths::write_atomically(path, bytes, 0o644);
+    if written.is_err() {
+        WRITE_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    written
+}
+
+static WRITE_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a report (JUnit, Markdown) could not be written: the run's exit code must say so, whatever the
+/// scenarios did (CI would otherwise read a missing report as nothing to show).
+pub fn write_failed() -> bool {
+    WRITE_FAILED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// The console format of `nodejoin run`.

@@ -191,6 +191,8 @@ pub(super) async fn boot_node(
         evidence: vec![None; group.expect.evidence.len()],
         evidence_complete_at: None,
         failure_probed_at: None,
+        liveness_checked_at: None,
+        container_exit: None,
         registered_as: None,
         done: false,
         user_data_note: None,

@@ -39,7 +39,31 @@ pub enum Event {
         wall: Duration,
         /// What the run left behind (containers, networks, processes), if anything.
         leftovers: Vec<String>,
+        /// The signal that cut the run short (`SIGTERM`...): the scenarios that had not finished are in
+        /// `reports` as errors saying so.
+        cancelled: Option<&'static str>,
     },
+}
+
+/// Keeps every finished scenario's report, for a run that must end its reports early (a termination signal).
+#[derive(Clone, Default)]
+pub struct Finished(Arc<Mutex<Vec<ScenarioReport>>>);
+
+impl Finished {
+    /// The reports so far.
+    pub fn reports(&self) -> Vec<ScenarioReport> {
+        self.0.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl Reporter for Finished {
+    fn on(&mut self, event: &Event) {
+        if let Event::ScenarioFinished { report } = event {
+            if let Ok(mut r) = self.0.lock() {
+                r.push(ScenarioReport::clone(report));
+            }
+        }
+    }
 }
 
 /// Consumes events; called in order, one event at a time.

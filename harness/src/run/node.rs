@@ -34,6 +34,10 @@ pub(super) struct RunningNode {
     pub(super) evidence_complete_at: Option<Instant>,
     /// When the node was last probed for a decided failure (see `observe::failure_probe_every`).
     pub(super) failure_probed_at: Option<Instant>,
+    /// When the container was last asked whether it still runs, and why it does not (exit code, OOM kill): a
+    /// dead node ends its wait at once, and nothing that needs it running is asked of it afterwards.
+    pub(super) liveness_checked_at: Option<Instant>,
+    pub(super) container_exit: Option<String>,
     /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
     pub(super) registered_as: Option<String>,
     pub(super) done: bool,

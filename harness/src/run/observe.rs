@@ -56,6 +56,7 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         }
         let probe_every = failure_probe_every(nodes.iter().filter(|n| !n.done).count());
         for n in nodes.iter_mut().filter(|n| !n.done) {
+            check_alive(n).await;
             let since = n.kubelet_start.elapsed();
             n.client_csr = assert::csr::client_csr(&csrs, &n.node_name);
             n.serving_csr = assert::csr::serving_csr(&csrs, &n.node_name);
@@ -131,7 +132,7 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                 settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
             } else {
                 let held = n.evidence_complete_at.is_some_and(|t| t.elapsed() > NEGATIVE_HOLD);
-                held || deadline_passed || n.node.is_some() || n.registered_as.is_some()
+                held || deadline_passed || n.node.is_some() || n.registered_as.is_some() || n.container_exit.is_some()
             };
         }
         if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
@@ -150,6 +151,29 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
         gather_evidence(env, cluster, n).await;
     }
     None
+}
+
+/// How often a waited-for node's container is asked whether it still runs (one inspect: no exec, no CPU in it).
+const LIVENESS_EVERY: Duration = Duration::from_secs(1);
+
+/// A node container that exited (killed, OOM-killed, the engine restarted) cannot join: the wait ends with the
+/// exit code, the OOM kill and its last output, instead of every later probe reading "no failure".
+pub(super) async fn check_alive(n: &mut RunningNode) {
+    if n.container_exit.is_some() || n.liveness_checked_at.is_some_and(|t| t.elapsed() < LIVENESS_EVERY) {
+        return;
+    }
+    n.liveness_checked_at = Some(Instant::now());
+    if let Some(why) = n.container.exited().await {
+        n.container_exit = Some(why.clone());
+        n.stopped.get_or_insert((
+            super::failfast::Stop {
+                check: "node container",
+                expected: "the node container running until its join is judged".into(),
+                cause: why,
+            },
+            n.kubelet_start.elapsed(),
+        ));
+    }
 }
 
 /// Whether a Ready node whose scenario forbids calls after Ready (`calls.noneAfterReady`) has been watched for

@@ -41,7 +41,7 @@ pub async fn run_all(
     events: &EventSink,
 ) -> Vec<ScenarioReport> {
     let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(scenarios.iter().enumerate())
-        .map(|(i, (file, sc))| async move { (i, super::scenario::run_observed(env, sc, file, events).await) })
+        .map(|(i, (file, sc))| async move { (i, run_guarded(env, sc, file, events).await) })
         .buffer_unordered(jobs.max(1))
         .collect()
         .await;
@@ -49,9 +49,68 @@ pub async fn run_all(
     reports.into_iter().map(|(_, r)| r).collect()
 }
 
+/// One scenario, its panic (a harness bug) caught as that scenario's ERROR instead of ending the whole run; its
+/// containers are given back by the pipeline's drop, as for a cancelled scenario.
+async fn run_guarded(env: &Environment, sc: &Scenario, file: &std::path::Path, events: &EventSink) -> ScenarioReport {
+    guarded(
+        &sc.name,
+        file,
+        events,
+        super::scenario::run_observed(env, sc, file, events),
+    )
+    .await
+}
+
+async fn guarded(
+    name: &str,
+    file: &std::path::Path,
+    events: &EventSink,
+    run: impl std::future::Future<Output = ScenarioReport>,
+) -> ScenarioReport {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        Ok(report) => report,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "(no message)".into());
+            let mut report = ScenarioReport::new(name, file.to_path_buf());
+            report.outcome = super::Outcome::Error {
+                message: format!("the harness panicked while running it: {what}"),
+                hint: "a nodejoin bug: please report it with the scenario file".into(),
+            };
+            events.emit(super::events::Event::ScenarioFinished {
+                report: std::sync::Arc::new(report.clone()),
+            });
+            report
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scenario whose run panics is that scenario's ERROR, with the panic's message; the run goes on.
+    #[tokio::test]
+    async fn a_panicking_scenario_is_its_own_error() {
+        let events = EventSink::none();
+        let file = std::path::Path::new("scenarios/x.yaml");
+        let report = guarded("x", file, &events, async { panic!("index out of bounds") }).await;
+        match report.outcome {
+            super::super::Outcome::Error { message, .. } => {
+                assert!(
+                    message.contains("panicked") && message.contains("index out of bounds"),
+                    "{message}"
+                )
+            }
+            other => panic!("not an error: {other:?}"),
+        }
+        let fine = guarded("y", file, &events, async { ScenarioReport::new("y", file.into()) }).await;
+        assert_eq!(fine.name, "y");
+    }
 
     #[test]
     fn jobs_scale_with_cores_within_memory() {

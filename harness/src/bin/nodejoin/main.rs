@@ -391,8 +391,35 @@ fn run(rt: Arc<Runtime>, paths: Vec<PathBuf>, out: RunOutputs, asked: Option<&st
     if let Some(md) = markdown {
         reporters.push(Box::new(reporter::markdown::Markdown::new(md)));
     }
+    let finished = nodejoin::run::events::Finished::default();
+    reporters.push(Box::new(finished.clone()));
     let events = EventSink::to(reporters);
     let started = std::time::Instant::now();
+    // A termination signal ends the process from its handler: the reports still end, with what finished and the
+    // rest as cancelled (`run_finished` last on stdout, JUnit and Markdown written).
+    {
+        let events = events.clone();
+        let all: Vec<(String, PathBuf)> = scenarios.iter().map(|(f, s)| (s.name.clone(), f.clone())).collect();
+        nodejoin::signals::before_exit(Box::new(move |signal| {
+            let mut reports = finished.reports();
+            for (name, file) in all {
+                if !reports.iter().any(|r| r.name == name) {
+                    let mut r = report::ScenarioReport::new(&name, file);
+                    r.outcome = nodejoin::run::Outcome::Error {
+                        message: format!("cancelled by {signal} before it finished"),
+                        hint: "the run was stopped; run it again".into(),
+                    };
+                    reports.push(r);
+                }
+            }
+            events.emit(Event::RunFinished {
+                reports: Arc::new(reports),
+                wall: started.elapsed(),
+                leftovers: Vec::new(),
+                cancelled: Some(signal),
+            });
+        }));
+    }
     events.emit(Event::RunStarted {
         run_id: run_id.clone(),
         artifacts: run_dir.clone(),
@@ -406,9 +433,15 @@ fn run(rt: Arc<Runtime>, paths: Vec<PathBuf>, out: RunOutputs, asked: Option<&st
         reports: Arc::new(reports.clone()),
         wall: started.elapsed(),
         leftovers: leftovers.clone(),
+        cancelled: None,
     });
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {leftovers:?}");
+        return ExitCode::from(1);
+    }
+    if reporter::write_failed() {
+        eprintln!("error: a report could not be written (see above)");
+        eprintln!("  hint: check the --junit/--markdown paths: their directory must exist and be writable");
         return ExitCode::from(1);
     }
     verdict(&reports, required)

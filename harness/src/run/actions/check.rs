@@ -25,10 +25,13 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         // (megabytes), and parsing it per node made the assertions of 50 nodes take over a minute.
         let audit = assert::audit::read(&cluster.logs_dir.join("audit.log"));
         for n in cx.nodes.iter_mut() {
+            // A node that died after its wait ended (Ready, then killed) is named as dead, not as failed checks.
+            n.liveness_checked_at = None;
+            crate::run::observe::check_alive(n).await;
             host_adaptations(n, report).await;
             // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
             // the very evidence a scenario expects, such as the runtime's error when no sandbox can be created.
-            let pod = match (n.expect().pod_runs, n.node.is_some()) {
+            let pod = match (n.expect().pod_runs, n.node.is_some() && n.container_exit.is_none()) {
                 (true, true) => Some(crate::run::pod::check(&cluster.client, &n.node_name).await),
                 _ => None,
             };

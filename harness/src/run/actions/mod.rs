@@ -52,6 +52,9 @@ pub(crate) struct Context<'a> {
     pub served: Option<Announcement>,
 }
 
+/// How long an erred scenario's artifacts may take to collect (a dead control plane makes every call wait).
+const ERROR_ARTIFACTS_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// One named step of the pipeline; `applies` says whether it has anything to do for this run (a step that does
 /// not apply is neither run nor timed). A `wait` step (for room, for a lease) is reported only when it waited.
 pub(crate) struct Action {
@@ -144,6 +147,21 @@ impl<'a> Context<'a> {
             if result.is_err() {
                 break;
             }
+        }
+        // Evidence on every non-pass: an ERROR (the control plane died, a node failed to start, a timeout) keeps
+        // what a FAILED scenario keeps, every node's logs, calls and journal, within a bound.
+        if result.is_err() && self.cluster.is_some() {
+            let t = Instant::now();
+            if tokio::time::timeout(ERROR_ARTIFACTS_WITHIN, (collect::ACTION.run)(self))
+                .await
+                .is_err()
+            {
+                self.report.notes.push(format!(
+                    "artifacts: collection stopped after {}s (the nodes or the control plane did not answer)",
+                    ERROR_ARTIFACTS_WITHIN.as_secs()
+                ));
+            }
+            self.phase("artifacts (after the error)", t.elapsed());
         }
         let t = Instant::now();
         teardown::run(self).await;

@@ -1,0 +1,226 @@
+//! Faults a CI user meets, each ending in a prompt verdict that quotes its cause (issue 29): the API server
+//! stopped (SIGSTOP) mid-join, a node container killed mid-join, kube-controller-manager killed mid-join (ERROR,
+//! with every node's logs kept), and a run stopped with SIGTERM under `--format json --junit` (its last line is
+//! `run_finished`, its JUnit file parses). Times are printed, not asserted: each bound below only stops a hang.
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::*;
+
+const SCENARIO: &str = "scenarios/basic-bootstrap-token.yaml";
+
+/// The pid of `run`'s control-plane process `component` (its executable's name).
+fn component_pid(run: &str, component: &str) -> u32 {
+    control_plane_processes_of(run)
+        .iter()
+        .find(|p| p.split(' ').nth(1).is_some_and(|exe| exe.ends_with(component)))
+        .and_then(|p| p.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("run {run} has no {component}: {:?}", processes_of(run)))
+}
+
+/// Resumes a stopped process however the test ends (a stopped API server would hold its run's clean-up).
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with SIGCONT on a process this test stopped.
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
+}
+
+#[test]
+fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    let (mut child, run, reader) = start_run(Path::new(SCENARIO));
+    let _stop = StopOnPanic(child.id());
+    wait_mid_join(&run, &mut child, true);
+    let apiserver = component_pid(&run, "kube-apiserver");
+    // SAFETY: kill(2) with SIGSTOP on the run's API server, resumed by the guard.
+    assert_eq!(unsafe { libc::kill(apiserver as i32, libc::SIGSTOP) }, 0);
+    let _resume = Resume(apiserver);
+    let stopped = Instant::now();
+    let status = wait_exit(&mut child, Duration::from_secs(240), "the API server was stopped");
+    let took = stopped.elapsed();
+    let log = reader.join().unwrap_or_default();
+    eprintln!("API server stopped: nodejoin exited {took:.1?} later ({status})");
+    assert!(!status.success(), "a run whose API server stopped passed:\n{log}");
+    assert!(
+        log.contains("did not answer") || log.contains("timed out") || log.contains("timeout"),
+        "the verdict does not say the API stopped answering:\n{log}"
+    );
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+}
+
+#[test]
+fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    let (mut child, run, reader) = start_run(Path::new(SCENARIO));
+    let _stop = StopOnPanic(child.id());
+    wait_mid_join(&run, &mut child, true);
+    let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
+    let node = docker_lines(&[
+        "ps",
+        "--filter",
+        &filter,
+        "--filter",
+        "label=io.nodejoin.node",
+        "--format",
+        "{{.Names}}",
+    ])
+    .into_iter()
+    .next()
+    .expect("a node container");
+    let killed = Command::new("docker")
+        .args(["kill", &node])
+        .output()
+        .expect("docker kill");
+    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    let at = Instant::now();
+    let status = wait_exit(&mut child, Duration::from_secs(240), "the node was killed");
+    let took = at.elapsed();
+    let log = reader.join().unwrap_or_default();
+    eprintln!("node container killed: nodejoin exited {took:.1?} later ({status})");
+    assert_eq!(status.code(), Some(1), "a run whose node died must fail:\n{log}");
+    assert!(
+        log.contains("node container") && log.contains("exit code 137"),
+        "the verdict does not quote the dead container's exit code:\n{log}"
+    );
+    let scenario_dir = nodejoin::paths::artifacts_root()
+        .join(&run)
+        .join("basic-bootstrap-token");
+    assert!(
+        scenario_dir.join("report.txt").is_file(),
+        "no report under {}",
+        scenario_dir.display()
+    );
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+}
+
+/// Files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_killed_controller_manager_is_an_error_with_every_nodes_logs() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    let scratch = tempfile::tempdir().unwrap();
+    let (mut child, run, reader) = start_run(&slow_scenario(scratch.path(), Duration::from_secs(15)));
+    let _stop = StopOnPanic(child.id());
+    wait_mid_join(&run, &mut child, false);
+    let kcm = component_pid(&run, "kube-controller-manager");
+    // SAFETY: kill(2) with SIGKILL on the run's controller manager.
+    assert_eq!(unsafe { libc::kill(kcm as i32, libc::SIGKILL) }, 0);
+    let at = Instant::now();
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(240),
+        "kube-controller-manager was killed",
+    );
+    let took = at.elapsed();
+    let log = reader.join().unwrap_or_default();
+    eprintln!("kube-controller-manager killed: nodejoin exited {took:.1?} later ({status})");
+    assert!(!status.success(), "a run whose controller manager died passed:\n{log}");
+    assert!(
+        log.contains("ERROR") && log.contains("kube-controller-manager"),
+        "the verdict is not an ERROR naming kube-controller-manager:\n{log}"
+    );
+    let dir = nodejoin::paths::artifacts_root().join(&run).join("slow-join");
+    let kept = files_under(&dir);
+    assert!(
+        kept.iter()
+            .any(|f| f.contains("journal") || f.ends_with("bootstrap.log")),
+        "the erred scenario kept no node logs under {}: {kept:?}",
+        dir.display()
+    );
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+}
+
+#[test]
+fn sigterm_still_ends_json_with_run_finished_and_writes_junit() {
+    assert!(
+        docker_available(),
+        "this test needs a running Docker engine (see `nodejoin doctor`)"
+    );
+    let _turn = take_turn();
+    let scratch = tempfile::tempdir().unwrap();
+    let junit = scratch.path().join("junit.xml");
+    let slow = slow_scenario(scratch.path(), Duration::from_secs(40));
+    let mut child = nodejoin()
+        .args(["run", "--jobs", "1", "--format", "json", "--junit"])
+        .arg(&junit)
+        .arg(SCENARIO)
+        .arg(&slow)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nodejoin");
+    let _stop = StopOnPanic(child.id());
+    let stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out_reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("\"scenario_finished\"") {
+                let _ = tx.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    rx.recv_timeout(Duration::from_secs(300))
+        .expect("the first scenario finished");
+    // The slow one is running now (one job at a time).
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_exit(&mut child, Duration::from_secs(150), "SIGTERM");
+    let lines = out_reader.join().unwrap_or_default();
+    let log = err_reader.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{log}");
+    let last: serde_json::Value =
+        serde_json::from_str(lines.last().expect("JSON lines")).expect("the last line is JSON");
+    assert_eq!(last["event"], "run_finished", "last line: {last}\n{log}");
+    assert_eq!(last["cancelled"], "SIGTERM", "{last}");
+    assert_eq!(last["passed"], 1, "the finished scenario counts: {last}");
+    assert_eq!(last["errors"], 1, "the cancelled one is an error: {last}");
+    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("no JUnit at {}: {e}\n{log}", junit.display()));
+    assert!(
+        xml.trim_start().starts_with("<?xml") && xml.trim_end().ends_with("</testsuites>"),
+        "{xml}"
+    );
+    assert!(xml.contains("cancelled by SIGTERM"), "{xml}");
+}
