@@ -120,7 +120,7 @@ impl super::container::Containers for K3sServer {
     }
     fn remove(self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            super::save_container_log(&self.name, &dir.join("k3s.log"));
+            super::save_container_log(&self.name, &dir.join("k3s.log")).await;
             let _ = self.container.rm().await;
         })
     }

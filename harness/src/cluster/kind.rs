@@ -266,7 +266,8 @@ impl super::container::Containers for KindCluster {
             super::save_container_log(
                 &format!("{}-control-plane", self.name),
                 &dir.join("kind-control-plane.log"),
-            );
+            )
+            .await;
             delete_cluster(&self.kind, &self.name).await;
         })
     }

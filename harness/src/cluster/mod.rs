@@ -183,30 +183,66 @@ pub async fn client_with_cert(
     kubeconfig::client_from_kubeconfig(&path).await
 }
 
-/// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs.
+/// Why a container is no longer running (`exited`, `dead`, gone), or `None` while it runs (or while it is not
+/// known yet). Never blocks: the answer is the last one the engine gave, asked again in the background at most
+/// once a second, so a slow engine cannot stall the runtime's threads (which also serve IMDS and the signal
+/// handler) under the control-plane lock.
 pub fn container_stopped(name: &str) -> Option<String> {
-    let out = crate::deadline::output_blocking(
-        std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Status}}", name]),
-        &format!("docker inspect {name}"),
-        crate::deadline::DOCKER_CLI,
-    )
-    .ok()?;
-    let status = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    match (out.status.success(), status.as_str()) {
-        (true, "running") => None,
-        (true, other) => Some(format!("is {other}")),
-        (false, _) => Some("is gone".into()),
+    use std::time::{Duration, Instant};
+    type Known = std::collections::HashMap<String, (Option<Instant>, Option<String>, bool)>;
+    static KNOWN: std::sync::LazyLock<std::sync::Mutex<Known>> = std::sync::LazyLock::new(Default::default);
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = known.entry(name.to_string()).or_insert((None, None, false));
+    let stale = entry.0.is_none_or(|at| at.elapsed() > Duration::from_secs(1));
+    if stale && !entry.2 {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            entry.2 = true;
+            let name = name.to_string();
+            runtime.spawn(async move {
+                let status = inspect_status(&name).await;
+                let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = known.entry(name).or_insert((None, None, false));
+                if let Some(status) = status {
+                    entry.1 = status;
+                }
+                entry.0 = Some(Instant::now());
+                entry.2 = false;
+            });
+        }
+    }
+    entry.1.clone()
+}
+
+/// `Some(None)` running, `Some(Some(why))` not running or gone, `None` the engine did not say.
+async fn inspect_status(name: &str) -> Option<Option<String>> {
+    let docker = crate::docker::connect().await.ok()?;
+    let inspect = tokio::time::timeout(crate::deadline::DOCKER_CLI, docker.inspect_container(name, None))
+        .await
+        .ok()?;
+    match inspect {
+        Ok(c) => {
+            let status = c
+                .state
+                .and_then(|s| s.status)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            Some((status != "running").then(|| format!("is {status}")))
+        }
+        Err(testcontainers::bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
+            Some(Some("is gone".into()))
+        }
+        Err(_) => None,
     }
 }
 
-/// Keeps a container's own log next to the control plane's other logs (best effort).
-pub fn save_container_log(name: &str, path: &Path) {
-    let logs = crate::deadline::output_blocking(
-        std::process::Command::new("docker").args(["logs", name]),
-        &format!("docker logs {name}"),
-        crate::deadline::DOCKER_CLI,
-    );
-    if let Ok(out) = logs {
+/// Keeps a container's own log next to the control plane's other logs (best effort, bounded, off the runtime's
+/// threads).
+pub async fn save_container_log(name: &str, path: &Path) {
+    let command = tokio::process::Command::new("docker")
+        .args(["logs", name])
+        .kill_on_drop(true)
+        .output();
+    if let Ok(Ok(out)) = tokio::time::timeout(crate::deadline::DOCKER_CLI, command).await {
         let mut text = out.stdout;
         text.extend_from_slice(&out.stderr);
         let _ = std::fs::write(path, text);

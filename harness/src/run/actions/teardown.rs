@@ -8,40 +8,72 @@ use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
+/// How long the API clean-up of a scenario may take as a whole (an API server that stopped answering makes each
+/// call wait its read timeout; fifty nodes' calls one after another took minutes).
+const API_CLEANUP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub(super) async fn run(cx: &mut Context<'_>) {
+    use futures::StreamExt;
     let env = cx.env;
     let nodes = std::mem::take(&mut cx.nodes);
-    let mut removals = Vec::new();
     let apis = cx.cluster.as_ref().map(|c| {
         (
             Api::<Node>::all(c.client.clone()),
             Api::<CertificateSigningRequest>::all(c.client.clone()),
         )
     });
-    let csrs = match &apis {
-        Some((_, csr_api)) => csr_api
+    let mut removals = Vec::new();
+    let mut node_names = Vec::new();
+    for n in nodes {
+        env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
+        node_names.push(n.node_name.clone());
+        removals.push(n.container.remove());
+    }
+    // Containers go in parallel with the API clean-up, which is itself parallel and bounded as a whole.
+    let api_cleanup = async {
+        let Some((node_api, csr_api)) = &apis else {
+            return;
+        };
+        let csrs = csr_api
             .list(&ListParams::default())
             .await
             .map(|l| l.items)
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    for n in nodes {
-        env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
-        if let Some((node_api, csr_api)) = &apis {
-            let _ = node_api.delete(&n.node_name, &Default::default()).await;
-            for csr in &csrs {
-                let mine = assert::csr::belongs_to(csr, &n.node_name);
-                if let (true, Some(name)) = (mine, &csr.metadata.name) {
-                    let _ = csr_api.delete(name, &Default::default()).await;
+            .unwrap_or_default();
+        let mut deletes: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
+        for name in &node_names {
+            deletes.push(Box::pin(async move {
+                let _ = node_api.delete(name, &Default::default()).await;
+            }));
+            for csr in csrs.iter().filter(|c| assert::csr::belongs_to(c, name)) {
+                if let Some(csr_name) = csr.metadata.name.clone() {
+                    deletes.push(Box::pin(async move {
+                        let _ = csr_api.delete(&csr_name, &Default::default()).await;
+                    }));
                 }
             }
         }
-        removals.push(n.container.remove());
+        futures::stream::iter(deletes)
+            .buffer_unordered(8)
+            .collect::<Vec<()>>()
+            .await;
+    };
+    let (_, api_done) = futures::future::join(
+        futures::future::join_all(removals),
+        tokio::time::timeout(API_CLEANUP_WITHIN, api_cleanup),
+    )
+    .await;
+    if api_done.is_err() {
+        cx.report.notes.push(format!(
+            "teardown: the API server did not finish the clean-up within {}s (its Node and CSR objects may remain)",
+            API_CLEANUP_WITHIN.as_secs()
+        ));
     }
-    futures::future::join_all(removals).await;
     if let (Some(cluster), Some(token)) = (&cx.cluster, cx.token.take()) {
-        objects::delete_bootstrap_token(&cluster.client, &token).await;
+        let _ = tokio::time::timeout(
+            API_CLEANUP_WITHIN,
+            objects::delete_bootstrap_token(&cluster.client, &token),
+        )
+        .await;
     }
     cx.served = None;
     cx.lease = None;
