@@ -134,6 +134,26 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
     out
 }
 
+/// The last `lines` lines the user data itself printed, from `/var/log/cloud-init-output.log`: cloud-init's own
+/// lines (its banner, `ci-info:` tables, `Failed to run module ...`, `Cloud-init v. ... finished`) left out, so
+/// a failed part is quoted by what its script said, as a failed bootstrap script is by its stderr.
+pub fn user_data_output_tail(output_log: &str, lines: usize) -> String {
+    let own = |l: &str| {
+        let l = l.trim();
+        l.is_empty()
+            || l.starts_with("Cloud-init v.")
+            || l.starts_with("ci-info:")
+            || l.starts_with("Generating public/private")
+            || l.contains("Failed to run module")
+            || l.contains("cc_scripts_user.py")
+            || l.contains("[CLOUDINIT]")
+            || l.starts_with("Traceback")
+            || l.starts_with("util.py")
+    };
+    let said: Vec<&str> = output_log.lines().filter(|l| !own(l)).collect();
+    said[said.len().saturating_sub(lines)..].join(" / ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +206,20 @@ mod tests {
         assert_eq!(passed, vec![true, true, true, false, true, false]);
         assert!(c[3].actual.contains("none matching"));
         assert!(c[5].actual.contains("write-files"));
+    }
+
+    #[test]
+    fn the_user_datas_own_output_is_quoted_without_cloud_inits_lines() {
+        let log = "Cloud-init v. 22.4.2 running 'modules:final' at Wed\n\
++ /etc/eks/bootstrap.sh demo --apiserver-endpoint https://x\n\
+bootstrap: cannot reach https://x: connection refused\n\
+2026-11-25 16:53:13,088 - cc_scripts_user.py[WARNING]: Failed to run module scripts-user (scripts in /var/lib/cloud/instance/scripts)\n\
+Cloud-init v. 22.4.2 finished at Wed, 25 Nov 2026 16:53:13 +0000. Datasource DataSourceEc2Local.  Up 1.0 seconds\n\
+ci-info: no authorized SSH keys fingerprints found for user debian.\n";
+        assert_eq!(
+            super::user_data_output_tail(log, 2),
+            "+ /etc/eks/bootstrap.sh demo --apiserver-endpoint https://x / bootstrap: cannot reach https://x: connection refused"
+        );
+        assert_eq!(super::user_data_output_tail("Cloud-init v. 1 finished\n", 3), "");
     }
 }

@@ -219,7 +219,10 @@ pub(super) async fn probe_failure(n: &mut RunningNode) {
     };
     let cause = move || {
         let errors = cloud_init.map(|c| c.errors).unwrap_or_default();
-        let tail = crate::process::last_lines(&output, 3, " / ");
+        let tail = match user_data {
+            true => crate::assert::cloud_init::user_data_output_tail(&output, 3),
+            false => crate::process::last_lines(&output, 3, " / "),
+        };
         match (user_data, errors.first(), tail.is_empty()) {
             (true, Some(e), _) => format!("cloud-init: {e}; output: {tail}"),
             (true, None, false) => format!("cloud-init reported no error; its output ends: {tail}"),

@@ -209,6 +209,12 @@ cloud-init status --wait >/dev/null\n"
     let status = node.read_file("/run/cloud-init/status.json").await;
     let report = CloudInitReport::parse(status.as_deref(), &log);
     let mut errors = report.errors.clone();
+    // cloud-init says only which part failed (`Runparts: 1 failures (part-001)`): what the part itself said last
+    // is the cause a bootstrap author needs, as a failed bootstrap script's stderr is.
+    let said = crate::assert::cloud_init::user_data_output_tail(&output_log, 3);
+    if !errors.is_empty() && !said.is_empty() {
+        errors.push(format!("the user data's output ends: {said}"));
+    }
     let nodeadm = if nodeadm {
         let (r, journal) = read_nodeadm(node).await?;
         output_log.push_str("\n--- nodeadm ---\n");
