@@ -41,12 +41,28 @@ impl Imds {
         axum::Router::new().fallback(handle).with_state(self.clone())
     }
 
+    /// A new token for `source`; expired ones go first (a run's nodes ask for thousands, and tokens outlive the
+    /// instances that asked: an address is reused by the next scenario's node, whose own tokens are new).
     fn issue_token(&self, source: IpAddr, ttl: Duration) -> String {
         let token = format!("AQAE{}", super::random_alnum(52));
         if let Ok(mut tokens) = self.tokens.lock() {
-            tokens.insert(token.clone(), (source, Instant::now() + ttl));
+            let now = Instant::now();
+            tokens.retain(|_, (_, expires)| *expires > now);
+            tokens.insert(token.clone(), (source, now + ttl));
         }
         token
+    }
+
+    /// Forgets every token issued to `source` (its instance is gone: a later node on the address starts afresh).
+    pub fn forget(&self, source: IpAddr) {
+        if let Ok(mut tokens) = self.tokens.lock() {
+            tokens.retain(|_, (owner, _)| *owner != source);
+        }
+    }
+
+    #[cfg(test)]
+    fn token_count(&self) -> usize {
+        self.tokens.lock().map(|t| t.len()).unwrap_or(0)
     }
 
     /// Remaining TTL of a valid token presented by `source`.
@@ -379,6 +395,24 @@ mod tests {
             .send()
             .await
             .unwrap()
+    }
+
+    /// Expired tokens are pruned when the next is issued, and a gone instance's tokens can be forgotten.
+    #[test]
+    fn expired_and_forgotten_tokens_are_pruned() {
+        let imds = Imds::new(Instances::new());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        imds.issue_token(a, Duration::ZERO);
+        imds.issue_token(a, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        let live = imds.issue_token(a, Duration::from_secs(60));
+        assert_eq!(imds.token_count(), 1, "expired tokens were kept");
+        assert!(imds.check_token(&live, a).is_some());
+        imds.issue_token(b, Duration::from_secs(60));
+        imds.forget(a);
+        assert_eq!(imds.token_count(), 1);
+        assert!(imds.check_token(&live, a).is_none());
     }
 
     #[tokio::test]

@@ -43,6 +43,7 @@ pub struct Environment {
     pub ec2: Arc<Ec2>,
     pub authenticator: Arc<Authenticator>,
     pub cloudformation: Arc<CloudFormation>,
+    pub imds: Arc<Imds>,
     pub ecr: Arc<Ecr>,
     pub registry: Arc<Registry>,
     /// Every node's calls to the fakes, and the faults injected into them.
@@ -143,6 +144,7 @@ impl Environment {
         let ec2 = Ec2::new(instances.clone());
         let authenticator = Authenticator::new(instances.clone(), eks.clone());
         let cloudformation = CloudFormation::new(instances.clone());
+        let imds = Imds::new(instances.clone());
         let ecr = Ecr::new(instances.clone());
         let registry = Registry::new(ecr.clone());
         // The webhook's serving certificate, for the gateway address the API servers reach it on.
@@ -171,7 +173,7 @@ impl Environment {
             |name: &'static str, router: axum::Router| FakeServer::start_for(name, gateway, router, callers.clone());
         let started: Result<Vec<FakeServer>> = async {
             Ok(vec![
-                start("imds", rec("imds", Imds::new(instances.clone()).router())).await?,
+                start("imds", rec("imds", imds.router())).await?,
                 start("eks", rec("eks", eks.router())).await?,
                 start("ec2", rec("ec2", ec2.router())).await?,
                 start(
@@ -246,6 +248,7 @@ impl Environment {
             ec2,
             authenticator: authenticator.clone(),
             cloudformation,
+            imds,
             ecr,
             registry,
             calls,

@@ -26,6 +26,7 @@ pub(super) async fn run(cx: &mut Context<'_>) {
     let mut node_names = Vec::new();
     for n in nodes {
         env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
+        env.imds.forget(std::net::IpAddr::V4(n.instance.private_ip));
         node_names.push(n.node_name.clone());
         removals.push(n.container.remove());
     }
