@@ -16,7 +16,8 @@ pub enum Error {
     #[error("scenario {file}: {message}")]
     ScenarioInvalid { file: PathBuf, message: String },
 
-    #[error("cannot read {path}: {source}")]
+    /// Reading or writing a file failed; the source says which (a full disk reads "No space left on device").
+    #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
@@ -100,7 +101,12 @@ impl Error {
             Error::ScenarioParse { .. } | Error::ScenarioInvalid { .. } => {
                 "fix the scenario file; README.md#scenario-format lists every field"
             }
-            Error::Io { .. } => "check the path exists and is readable",
+            Error::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::StorageFull => "the disk is full: free space (docker system prune, an old run's target/nodejoin) and run again",
+                std::io::ErrorKind::PermissionDenied => "check the file's permissions and who runs nodejoin",
+                std::io::ErrorKind::NotFound => "check the path exists",
+                _ => "check the path exists and is readable and writable",
+            },
             Error::AssetsUnavailable { .. } => {
                 "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set NODEJOIN_K8S_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubelet"
             }
@@ -145,3 +151,18 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write that fails for a full disk says so, and its hint is about space, not about reading a path.
+    #[test]
+    fn a_full_disk_is_named_as_such() {
+        let e = Error::io("/x/junit.xml", std::io::Error::from(std::io::ErrorKind::StorageFull));
+        assert!(!e.to_string().contains("cannot read"), "{e}");
+        assert!(e.hint().contains("disk is full"), "{}", e.hint());
+        let e = Error::io("/x", std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert!(e.hint().contains("exists"));
+    }
+}
