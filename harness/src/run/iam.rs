@@ -21,6 +21,14 @@ fn invalid(sc: &Scenario, message: String) -> Error {
     }
 }
 
+/// A Kubernetes API call of the IAM set-up failed: the cluster's fault, not the scenario file's.
+fn api(sc: &Scenario, message: String) -> Error {
+    Error::ControlPlane {
+        component: "kube-apiserver".into(),
+        message: format!("setting up aws-auth for scenario {}: {message}", sc.name),
+    }
+}
+
 /// Where a group's role mapping goes when the scenario does not say.
 pub fn mapping_via(mode: AuthenticationMode, spec: &RoleMappingSpec) -> MappingVia {
     spec.via.unwrap_or(match mode {
@@ -36,17 +44,17 @@ pub async fn map_node_roles(sc: &Scenario, cluster: &SharedCluster, record: &Clu
     let mode = sc.cluster.authentication_mode;
     apply_node_manager_rbac(&admin).await?;
     // A shared control plane may still hold an earlier IAM scenario's aws-auth: every scenario starts without one.
-    if remove_aws_auth(&admin).await.map_err(|e| invalid(sc, e))? {
+    if remove_aws_auth(&admin).await.map_err(|e| api(sc, e))? {
         notes.push("aws-auth: an earlier scenario's ConfigMap removed from the shared control plane".into());
     }
     if let Some(extra) = &sc.cluster.aws_auth {
         for m in &extra.map_roles {
-            upsert_aws_auth(&admin, m.clone()).await.map_err(|e| invalid(sc, e))?;
+            upsert_aws_auth(&admin, m.clone()).await.map_err(|e| api(sc, e))?;
         }
         if !extra.map_users.is_empty() {
-            let mut current = read(&admin).await.map_err(|e| invalid(sc, e))?;
+            let mut current = read(&admin).await.map_err(|e| api(sc, e))?;
             current.map_users.extend(extra.map_users.iter().cloned());
-            write(&admin, &current).await.map_err(|e| invalid(sc, e))?;
+            write(&admin, &current).await.map_err(|e| api(sc, e))?;
         }
         notes.push("aws-auth: the scenario's own entries written by the cluster creator (kubernetes-admin)".into());
     }
@@ -82,7 +90,7 @@ pub async fn map_node_roles(sc: &Scenario, cluster: &SharedCluster, record: &Clu
                     username: g.role_mapping.username.clone(),
                     groups: g.role_mapping.groups.clone(),
                 };
-                upsert_aws_auth(&client, mapping).await.map_err(|e| invalid(sc, e))?;
+                upsert_aws_auth(&client, mapping).await.map_err(|e| api(sc, e))?;
                 notes.push(format!("aws-auth: {role_arn} mapped by {who} ({} node group)", kind(g)));
             }
             MappingVia::AccessEntry => {
