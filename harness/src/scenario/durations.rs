@@ -29,6 +29,33 @@ pub fn wait<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     Ok(w)
 }
 
+/// An optional delay (`latency`, `creatingFor`): at most [`MAX_WAIT`], so it cannot outlast every deadline.
+pub fn opt_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let w = duration(d)?;
+    if w > MAX_WAIT {
+        return Err(serde::de::Error::custom(format!(
+            "'{}' must be at most 1h",
+            humantime::format_duration(w)
+        )));
+    }
+    Ok(Some(w))
+}
+
+/// The longest credential lifetime a role's session can have (IAM's maximum session duration).
+pub const MAX_CREDENTIAL_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// `imds.credentialLifetime`: over 0 and at most 12h (an IAM role session's maximum), so an expiry is a time.
+pub fn opt_credential_lifetime<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let l = duration(d)?;
+    if l.is_zero() || l > MAX_CREDENTIAL_LIFETIME {
+        return Err(serde::de::Error::custom(format!(
+            "'{}' must be over 0s and at most 12h (an IAM role session's longest)",
+            humantime::format_duration(l)
+        )));
+    }
+    Ok(Some(l))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
@@ -73,5 +100,30 @@ mod tests {
         let err = load("      calls: {}\n").unwrap_err().to_string();
         assert!(err.contains("sets no rule"), "{err}");
         assert!(load("      within: 90s\n      files: [{ path: /etc/x }]\n").is_ok());
+    }
+
+    /// A credential lifetime past an IAM session's 12h (or zero) is refused at load, with its line, instead of
+    /// overflowing the expiry inside IMDS.
+    #[test]
+    fn credential_lifetimes_are_bounded() {
+        let text = |l: &str| {
+            format!(
+                "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    imds:\n      credentialLifetime: {l}\n"
+            )
+        };
+        let parse = |t: &str| crate::scenario::load::parse(t, &crate::paths::workspace_root().join("test.yaml"));
+        for bad in ["0s", "13h", "100000000years"] {
+            match parse(&text(bad)) {
+                Err(Error::ScenarioParse { line, message, .. }) => {
+                    assert_eq!(line, 6, "{bad}: {message}");
+                    assert!(
+                        message.contains("12h") || message.contains("duration"),
+                        "{bad}: {message}"
+                    );
+                }
+                other => panic!("{bad}: expected a parse error, got {other:?}"),
+            }
+        }
+        assert!(parse(&text("6h")).is_ok());
     }
 }

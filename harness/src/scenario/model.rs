@@ -121,7 +121,7 @@ pub struct Cluster {
     #[serde(default)]
     pub creating_for_calls: u32,
     /// DescribeCluster answers CREATING for this long from the first DescribeCluster call (e.g. `10s`).
-    #[serde(default, deserialize_with = "super::durations::opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_delay")]
     pub creating_for: Option<Duration>,
     /// EKS access configuration: which of aws-auth and access entries the token webhook consults.
     #[serde(default)]
@@ -408,7 +408,7 @@ pub struct Imds {
     #[serde(default)]
     pub credentials: CredentialsMode,
     /// Lifetime of each set of credentials (they rotate before expiry); default 6h.
-    #[serde(default, deserialize_with = "super::durations::opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_credential_lifetime")]
     pub credential_lifetime: Option<Duration>,
 }
 
@@ -469,7 +469,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub status: Option<u16>,
     /// Wait this long before answering (or failing).
-    #[serde(default, deserialize_with = "super::durations::opt_duration")]
+    #[serde(default, deserialize_with = "super::durations::opt_delay")]
     pub latency: Option<Duration>,
     /// Never answer (the client's own timeout decides).
     #[serde(default)]
