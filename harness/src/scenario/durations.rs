@@ -9,10 +9,6 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         .map_err(|e| serde::de::Error::custom(format!("'{s}' is not a duration like 60s: {e}")))
 }
 
-/// An optional duration (absent: `None`).
-pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
-}
 
 /// The longest wait a scenario may ask for (`within`, `afterReadyWindow`).
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
