@@ -92,6 +92,24 @@ fn a_directory_without_scenarios_exits_3() {
     assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
 }
 
+/// `--format json` ends with `run_finished` even when the run stops before it begins (stdout holds JSON only).
+#[test]
+fn an_early_error_still_ends_json_with_run_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let shown = dir.path().display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+        .current_dir(nodejoin::paths::workspace_root())
+        .args(["run", "--format", "json", &shown])
+        .output()
+        .expect("run nodejoin");
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    assert_eq!(v["event"], "run_finished", "{v}");
+    assert_eq!(v["aborted"], true, "{v}");
+}
+
 #[test]
 fn a_run_in_which_nothing_runs_exits_5() {
     let dir = tempfile::tempdir().unwrap();

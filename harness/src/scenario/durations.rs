@@ -9,7 +9,6 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         .map_err(|e| serde::de::Error::custom(format!("'{s}' is not a duration like 60s: {e}")))
 }
 
-
 /// The longest wait a scenario may ask for (`within`, `afterReadyWindow`).
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 

@@ -312,6 +312,22 @@ struct RunOutputs {
 }
 
 fn run(rt: Arc<Runtime>, paths: Vec<PathBuf>, out: RunOutputs, asked: Option<&str>, jobs: Option<usize>) -> ExitCode {
+    let json = out.format == Format::Json;
+    let code = run_scenarios(rt, paths, out, asked, jobs);
+    // `--format json` always ends with run_finished, even when the run stopped before it began.
+    if json && !reporter::json::ended() {
+        println!("{}", reporter::json::aborted_line());
+    }
+    code
+}
+
+fn run_scenarios(
+    rt: Arc<Runtime>,
+    paths: Vec<PathBuf>,
+    out: RunOutputs,
+    asked: Option<&str>,
+    jobs: Option<usize>,
+) -> ExitCode {
     let RunOutputs {
         junit,
         markdown,
