@@ -193,7 +193,7 @@ fn a_compare_worktree_goes_with_its_process_however_it_ends() {
         let reader = std::thread::spawn(move || {
             let mut all = String::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.starts_with("[nodejoin] run ") {
+                if line.starts_with("[nodejoin] compare run ") {
                     let _ = tx.send(());
                 }
                 all.push_str(&line);
