@@ -18,12 +18,34 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             return Err(Error::Pipeline("bootstrap ran before the cluster was announced".into()));
         };
         let vars = &cx.cluster_vars;
-        let results = futures::future::join_all(
+        let cluster = cx.cluster.clone();
+        let bootstraps = futures::future::join_all(
             cx.nodes
                 .iter_mut()
                 .map(|n| crate::run::boot::run_bootstrap(env, sc, n, vars, token)),
-        )
-        .await;
-        results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+        );
+        // A control plane that dies while the nodes bootstrap ends the scenario now, naming the component,
+        // instead of after every bootstrap has waited out its own timeouts against a dead API server.
+        let died = async {
+            let Some(cluster) = cluster else {
+                return std::future::pending().await;
+            };
+            loop {
+                tokio::time::sleep(LIVENESS_EVERY).await;
+                if let Some(dead) = cluster.control_plane.lock().await.failed_component() {
+                    return dead;
+                }
+            }
+        };
+        tokio::select! {
+            results = bootstraps => results.into_iter().collect::<Result<Vec<()>>>().map(|_| ()),
+            dead = died => Err(Error::ControlPlane {
+                component: "control plane".into(),
+                message: format!("died while the nodes bootstrapped: {dead}"),
+            }),
+        }
     })
 }
+
+/// How often the control plane is asked whether it still runs while the nodes bootstrap.
+const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
