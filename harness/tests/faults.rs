@@ -31,80 +31,98 @@ impl Drop for Resume {
     }
 }
 
-#[test]
-fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
+/// What a fault left: the run, its exit and its log (how long after the fault the exit came is printed).
+struct Faulted {
+    run: String,
+    status: std::process::ExitStatus,
+    log: String,
+}
+
+/// Runs `scenario` until mid-join (with `joining`, until a kubelet runs), applies `fault` to the run (whatever
+/// it returns lives until the run has exited: a guard that undoes the fault), then waits for the run to end.
+fn after_fault<G>(scenario: &Path, joining: bool, what: &str, fault: impl FnOnce(&str) -> G) -> Faulted {
     assert!(
         docker_available(),
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
-    let _turn = take_turn();
-    let (mut child, run, reader) = start_run(Path::new(SCENARIO));
+    let (mut child, run, reader) = start_run(scenario);
     let _stop = StopOnPanic(child.id());
-    wait_mid_join(&run, &mut child, true);
-    let apiserver = component_pid(&run, "kube-apiserver");
-    // SAFETY: kill(2) with SIGSTOP on the run's API server, resumed by the guard.
-    assert_eq!(unsafe { libc::kill(apiserver as i32, libc::SIGSTOP) }, 0);
-    let _resume = Resume(apiserver);
-    let stopped = Instant::now();
-    let status = wait_exit(&mut child, Duration::from_secs(240), "the API server was stopped");
-    let took = stopped.elapsed();
+    wait_mid_join(&run, &mut child, joining);
+    let _guard = fault(&run);
+    let at = Instant::now();
+    let status = wait_exit(&mut child, Duration::from_secs(240), what);
+    let took = at.elapsed();
     let log = reader.join().unwrap_or_default();
-    eprintln!("API server stopped: nodejoin exited {took:.1?} later ({status})");
-    assert!(!status.success(), "a run whose API server stopped passed:\n{log}");
+    eprintln!("{what}: nodejoin exited {took:.1?} later ({status})");
+    Faulted { run, status, log }
+}
+
+#[test]
+fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
+    let _turn = take_turn();
+    let f = after_fault(Path::new(SCENARIO), true, "the API server was stopped", |run| {
+        let apiserver = component_pid(run, "kube-apiserver");
+        // SAFETY: kill(2) with SIGSTOP on the run's API server, resumed by the guard.
+        assert_eq!(unsafe { libc::kill(apiserver as i32, libc::SIGSTOP) }, 0);
+        Resume(apiserver)
+    });
+    assert!(!f.status.success(), "a run whose API server stopped passed:\n{}", f.log);
     assert!(
-        log.contains("did not answer") || log.contains("timed out") || log.contains("timeout"),
-        "the verdict does not say the API stopped answering:\n{log}"
+        f.log.contains("did not answer") || f.log.contains("timed out") || f.log.contains("timeout"),
+        "the verdict does not say the API stopped answering:\n{}",
+        f.log
     );
-    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+    assert_eq!(
+        leftovers(&f.run),
+        Vec::<String>::new(),
+        "run {} left these behind",
+        f.run
+    );
 }
 
 #[test]
 fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
-    assert!(
-        docker_available(),
-        "this test needs a running Docker engine (see `nodejoin doctor`)"
-    );
     let _turn = take_turn();
-    let (mut child, run, reader) = start_run(Path::new(SCENARIO));
-    let _stop = StopOnPanic(child.id());
-    wait_mid_join(&run, &mut child, true);
-    let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
-    let node = docker_lines(&[
-        "ps",
-        "--filter",
-        &filter,
-        "--filter",
-        "label=io.nodejoin.node",
-        "--format",
-        "{{.Names}}",
-    ])
-    .into_iter()
-    .next()
-    .expect("a node container");
-    let killed = Command::new("docker")
-        .args(["kill", &node])
-        .output()
-        .expect("docker kill");
-    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
-    let at = Instant::now();
-    let status = wait_exit(&mut child, Duration::from_secs(240), "the node was killed");
-    let took = at.elapsed();
-    let log = reader.join().unwrap_or_default();
-    eprintln!("node container killed: nodejoin exited {took:.1?} later ({status})");
-    assert_eq!(status.code(), Some(1), "a run whose node died must fail:\n{log}");
+    let f = after_fault(Path::new(SCENARIO), true, "the node container was killed", |run| {
+        let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
+        let node = docker_lines(&[
+            "ps",
+            "--filter",
+            &filter,
+            "--filter",
+            "label=io.nodejoin.node",
+            "--format",
+            "{{.Names}}",
+        ])
+        .into_iter()
+        .next()
+        .expect("a node container");
+        let killed = Command::new("docker")
+            .args(["kill", &node])
+            .output()
+            .expect("docker kill");
+        assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    });
+    assert_eq!(f.status.code(), Some(1), "a run whose node died must fail:\n{}", f.log);
     assert!(
-        log.contains("node container") && log.contains("exit code 137"),
-        "the verdict does not quote the dead container's exit code:\n{log}"
+        f.log.contains("node container") && f.log.contains("exit code 137"),
+        "the verdict does not quote the dead container's exit code:\n{}",
+        f.log
     );
     let scenario_dir = nodejoin::paths::artifacts_root()
-        .join(&run)
+        .join(&f.run)
         .join("basic-bootstrap-token");
     assert!(
         scenario_dir.join("report.txt").is_file(),
         "no report under {}",
         scenario_dir.display()
     );
-    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+    assert_eq!(
+        leftovers(&f.run),
+        Vec::<String>::new(),
+        "run {} left these behind",
+        f.run
+    );
 }
 
 /// Files under `dir`, recursively.
@@ -123,45 +141,37 @@ fn files_under(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_killed_controller_manager_is_an_error_with_every_nodes_logs() {
-    assert!(
-        docker_available(),
-        "this test needs a running Docker engine (see `nodejoin doctor`)"
-    );
     let _turn = take_turn();
     let scratch = tempfile::tempdir().unwrap();
-    let (mut child, run, reader) = start_run(&slow_scenario(scratch.path(), Duration::from_secs(15)));
-    let _stop = StopOnPanic(child.id());
-    wait_mid_join(&run, &mut child, false);
-    // The controller manager starts once the API server is ready.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !control_plane_processes_of(&run)
-        .iter()
-        .any(|p| p.contains("kube-controller-manager"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "run {run} never started kube-controller-manager"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let kcm = component_pid(&run, "kube-controller-manager");
-    // SAFETY: kill(2) with SIGKILL on the run's controller manager.
-    assert_eq!(unsafe { libc::kill(kcm as i32, libc::SIGKILL) }, 0);
-    let at = Instant::now();
-    let status = wait_exit(
-        &mut child,
-        Duration::from_secs(240),
-        "kube-controller-manager was killed",
-    );
-    let took = at.elapsed();
-    let log = reader.join().unwrap_or_default();
-    eprintln!("kube-controller-manager killed: nodejoin exited {took:.1?} later ({status})");
-    assert!(!status.success(), "a run whose controller manager died passed:\n{log}");
+    let scenario = slow_scenario(scratch.path(), Duration::from_secs(15));
+    let f = after_fault(&scenario, false, "kube-controller-manager was killed", |run| {
+        // The controller manager starts once the API server is ready.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !control_plane_processes_of(run)
+            .iter()
+            .any(|p| p.contains("kube-controller-manager"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "run {run} never started kube-controller-manager"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let kcm = component_pid(run, "kube-controller-manager");
+        // SAFETY: kill(2) with SIGKILL on the run's controller manager.
+        assert_eq!(unsafe { libc::kill(kcm as i32, libc::SIGKILL) }, 0);
+    });
     assert!(
-        log.contains("ERROR") && log.contains("kube-controller-manager"),
-        "the verdict is not an ERROR naming kube-controller-manager:\n{log}"
+        !f.status.success(),
+        "a run whose controller manager died passed:\n{}",
+        f.log
     );
-    let dir = nodejoin::paths::artifacts_root().join(&run).join("slow-join");
+    assert!(
+        f.log.contains("ERROR") && f.log.contains("kube-controller-manager"),
+        "the verdict is not an ERROR naming kube-controller-manager:\n{}",
+        f.log
+    );
+    let dir = nodejoin::paths::artifacts_root().join(&f.run).join("slow-join");
     let kept = files_under(&dir);
     assert!(
         kept.iter()
@@ -169,7 +179,12 @@ fn a_killed_controller_manager_is_an_error_with_every_nodes_logs() {
         "the erred scenario kept no node logs under {}: {kept:?}",
         dir.display()
     );
-    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
+    assert_eq!(
+        leftovers(&f.run),
+        Vec::<String>::new(),
+        "run {} left these behind",
+        f.run
+    );
 }
 
 #[test]
