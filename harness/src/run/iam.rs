@@ -21,6 +21,35 @@ fn invalid(sc: &Scenario, message: String) -> Error {
     }
 }
 
+/// Every token the node presented is in a real token client's format (one odd token among good ones is a
+/// client that changed mid-run: the kubelet's exec plugin swapped, a second generator).
+fn token_format_check(name: String, decisions: &[crate::fakes::authenticator::Decision]) -> Check {
+    use crate::eks::token::{known_client, shape};
+    let odd: Vec<&crate::fakes::authenticator::Decision> =
+        decisions.iter().filter(|d| known_client(&d.token).is_none()).collect();
+    let actual = match (odd.first(), decisions.first()) {
+        (Some(d), _) => format!(
+            "{} of {} tokens in no real client's format, first: {}",
+            odd.len(),
+            decisions.len(),
+            shape(&d.token)
+        ),
+        (None, Some(d)) => format!(
+            "{}: {} ({} token(s))",
+            known_client(&d.token).unwrap_or_default(),
+            shape(&d.token),
+            decisions.len()
+        ),
+        (None, None) => "no token".into(),
+    };
+    Check::new(
+        name,
+        odd.is_empty() && !decisions.is_empty(),
+        "a real token client's format (aws eks get-token or aws-iam-authenticator: k8s-aws-v1. + unpadded base64url presigned STS GetCallerIdentity)",
+        actual,
+    )
+}
+
 /// A Kubernetes API call of the IAM set-up failed: the cluster's fault, not the scenario file's.
 fn api(sc: &Scenario, message: String) -> Error {
     Error::ControlPlane {
@@ -261,16 +290,7 @@ pub fn checks(
                 m.source
             ));
         }
-        let client = crate::eks::token::known_client(&d.token);
-        checks.push(Check::new(
-            c("IAM token format"),
-            client.is_some(),
-            "a real token client's format (aws eks get-token or aws-iam-authenticator: k8s-aws-v1. + unpadded base64url presigned STS GetCallerIdentity)",
-            match client {
-                Some(name) => format!("{name}: {}", crate::eks::token::shape(&d.token)),
-                None => crate::eks::token::shape(&d.token),
-            },
-        ));
+        checks.push(token_format_check(c("IAM token format"), &decisions));
     } else if sc.cluster.auth == crate::scenario::model::AuthMode::Iam {
         let last = decisions
             .last()
@@ -344,4 +364,35 @@ pub fn checks(
         ));
     }
     (checks, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fakes::authenticator::Decision;
+
+    fn decision(token: &str) -> Decision {
+        Decision {
+            at: std::time::SystemTime::now(),
+            control_plane: "cp".into(),
+            cluster: "demo".into(),
+            instance_id: Some("i-1".into()),
+            access_key_id: None,
+            granted: None,
+            reason: String::new(),
+            token: token.into(),
+        }
+    }
+
+    /// The format check reads every token the node presented, not the first: one odd token fails it.
+    #[test]
+    fn every_token_is_checked_for_a_real_clients_format() {
+        let real = crate::eks::token::REFERENCE_TOKEN.trim();
+        let padded = format!("{real}=");
+        let good = super::token_format_check("n/IAM token format".into(), &[decision(real), decision(real)]);
+        assert!(good.passed, "{}", good.actual);
+        let mixed = super::token_format_check("n/IAM token format".into(), &[decision(real), decision(&padded)]);
+        assert!(!mixed.passed, "{}", mixed.actual);
+        assert!(mixed.actual.contains("1 of 2"), "{}", mixed.actual);
+        assert!(!super::token_format_check("n/x".into(), &[]).passed);
+    }
 }
