@@ -3,7 +3,6 @@
 //! found by their owner mark and killed by the next start-up, their work directories go (unmounted first), and
 //! the next run builds again instead of trusting half-written output. Each runs in a cache directory of its own;
 //! Go's build and module caches are shared, so the Kubernetes rebuild is mostly linking.
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,16 +49,10 @@ fn a_killed_kubernetes_build_is_reaped_and_built_again() {
     let pid = child.id();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("build Kubernetes") && line.contains("(1/4)") {
-                let _ = tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
+    let reader = common::read_lines(stderr, move |line| {
+        if line.contains("build Kubernetes") && line.contains("(1/4)") {
+            let _ = tx.send(());
         }
-        all
     });
     rx.recv_timeout(Duration::from_secs(600))
         .expect("the Kubernetes build started");
@@ -131,15 +124,18 @@ fn spawn(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Ch
     }
     let mut child = cmd.spawn().expect("start nodejoin");
     let stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    (child, reader)
+    (child, common::read_lines(stderr, |_| {}))
+}
+
+/// The node images built on `base` (their `io.nodejoin.base` label).
+fn node_images_on(base: &str) -> Vec<String> {
+    common::docker_lines(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "nodejoin-node"])
+        .into_iter()
+        .filter(|t| {
+            let label = format!("{{{{index .Config.Labels \"{}\"}}}}", nodejoin::node::image::BASE_LABEL);
+            common::docker_lines(&["image", "inspect", "--format", &label, t]) == [base]
+        })
+        .collect()
 }
 
 /// Mount points at or below `dir`.
@@ -216,20 +212,7 @@ fn killed_node_image_builds_are_reaped_and_built_again() {
     );
     let suite = [("NODEJOIN_DEBIAN_SUITE", "bookworm")];
     let base = nodejoin::node::image::debootstrap_base_tag("bookworm").expect("the base recipe");
-    let images_of =
-        |reference: &str| common::docker_lines(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", reference]);
-    let built: Vec<String> = images_of("nodejoin-node")
-        .into_iter()
-        .filter(|t| {
-            common::docker_lines(&[
-                "image",
-                "inspect",
-                "--format",
-                "{{index .Config.Labels \"io.nodejoin.base\"}}",
-                t,
-            ]) == [base.clone()]
-        })
-        .collect();
+    let built = node_images_on(&base);
     let _ = Command::new("docker").arg("rmi").arg(&base).args(&built).output();
     let cache = common::hardlinked_cache();
     let started = Instant::now();
@@ -264,18 +247,7 @@ fn killed_node_image_builds_are_reaped_and_built_again() {
     let status = child.wait().expect("wait");
     let log = reader.join().unwrap_or_default();
     assert!(status.success(), "the build after the kills failed:\n{log}");
-    let node: Vec<String> = images_of("nodejoin-node")
-        .into_iter()
-        .filter(|t| {
-            common::docker_lines(&[
-                "image",
-                "inspect",
-                "--format",
-                "{{index .Config.Labels \"io.nodejoin.base\"}}",
-                t,
-            ]) == [base.clone()]
-        })
-        .collect();
+    let node = node_images_on(&base);
     assert_eq!(
         node.len(),
         1,

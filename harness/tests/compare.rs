@@ -152,7 +152,6 @@ fn worktrees(repo: &std::path::Path) -> usize {
 /// removes it (and its registration) before the CLI exits, and after a SIGKILL the next `nodejoin reap` does.
 #[test]
 fn a_compare_worktree_goes_with_its_process_however_it_ends() {
-    use std::io::{BufRead, BufReader};
     use std::time::{Duration, Instant};
     assert!(
         common::docker_available(),
@@ -190,16 +189,10 @@ fn a_compare_worktree_goes_with_its_process_however_it_ends() {
         let pid = child.id();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.starts_with("[nodejoin] compare run ") {
-                    let _ = tx.send(());
-                }
-                all.push_str(&line);
-                all.push('\n');
+        let reader = common::read_lines(stderr, move |line| {
+            if line.starts_with("[nodejoin] compare run ") {
+                let _ = tx.send(());
             }
-            all
         });
         rx.recv_timeout(Duration::from_secs(300))
             .expect("compare started a run");

@@ -2,7 +2,6 @@
 //! stopped (SIGSTOP) mid-join, a node container killed mid-join, kube-controller-manager killed mid-join (ERROR,
 //! with every node's logs kept), and a run stopped with SIGTERM under `--format json --junit` (its last line is
 //! `run_finished`, its JUnit file parses). Times are printed, not asserted: each bound below only stops a hang.
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -208,25 +207,13 @@ fn sigterm_still_ends_json_with_run_finished_and_writes_junit() {
         .expect("start nodejoin");
     let _stop = StopOnPanic(child.id());
     let stderr = child.stderr.take().unwrap();
-    let err_reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
+    let err_reader = read_lines(stderr, |_| {});
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    let out_reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains("\"scenario_finished\"") {
-                let _ = tx.send(());
-            }
-            lines.push(line);
+    let out_reader = read_lines(stdout, move |line| {
+        if line.contains("\"scenario_finished\"") {
+            let _ = tx.send(());
         }
-        lines
     });
     rx.recv_timeout(Duration::from_secs(300))
         .expect("the first scenario finished");
@@ -235,7 +222,8 @@ fn sigterm_still_ends_json_with_run_finished_and_writes_junit() {
     // SAFETY: kill(2) on the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let status = wait_exit(&mut child, Duration::from_secs(150), "SIGTERM");
-    let lines = out_reader.join().unwrap_or_default();
+    let out = out_reader.join().unwrap_or_default();
+    let lines: Vec<&str> = out.lines().collect();
     let log = err_reader.join().unwrap_or_default();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{log}");
     let last: serde_json::Value =

@@ -123,16 +123,10 @@ pub fn start_run_with(
         .expect("start nodejoin");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix("[nodejoin] run ") {
-                let _ = tx.send(rest.split(':').next().unwrap_or_default().to_string());
-            }
-            all.push_str(&line);
-            all.push('\n');
+    let reader = read_lines(stderr, move |line| {
+        if let Some(rest) = line.strip_prefix("[nodejoin] run ") {
+            let _ = tx.send(rest.split(':').next().unwrap_or_default().to_string());
         }
-        all
     });
     let run = rx
         .recv_timeout(Duration::from_secs(600))
@@ -436,4 +430,21 @@ pub fn hardlinked_cache() -> tempfile::TempDir {
         );
     }
     other
+}
+
+/// Reads a child's pipe line by line in a thread, calling `seen` on each (to signal a milestone), and returns
+/// everything it read, newline-terminated, when the pipe closes.
+pub fn read_lines(
+    pipe: impl std::io::Read + Send + 'static,
+    seen: impl Fn(&str) + Send + 'static,
+) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            seen(&line);
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    })
 }
