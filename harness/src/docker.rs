@@ -115,10 +115,32 @@ pub async fn container_address(docker: &Docker, container: &str, network: &str) 
         .and_then(|e| e.mac_address.clone())
         .filter(|m| !m.is_empty())
         .map(|m| m.to_ascii_lowercase());
-    let ip = endpoint
-        .and_then(|e| e.ip_address)
-        .and_then(|ip| ip.parse().ok())
-        .ok_or_else(|| Error::Docker(format!("container {container} has no address on {network}")))?;
+    let ip = endpoint.and_then(|e| e.ip_address).and_then(|ip| ip.parse().ok());
+    let Some(ip) = ip else {
+        // Most often the container has already exited (its entrypoint failed): say so, with its own last words.
+        let state = inspect.state.unwrap_or_default();
+        let mut why = format!(
+            "container {container} has no address on {network}: it is {} (exit code {}{})",
+            state
+                .status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "in an unknown state".into()),
+            state.exit_code.unwrap_or(-1),
+            if state.oom_killed == Some(true) {
+                ", OOMKilled"
+            } else {
+                ""
+            }
+        );
+        if let Some(e) = state.error.filter(|e| !e.is_empty()) {
+            why.push_str(&format!(": {e}"));
+        }
+        let tail = log_tail(docker, container, 5).await;
+        if !tail.is_empty() {
+            why.push_str(&format!("; its last output: {tail}"));
+        }
+        return Err(Error::Docker(why));
+    };
     Ok((ip, mac))
 }
 

@@ -219,7 +219,35 @@ pub fn summary_table(reports: &[ScenarioReport]) -> String {
         count("IGNORED"),
         count("ERROR")
     ));
+    // The cause of each failure or error, one line each, so that the end of a long log (a CI step's tail)
+    // still says why without scrolling back to the scenario's own block.
+    for r in reports
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::Error { .. }))
+    {
+        if let Some(first) = r.failure_lines().first() {
+            let more = r.failure_lines().len() - 1;
+            let more = if more > 0 {
+                format!(" (+{more} more)")
+            } else {
+                String::new()
+            };
+            out.push_str(&format!("  {}: {}{more}\n", r.name, one_line(first, CAUSE_CHARS)));
+        }
+    }
     out
+}
+
+/// How much of a failure's cause the summary quotes (the scenario's report has all of it).
+const CAUSE_CHARS: usize = 240;
+
+/// `s` on one line, cut to `max` characters at a character boundary.
+fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &flat[..at]),
+        None => flat,
+    }
 }
 
 /// JUnit XML (one test case per scenario) for CI systems. Every check, passed ones too, is a property of its
@@ -321,6 +349,30 @@ mod tests {
             text.contains("  checks: 1/1 passed\n  PASS  node-a/Ready: expected True, got True\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_summary_ends_with_each_failures_cause() {
+        let mut err = ScenarioReport::new("broken", PathBuf::from("scenarios/broken.yaml"));
+        err.outcome = Outcome::Error {
+            message: format!("node x: container failed to start:\n{}", "y".repeat(400)),
+            hint: "see the engine".into(),
+        };
+        let mut ok = ScenarioReport::new("ok", PathBuf::from("scenarios/ok.yaml"));
+        ok.checks = vec![Check::new("node-a/Ready", true, "True", "True")];
+        let table = summary_table(&[ok, report(), err]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[4], "1 passed, 1 failed, 0 ignored, 1 errors", "{table}");
+        assert_eq!(
+            lines[5], "  demo: node-a/capacity pods: expected 29, got 110",
+            "{table}"
+        );
+        assert!(
+            lines[6].starts_with("  broken: node x: container failed to start: yyy"),
+            "{table}"
+        );
+        assert!(lines[6].ends_with('…') && lines[6].chars().count() < 260, "{table}");
+        assert_eq!(lines.len(), 7, "{table}");
     }
 
     #[test]
