@@ -1,5 +1,5 @@
 //! Faults a CI user meets, each ending in a prompt verdict that quotes its cause (issue 29): the API server
-//! stopped (SIGSTOP) mid-join, a node container killed mid-join, kube-controller-manager killed mid-join (ERROR,
+//! stopped (SIGSTOP) mid-join, a node container killed or OOM-killed mid-join, kube-controller-manager killed mid-join (ERROR,
 //! with every node's logs kept), and a run stopped with SIGTERM under `--format json --junit` (its last line is
 //! `run_finished`, its JUnit file parses). Times are printed, not asserted: each bound below only stops a hang.
 use std::path::Path;
@@ -79,35 +79,45 @@ fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
     );
 }
 
-#[test]
-fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
-    let _turn = take_turn();
-    let f = after_fault(Path::new(SCENARIO), true, "the node container was killed", |run| {
-        let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
-        let node = docker_lines(&[
-            "ps",
-            "--filter",
-            &filter,
-            "--filter",
-            "label=io.nodejoin.node",
-            "--format",
-            "{{.Names}}",
-        ])
-        .into_iter()
-        .next()
-        .expect("a node container");
-        let killed = Command::new("docker")
-            .args(["kill", &node])
-            .output()
-            .expect("docker kill");
-        assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
-    });
-    assert_eq!(f.status.code(), Some(1), "a run whose node died must fail:\n{}", f.log);
+/// The run's node container (the bundled scenario has one).
+fn node_container(run: &str) -> String {
+    let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
+    docker_lines(&[
+        "ps",
+        "--filter",
+        &filter,
+        "--filter",
+        "label=io.nodejoin.node",
+        "--format",
+        "{{.Names}}",
+    ])
+    .into_iter()
+    .next()
+    .expect("a node container")
+}
+
+/// `docker ARGS`, which must succeed.
+fn docker_ok(args: &[&str]) {
+    let out = Command::new("docker").args(args).output().expect("docker");
     assert!(
-        f.log.contains("node container") && f.log.contains("exit code 137"),
-        "the verdict does not quote the dead container's exit code:\n{}",
-        f.log
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The node container dies mid-join by `fault`: the scenario fails quoting `cause`, keeps its report, leaves
+/// nothing behind.
+fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &[&str]) {
+    let f = after_fault(Path::new(SCENARIO), true, what, |run| fault(&node_container(run)));
+    assert_eq!(f.status.code(), Some(1), "a run whose node died must fail:\n{}", f.log);
+    for c in cause {
+        assert!(
+            f.log.contains("node container") && f.log.contains(c),
+            "the verdict does not quote the dead container's {c:?}:\n{}",
+            f.log
+        );
+    }
     let scenario_dir = nodejoin::paths::artifacts_root()
         .join(&f.run)
         .join("basic-bootstrap-token");
@@ -121,6 +131,38 @@ fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
         Vec::<String>::new(),
         "run {} left these behind",
         f.run
+    );
+}
+
+#[test]
+fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
+    let _turn = take_turn();
+    a_dead_node_fails_its_scenario(
+        "the node container was killed",
+        |node| docker_ok(&["kill", node]),
+        &["exit code 137"],
+    );
+}
+
+#[test]
+fn an_oom_killed_node_container_fails_its_scenario_saying_so() {
+    let _turn = take_turn();
+    a_dead_node_fails_its_scenario(
+        "the node container was OOM-killed",
+        |node| {
+            // A memory limit, then a process that fills it, with the node's init (systemd) as the kernel's
+            // first choice: the container dies of OOM as a node whose init is OOM-killed does.
+            docker_ok(&["update", "--memory", "768m", "--memory-swap", "768m", node]);
+            docker_ok(&[
+                "exec",
+                "-d",
+                node,
+                "sh",
+                "-c",
+                "echo 1000 > /proc/1/oom_score_adj && exec tail /dev/zero",
+            ]);
+        },
+        &["exit code 137", "OOMKilled"],
     );
 }
 

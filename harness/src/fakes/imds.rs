@@ -104,9 +104,17 @@ impl Reply {
     }
 }
 
+/// EC2's default `HttpPutResponseHopLimit` for EKS nodes (the node CloudFormation template's and the EKS AMI's
+/// launch templates' value): the node and the pods one hop behind it.
+pub const DEFAULT_HOP_LIMIT: u8 = 2;
+
+/// The IP TTL of IMDS's other responses (Linux's default).
+const DEFAULT_IP_TTL: u32 = 64;
+
 async fn handle(
     State(imds): State<Arc<Imds>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    extensions: axum::http::Extensions,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -118,6 +126,17 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let reply = answer(&imds, source, &method, &path, &headers, token.as_deref()).await;
+    // EC2 sends token responses with the instance's hop limit as their IP TTL (every other response with the
+    // usual one): a caller more hops away than that (a pod, at hop limit 1) never gets its token.
+    if let Some(ConnectInfo(connection)) = extensions.get::<ConnectInfo<super::Peer>>() {
+        let ttl = match (reply.ttl, imds.instances.by_ip(source)) {
+            (Some(_), Some(instance)) => u32::from(instance.put_hop_limit),
+            _ => DEFAULT_IP_TTL,
+        };
+        if let Err(e) = connection.set_ttl(ttl) {
+            tracing::warn!(%source, "imds: cannot set the response's IP TTL to {ttl}: {e}");
+        }
+    }
     imds.instances.record(ImdsRequest {
         at: SystemTime::now(),
         source,
@@ -375,6 +394,7 @@ mod tests {
             ),
             user_data: user_data.map(|u| u.as_bytes().to_vec()),
             imds_v2_required: v2_required,
+            put_hop_limit: DEFAULT_HOP_LIMIT,
             ..crate::fakes::instances::tests::instance()
         }
     }

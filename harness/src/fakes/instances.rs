@@ -28,6 +28,9 @@ pub struct Instance {
     pub user_data: Option<Vec<u8>>,
     /// IMDSv2 required (`http-tokens=required`): requests without a token get 401.
     pub imds_v2_required: bool,
+    /// `HttpPutResponseHopLimit`: the IP TTL of IMDS's token responses, so how many hops away a caller (a pod
+    /// behind the node: 2) may still get a token.
+    pub put_hop_limit: u8,
     /// How IMDS hands out the role's credentials (see [`super::iam`]).
     pub credentials: super::credentials::CredentialPolicy,
     pub launch_time: SystemTime,
@@ -197,6 +200,7 @@ pub(crate) mod tests {
             role_name: Some("NodeRole".into()),
             user_data: None,
             imds_v2_required: true,
+            put_hop_limit: crate::fakes::imds::DEFAULT_HOP_LIMIT,
             credentials: Default::default(),
             launch_time: SystemTime::now(),
         }

@@ -28,6 +28,43 @@ pub struct FakeServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// A caller's connection: its address, and its socket while a request on it is being answered.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    fd: std::os::fd::RawFd,
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        use std::os::fd::AsRawFd;
+        Peer {
+            addr: *stream.remote_addr(),
+            fd: stream.io().as_raw_fd(),
+        }
+    }
+}
+
+impl Peer {
+    /// Sets the IP TTL of what is sent on this connection from now on (a response's hop limit).
+    pub fn set_ttl(&self, ttl: u32) -> std::io::Result<()> {
+        // SAFETY: the connection (and so its socket) lives while one of its requests is answered, which is
+        // when a handler holds its `Peer`.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        socket2::SockRef::from(&fd).set_ttl_v4(ttl)
+    }
+}
+
+/// Gives handlers the caller's address as `ConnectInfo<SocketAddr>`.
+async fn peer_address(
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<Peer>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    request.extensions_mut().insert(axum::extract::ConnectInfo(peer.addr));
+    next.run(request).await
+}
+
 impl FakeServer {
     /// Serves `router` on `ip:0` to `callers` only (a run's fakes: see [`callers`]).
     pub async fn start_for(
@@ -50,7 +87,10 @@ impl FakeServer {
             service: name,
             message: e.to_string(),
         })?;
-        let app = router.into_make_service_with_connect_info::<SocketAddr>();
+        // Handlers see the caller's address as `ConnectInfo<SocketAddr>`; those that shape packets (IMDS's hop
+        // limit) also see the connection as `ConnectInfo<Peer>`.
+        let router = router.layer(axum::middleware::from_fn(peer_address));
+        let app = router.into_make_service_with_connect_info::<Peer>();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!(fake = name, "server stopped: {e}");

@@ -1,5 +1,6 @@
 //! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws --endpoint-url "$NODEJOIN_STS_ENDPOINT"
-//! sts get-caller-identity` in a node). The token webhook asks the same question in-process for presigned tokens.
+//! sts get-caller-identity` in a node), as the caller's regional endpoint: a signature for another region is
+//! refused. The token webhook asks the same question in-process for presigned tokens.
 use super::iam::IssuedCredentials;
 use super::instances::Instances;
 use crate::eks::identity::Caller;
@@ -31,10 +32,23 @@ impl Sts {
 const NS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
 
 async fn handle(State(sts): State<Arc<Sts>>, call: super::SignedCall) -> Response {
-    let creds = match call.verify_query(&sts.instances.iam, "sts", NS, "GetCallerIdentity") {
-        Ok(x) => x.credentials,
+    let (creds, region) = match call.verify_query(&sts.instances.iam, "sts", NS, "GetCallerIdentity") {
+        Ok(x) => (x.credentials, x.region),
         Err(r) => return *r,
     };
+    // The fake stands for the caller's regional endpoint (SDKs' default), which refuses a signature scoped to
+    // another region.
+    if let Some(own) = sts.instances.by_id(&creds.instance_id).map(|i| i.region.clone()) {
+        if region != own {
+            tracing::info!("sts: request refused: signed for {region}, the caller's endpoint is {own}'s");
+            return super::query_error(
+                NS,
+                StatusCode::FORBIDDEN,
+                "SignatureDoesNotMatch",
+                &format!("Credential should be scoped to a valid region, not '{region}'. "),
+            );
+        }
+    }
     let c = caller(&creds);
     let body = format!(
         "<GetCallerIdentityResponse xmlns=\"{NS}\"><GetCallerIdentityResult><Arn>{}</Arn><UserId>{}</UserId><Account>{}</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>{}</RequestId></ResponseMetadata></GetCallerIdentityResponse>",
@@ -66,13 +80,14 @@ mod tests {
         let body = "Action=GetCallerIdentity&Version=2011-06-15";
         let ct = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
         let client = reqwest::Client::new();
-        let send = |creds: &IssuedCredentials| {
+        let send_to = |creds: &IssuedCredentials, region: &str| {
             let mut req = client.post(&url).body(body);
-            for (k, v) in sign_headers("POST", &url, &[ct], body.as_bytes(), creds, "us-west-2", "sts") {
+            for (k, v) in sign_headers("POST", &url, &[ct], body.as_bytes(), creds, region, "sts") {
                 req = req.header(k, v);
             }
             req.send()
         };
+        let send = |creds: &IssuedCredentials| send_to(creds, "us-west-2");
         let text = send(&creds).await.unwrap().text().await.unwrap();
         assert!(
             text.contains(&format!(
@@ -87,5 +102,13 @@ mod tests {
         let r = send(&forged).await.unwrap();
         assert_eq!(r.status(), 403);
         assert!(r.text().await.unwrap().contains("<Code>SignatureDoesNotMatch</Code>"));
+        // Signed for another region than the caller's (its regional endpoint refuses it).
+        let r = send_to(&creds, "eu-west-1").await.unwrap();
+        assert_eq!(r.status(), 403);
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("<Code>SignatureDoesNotMatch</Code>") && text.contains("not 'eu-west-1'"),
+            "{text}"
+        );
     }
 }

@@ -173,4 +173,12 @@ pub const CATALOGUE: &[Mutation] = &[
         replace: "      args: [\"--region\", \"$REGION-lax-1\", \"eks\", \"get-token\"",
         caught_by: &[catcher("iam-join", "registered", "")],
     },
+    Mutation {
+        name: "sts-wrong-region",
+        regression: "an STS call is signed for another region than the regional endpoint it goes to (STS refuses the signature)",
+        target: Target::ReferenceBootstrap,
+        find: "--endpoint-url \"$NODEJOIN_STS_ENDPOINT\" --region \"$REGION\" sts",
+        replace: "--endpoint-url \"$NODEJOIN_STS_ENDPOINT\" --region eu-west-1 sts",
+        caught_by: &[catcher("iam-join", "evidence in bootstrap log", "")],
+    },
 ];

@@ -130,6 +130,7 @@ pub(super) async fn boot_node(
         role_name: Some(group.role.clone()),
         user_data: None,
         imds_v2_required: group.imds.tokens == ImdsTokens::Required,
+        put_hop_limit: group.imds.hop_limit.unwrap_or(crate::fakes::imds::DEFAULT_HOP_LIMIT),
         credentials: CredentialPolicy {
             lifetime: group
                 .imds

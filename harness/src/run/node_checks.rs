@@ -289,11 +289,15 @@ fn field_checks(
 /// The kubelet unit is enabled, not only started: a node whose bootstrap only started it loses its kubelet on
 /// the first reboot (EKS AMIs' bootstrap and nodeadm enable it).
 async fn kubelet_enabled(n: &RunningNode) -> Check {
-    let actual = match n
-        .container
-        .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
-        .await
-    {
+    let asked = match &n.container_exit {
+        Some(why) => Err(format!("not asked: {why}")),
+        None => n
+            .container
+            .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
+            .await
+            .map_err(|e| format!("cannot ask systemd: {e}")),
+    };
+    let actual = match asked {
         Ok(out) => {
             let state = out.stdout.trim().to_string();
             if state.is_empty() {
@@ -302,7 +306,7 @@ async fn kubelet_enabled(n: &RunningNode) -> Check {
                 state
             }
         }
-        Err(e) => format!("cannot ask systemd: {e}"),
+        Err(e) => e,
     };
     Check::new(
         format!("{}/kubelet enabled", n.node_name),

@@ -410,6 +410,21 @@ pub struct Imds {
     /// Lifetime of each set of credentials (they rotate before expiry); default 6h.
     #[serde(default, deserialize_with = "super::durations::opt_credential_lifetime")]
     pub credential_lifetime: Option<Duration>,
+    /// EC2's `HttpPutResponseHopLimit` (1 to 64, default 2): how many network hops a token response travels, so
+    /// whether a pod behind the node (one hop more) gets an IMDSv2 token.
+    #[serde(default, deserialize_with = "opt_hop_limit")]
+    pub hop_limit: Option<u8>,
+}
+
+/// `imds.hopLimit`: EC2 takes 1 to 64.
+fn opt_hop_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    let n = u64::deserialize(d)?;
+    match u8::try_from(n) {
+        Ok(n @ 1..=64) => Ok(Some(n)),
+        _ => Err(serde::de::Error::custom(format!(
+            "hopLimit {n} is out of range: EC2 takes 1 to 64"
+        ))),
+    }
 }
 
 /// How the node bootstraps: a script run as `/etc/eks/bootstrap.sh ARGS...` (as user data would call it).
@@ -549,6 +564,20 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_limits_are_ec2s_range() {
+        let text =
+            |n: &str| format!("nodes:\n  - name: a\n    imds:\n      hopLimit: {n}\n    bootstrap:\n      args: [x]\n");
+        let load = |n: &str| crate::scenario::load::parse(&text(n), &crate::paths::workspace_root().join("t.yaml"));
+        let s = load("1").unwrap();
+        assert_eq!(s.nodes[0].imds.hop_limit, Some(1));
+        for bad in ["0", "65", "300", "-1"] {
+            let e = load(bad).unwrap_err().to_string();
+            assert!(e.contains("t.yaml:4:"), "{bad}: {e}");
+        }
+        assert!(load("0").unwrap_err().to_string().contains("EC2 takes 1 to 64"));
+    }
 
     #[test]
     fn version_ranges() {
