@@ -119,29 +119,42 @@ pub async fn container_address(docker: &Docker, container: &str, network: &str) 
     let Some(ip) = ip else {
         // Most often the container has already exited (its entrypoint failed): say so, with its own last words.
         let state = inspect.state.unwrap_or_default();
-        let mut why = format!(
-            "container {container} has no address on {network}: it is {} (exit code {}{})",
-            state
-                .status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "in an unknown state".into()),
-            state.exit_code.unwrap_or(-1),
-            if state.oom_killed == Some(true) {
-                ", OOMKilled"
-            } else {
-                ""
-            }
+        let why = format!(
+            "container {container} has no address on {network}: it is {}",
+            stopped_state(docker, container, state).await
         );
-        if let Some(e) = state.error.filter(|e| !e.is_empty()) {
-            why.push_str(&format!(": {e}"));
-        }
-        let tail = log_tail(docker, container, 5).await;
-        if !tail.is_empty() {
-            why.push_str(&format!("; its last output: {tail}"));
-        }
         return Err(Error::Docker(why));
     };
     Ok((ip, mac))
+}
+
+/// How a container that is not running ended: `exited (exit code 137, OOMKilled: the kernel killed it for
+/// memory): <engine error>; its last output: <console lines>`.
+pub async fn stopped_state(
+    docker: &Docker,
+    container: &str,
+    state: testcontainers::bollard::models::ContainerState,
+) -> String {
+    let mut why = format!(
+        "{} (exit code {}",
+        state
+            .status
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "not running".into()),
+        state.exit_code.unwrap_or(-1)
+    );
+    if state.oom_killed == Some(true) {
+        why.push_str(", OOMKilled: the kernel killed it for memory");
+    }
+    why.push(')');
+    if let Some(e) = state.error.filter(|e| !e.is_empty()) {
+        why.push_str(&format!(": {e}"));
+    }
+    let tail = log_tail(docker, container, 3).await;
+    if !tail.is_empty() {
+        why.push_str(&format!("; its last output: {tail}"));
+    }
+    why
 }
 
 /// Output of a command run in a container.
@@ -186,6 +199,12 @@ pub async fn cpu_time(docker: &Docker, container: &str) -> Option<std::time::Dur
 /// The last `lines` lines a container printed (its console: for a node, systemd's), joined by " / "; empty when
 /// the engine has none or does not answer within a few seconds. Works on a stopped container.
 pub async fn log_tail(docker: &Docker, container: &str, lines: usize) -> String {
+    crate::process::last_lines(&logs(docker, container, lines).await, lines, " / ")
+}
+
+/// The last `lines` lines a container printed, as printed; empty when the engine has none or does not answer
+/// within a few seconds. Works on a stopped container.
+pub async fn logs(docker: &Docker, container: &str, lines: usize) -> String {
     use testcontainers::bollard::query_parameters::LogsOptionsBuilder;
     let options = LogsOptionsBuilder::new()
         .stdout(true)
@@ -200,10 +219,9 @@ pub async fn log_tail(docker: &Docker, container: &str, lines: usize) -> String 
         }
         out
     };
-    let text = tokio::time::timeout(crate::deadline::NODE_EXEC, collect)
+    tokio::time::timeout(crate::deadline::NODE_EXEC, collect)
         .await
-        .unwrap_or_default();
-    crate::process::last_lines(&text, lines, " / ")
+        .unwrap_or_default()
 }
 
 /// A command for messages: its words, the whole line cut at 80 characters.

@@ -81,19 +81,7 @@ fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
 
 /// The run's node container (the bundled scenario has one).
 fn node_container(run: &str) -> String {
-    let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
-    docker_lines(&[
-        "ps",
-        "--filter",
-        &filter,
-        "--filter",
-        "label=io.nodejoin.node",
-        "--format",
-        "{{.Names}}",
-    ])
-    .into_iter()
-    .next()
-    .expect("a node container")
+    node_containers(run).into_iter().next().expect("a node container")
 }
 
 /// `docker ARGS`, which must succeed.
@@ -126,6 +114,19 @@ fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &
         "no report under {}",
         scenario_dir.display()
     );
+    // The dead node's evidence: where its journal would be, why it is not, and what it wrote to disk.
+    let node_dir = std::fs::read_dir(&scenario_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("journal.log").is_file())
+        .unwrap_or_else(|| panic!("no node artifacts under {}", scenario_dir.display()));
+    let journal = std::fs::read_to_string(node_dir.join("journal.log")).unwrap();
+    assert!(
+        journal.starts_with("(not collected: the node container is exited (exit code 137"),
+        "{journal}"
+    );
+    assert!(node_dir.join("files").is_dir() && node_dir.join("bootstrap.log").is_file());
     assert_eq!(
         leftovers(&f.run),
         Vec::<String>::new(),

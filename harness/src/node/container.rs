@@ -1,5 +1,5 @@
 //! A node container: systemd as PID 1 in the node image, started through testcontainers with the flags that
-//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (the recipe is written up in fixtures/node-image/ and README.md), labelled with the
+//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (the recipe is written up in fixtures/node-image/ and the book), labelled with the
 //! run id, removed when dropped.
 use super::image::NodeImage;
 use super::privileges;
@@ -237,6 +237,12 @@ impl NodeContainer {
             .unwrap_or_else(|e| format!("(journal unavailable: {e})"))
     }
 
+    /// The last `lines` lines of the node's console (systemd's, as `docker logs` shows it); it outlives the
+    /// container, unlike the journal.
+    pub async fn console(&self, lines: usize) -> String {
+        docker::logs(&self.docker, &self.id, lines).await
+    }
+
     /// The CPU time the node has used since it started (systemd, containerd, the kubelet, the bootstrap, pods).
     pub async fn cpu_time(&self) -> Option<Duration> {
         docker::cpu_time(&self.docker, &self.id).await
@@ -249,25 +255,10 @@ impl NodeContainer {
         if state.running == Some(true) {
             return None;
         }
-        let mut why = format!(
-            "the node container is {} (exit code {}",
-            state
-                .status
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "not running".into()),
-            state.exit_code.unwrap_or(-1)
+        let why = format!(
+            "the node container is {}",
+            docker::stopped_state(&self.docker, &self.id, state).await
         );
-        if state.oom_killed == Some(true) {
-            why.push_str(", OOMKilled: the kernel killed it for memory");
-        }
-        why.push(')');
-        if let Some(e) = state.error.filter(|e| !e.is_empty()) {
-            why.push_str(&format!(": {e}"));
-        }
-        let tail = docker::log_tail(&self.docker, &self.id, 3).await;
-        if !tail.is_empty() {
-            why.push_str(&format!("; its last output: {tail}"));
-        }
         Some(why)
     }
 

@@ -45,6 +45,9 @@ pub struct HarnessLogs {
     pub calls: String,
 }
 
+/// How much of a node's console its artifacts keep.
+const CONSOLE_LINES: usize = 5000;
+
 /// Collects one node's artifacts into `dir`.
 pub async fn collect_node(
     dir: &Path,
@@ -61,9 +64,24 @@ pub async fn collect_node(
     if !logs.authenticator.is_empty() {
         write(dir, "authenticator.log", &logs.authenticator);
     }
-    write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);
-    write(dir, "containerd.log", &node.journal(Some("containerd")).await);
-    write(dir, "journal.log", &node.journal(None).await);
+    let console = node.console(CONSOLE_LINES).await;
+    if !console.trim().is_empty() {
+        write(dir, "console.log", &console);
+    }
+    if let Some(why) = node.exited().await {
+        // A dead node's journal lived in its memory (/run) and went with it: say so where it would be.
+        let gone = format!(
+            "(not collected: {why}. The node's journal was kept in its memory and went with it; files/ has what \
+             the node wrote to disk, console.log what it printed, if anything.)\n"
+        );
+        for log in ["kubelet.log", "containerd.log", "journal.log"] {
+            write(dir, log, &gone);
+        }
+    } else {
+        write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);
+        write(dir, "containerd.log", &node.journal(Some("containerd")).await);
+        write(dir, "journal.log", &node.journal(None).await);
+    }
     let files = dir.join("files");
     let _ = std::fs::create_dir_all(&files);
     for f in BOOTSTRAP_FILES {

@@ -172,8 +172,8 @@ pub fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
     );
 }
 
-/// Whether a node container of `run` has its kubelet running (the bootstrap is done and the join under way).
-pub fn kubelet_running(run: &str) -> bool {
+/// The names of `run`'s running node containers.
+pub fn node_containers(run: &str) -> Vec<String> {
     let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
     docker_lines(&[
         "ps",
@@ -184,8 +184,13 @@ pub fn kubelet_running(run: &str) -> bool {
         "--format",
         "{{.Names}}",
     ])
-    .iter()
-    .any(|node| docker_lines(&["exec", node, "systemctl", "is-active", "kubelet"]) == ["active"])
+}
+
+/// Whether a node container of `run` has its kubelet running (the bootstrap is done and the join under way).
+pub fn kubelet_running(run: &str) -> bool {
+    node_containers(run)
+        .iter()
+        .any(|node| docker_lines(&["exec", node, "systemctl", "is-active", "kubelet"]) == ["active"])
 }
 
 /// Waits until `run` has a node container and its control plane's API server, and with `joining`, until a
