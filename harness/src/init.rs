@@ -31,7 +31,48 @@ const WORKFLOW: &str = ".github/workflows/nodejoin.yml";
 
 /// Writes the starter files and returns their paths. Refuses, before writing anything, when one exists (unless
 /// `force`), when the script or overlay does not exist, or when it lies outside `dir`.
-pub fn scaffold(opts: &InitOptions) -> Result<Vec<PathBuf>> {
+/// The newest Kubernetes an AL2 bootstrap runs on: kubelet 1.35 removed `--pod-infra-container-image`, which the
+/// AL2 AMI's bootstrap.sh passes (amazon-eks-ami retired AL2 at 1.34).
+pub const LAST_AL2_KUBERNETES: &str = "v1.34.4";
+
+/// The flag whose presence marks a bootstrap that kubelet 1.35 and later refuse.
+const REMOVED_IN_1_35: &str = "--pod-infra-container-image";
+
+/// What `scaffold` wrote, and what it chose for the user (one line each).
+#[derive(Debug)]
+pub struct Scaffolded {
+    pub written: Vec<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+/// The Kubernetes version a bootstrap needs, and why: `LAST_AL2_KUBERNETES` for AL2 runtime files (an overlay
+/// with its own `etc/eks/bootstrap.sh`: AL2023 has none, nodeadm bootstraps it) and for a script that passes the
+/// kubelet flag 1.35 removed; else none (the default version).
+fn version_for(script: Option<&Path>, overlay: Option<&Path>) -> Option<(&'static str, String)> {
+    let why = if let Some(script) = script {
+        let text = std::fs::read_to_string(script).ok()?;
+        text.contains(REMOVED_IN_1_35).then(|| {
+            format!(
+                "{} passes {REMOVED_IN_1_35}, which kubelet 1.35 removed",
+                script.display()
+            )
+        })?
+    } else {
+        let al2 = overlay?.join("etc/eks/bootstrap.sh");
+        al2.is_file().then(|| {
+            format!(
+                "{} is AL2's bootstrap (AL2 images end at Kubernetes 1.34; its kubelet flags include {REMOVED_IN_1_35}, which 1.35 removed)",
+                al2.display()
+            )
+        })?
+    };
+    Some((
+        LAST_AL2_KUBERNETES,
+        format!("{why}: the scenario runs Kubernetes {LAST_AL2_KUBERNETES}"),
+    ))
+}
+
+pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
     let dir = std::path::absolute(&opts.dir).map_err(|e| Error::io(&opts.dir, e))?;
     if !dir.is_dir() {
         return Err(Error::Init(format!("{} is not a directory", dir.display())));
@@ -51,12 +92,14 @@ pub fn scaffold(opts: &InitOptions) -> Result<Vec<PathBuf>> {
         Some(o) => Some(in_repo(&dir, o, "--overlay", "directory", Path::is_dir)?),
         None => None,
     };
+    let pin = version_for(script.as_deref(), overlay.as_deref());
     let files = [
         (
             SCENARIO,
             scenario_text(
                 script.as_deref().map(|s| relative(&scenario_dir, s)),
                 overlay.as_deref().map(|o| relative(&scenario_dir, o)),
+                pin.as_ref().map(|(v, _)| *v),
             ),
         ),
         (README, readme_text(&opts.action)),
@@ -86,7 +129,10 @@ pub fn scaffold(opts: &InitOptions) -> Result<Vec<PathBuf>> {
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
         written.push(path);
     }
-    Ok(written)
+    Ok(Scaffolded {
+        written,
+        notes: pin.map(|(_, why)| why).into_iter().collect(),
+    })
 }
 
 /// `p` (relative to the current directory, or absolute) as an absolute path inside `repo` that passes `kind`.
@@ -116,7 +162,13 @@ pub fn relative(from: &Path, to: &Path) -> String {
     parts.join("/")
 }
 
-fn scenario_text(script: Option<String>, overlay: Option<String>) -> String {
+fn scenario_text(script: Option<String>, overlay: Option<String>, version: Option<&str>) -> String {
+    let version = match version {
+        Some(v) => format!(
+            "  kubernetesVersion: {v}   # the newest this bootstrap joins: kubelet 1.35 removed {REMOVED_IN_1_35}\n"
+        ),
+        None => String::new(),
+    };
     let source = match (&script, &overlay) {
         (Some(s), _) => format!("      script: {s}                 # installed as /etc/eks/bootstrap.sh\n"),
         (None, Some(_)) => String::new(),
@@ -135,7 +187,7 @@ fn scenario_text(script: Option<String>, overlay: Option<String>) -> String {
 description: a node bootstrapped by this repository's bootstrap joins the cluster
 cluster:
   auth: bootstrap-token
-nodes:
+{version}nodes:
   - name: worker
     instanceType: m5.large
     availabilityZone: us-west-2a
@@ -231,8 +283,9 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh\n").unwrap();
         let mut o = opts(repo.path());
         o.script = Some(script.clone());
-        let written = scaffold(&o).unwrap();
-        assert_eq!(written.len(), 3);
+        let done = scaffold(&o).unwrap();
+        assert_eq!(done.written.len(), 3);
+        assert!(done.notes.is_empty(), "{:?}", done.notes);
         let text = std::fs::read_to_string(repo.path().join(SCENARIO)).unwrap();
         assert!(text.contains("script: ../../scripts/bootstrap.sh"), "{text}");
         let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
@@ -265,6 +318,36 @@ mod tests {
         let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
         let overlay = sc.nodes[0].image.as_ref().unwrap().overlay.as_deref().unwrap();
         assert!(Path::new(overlay).ends_with("ami"), "{overlay}");
+        assert_eq!(sc.cluster.kubernetes_version, crate::scenario::model::default_version());
+        // A script that does not pass the removed flag runs on the default version.
+        let repo = tempfile::tempdir().unwrap();
+        let script = repo.path().join("bootstrap.sh");
+        std::fs::write(&script, "#!/bin/sh\nexec kubelet --node-ip=$IP\n").unwrap();
+        let mut o = opts(repo.path());
+        o.script = Some(script);
+        assert!(scaffold(&o).unwrap().notes.is_empty());
+    }
+
+    /// AL2 runtime files (an overlay with etc/eks/bootstrap.sh, as the bundled AL2 layout) get the newest
+    /// Kubernetes AL2 joins, and init says why.
+    #[test]
+    fn an_al2_bootstrap_gets_the_newest_kubernetes_it_joins() {
+        let repo = tempfile::tempdir().unwrap();
+        let ami = repo.path().join("ami");
+        std::fs::create_dir_all(ami.join("etc/eks")).unwrap();
+        let al2 = crate::paths::fixtures_dir().join("ami-al2/etc/eks/bootstrap.sh");
+        std::fs::copy(&al2, ami.join("etc/eks/bootstrap.sh")).unwrap();
+        let mut o = opts(repo.path());
+        o.overlay = Some(ami);
+        let done = scaffold(&o).unwrap();
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
+        assert_eq!(sc.cluster.kubernetes_version, LAST_AL2_KUBERNETES);
+        assert_eq!(done.notes.len(), 1);
+        assert!(
+            done.notes[0].contains("--pod-infra-container-image"),
+            "{:?}",
+            done.notes
+        );
     }
 
     #[test]

@@ -32,9 +32,12 @@ pub fn main(args: Args) -> ExitCode {
         force: args.force,
     };
     match nodejoin::init::scaffold(&opts) {
-        Ok(written) => {
-            for p in &written {
+        Ok(done) => {
+            for p in &done.written {
                 println!("wrote {}", p.display());
+            }
+            for n in &done.notes {
+                println!("note: {n}");
             }
             println!(
                 "next: nodejoin run {}",
