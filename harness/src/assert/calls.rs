@@ -24,11 +24,19 @@ pub fn summary(calls: &[Call]) -> String {
     }
     let mut v: Vec<(String, usize)> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.iter()
-        .map(|(k, n)| format!("{n}x {k}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    let mut shown: Vec<String> = v.iter().take(SUMMARY_KINDS).map(|(k, n)| format!("{n}x {k}")).collect();
+    if v.len() > SUMMARY_KINDS {
+        let rest: usize = v[SUMMARY_KINDS..].iter().map(|(_, n)| n).sum();
+        shown.push(format!(
+            "{rest} more of {} other kinds (all in calls.log)",
+            v.len() - SUMMARY_KINDS
+        ));
+    }
+    shown.join(", ")
 }
+
+/// How many kinds of call a summary names (the most frequent); the node's calls.log has every one.
+const SUMMARY_KINDS: usize = 5;
 
 /// The checks of `want` on `calls` (in order); `since` is when the node booted, `ready_at` when it was Ready.
 pub fn checks(
@@ -178,6 +186,21 @@ mod tests {
             call("ec2", "DescribeInstances", t0 + Duration::from_secs(1)),
             call("eks", "DescribeCluster", t0 + Duration::from_secs(5)),
         ]
+    }
+
+    #[test]
+    fn a_summary_names_the_five_most_frequent_kinds_and_counts_the_rest() {
+        let t0 = Instant::now();
+        let mut c = calls(t0);
+        for path in ["a", "b", "c", "d"] {
+            c.push(call("imds", &format!("GET /latest/meta-data/{path}"), t0));
+        }
+        assert_eq!(
+            summary(&c),
+            "2x imds GET /latest/meta-data/mac, 1x ec2 DescribeInstances, 1x eks DescribeCluster, \
+             1x imds GET /latest/meta-data/a, 1x imds GET /latest/meta-data/b, \
+             3 more of 3 other kinds (all in calls.log)"
+        );
     }
 
     #[test]

@@ -14,6 +14,22 @@ pub struct ServingCert {
     pub ips: Vec<IpAddr>,
 }
 
+impl std::fmt::Display for ServingCert {
+    /// `CN system:node:x, O system:nodes, DNS x, IP 10.0.0.1`: the fields a kubelet's serving certificate is
+    /// judged by.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |v: Vec<String>| if v.is_empty() { "none".to_string() } else { v.join(" ") };
+        write!(
+            f,
+            "CN {}, O {}, DNS {}, IP {}",
+            self.subject_cn,
+            list(self.subject_o.clone()),
+            list(self.dns_names.clone()),
+            list(self.ips.iter().map(|i| i.to_string()).collect())
+        )
+    }
+}
+
 /// `Ok(cert)` when a TLS handshake verified against `ca_pem` succeeds; `Err(reason)` otherwise.
 pub async fn probe(ip: IpAddr, port: u16, ca_pem: &str) -> Result<ServingCert, String> {
     let mut roots = rustls::RootCertStore::empty();

@@ -73,7 +73,7 @@ impl Reporter for Human {
                     self.multi.remove(&bar);
                 }
                 self.finished += 1;
-                self.print(&report.render());
+                self.print(&report.render_brief());
                 let failures = report.failure_lines();
                 if !failures.is_empty() {
                     self.multi.suspend(|| {

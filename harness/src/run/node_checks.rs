@@ -154,13 +154,13 @@ pub(super) async fn check_node(
             ips: vec![std::net::IpAddr::V4(n.instance.private_ip)],
         };
         let actual = match &n.serving {
-            Some(cert) => format!("{cert:?}"),
+            Some(cert) => cert.to_string(),
             None => format!("no CA-verified TLS on :10250 ({})", n.serving_error),
         };
         report.checks.push(Check::new(
             c("serving cert"),
             n.serving.as_ref() == Some(&expected),
-            format!("{expected:?}"),
+            expected.to_string(),
             actual,
         ));
     }
@@ -171,7 +171,15 @@ pub(super) async fn check_node(
             Some(why) => Err(format!("not asked: {why}")),
             None => configz_cluster_dns(cluster, &name).await,
         };
-        report.checks.push(Check::eq(c("configz clusterDNS"), Ok(want), have));
+        let passed = have.as_ref() == Ok(&want);
+        let shown = match have {
+            Ok(dns) if dns.is_empty() => "no clusterDNS".to_string(),
+            Ok(dns) => dns.join(", "),
+            Err(e) => e,
+        };
+        report
+            .checks
+            .push(Check::new(c("configz clusterDNS"), passed, want.join(", "), shown));
     }
     // Run by the caller (before evidence is gathered for the last time) when the scenario asks for it.
     report.checks.extend(pod);
@@ -196,7 +204,7 @@ fn field_checks(
         report.checks.push(Check::new(
             c("labels"),
             wrong.is_empty(),
-            format!("{want:?} (subset)"),
+            format!("{} (subset)", label_list(&want)),
             if wrong.is_empty() {
                 format!("all present ({})", setters.join("; "))
             } else {
@@ -216,7 +224,7 @@ fn field_checks(
         report.checks.push(Check::new(
             c("labels exactly"),
             wrong.is_empty(),
-            format!("exactly {} labels {want:?}", want.len()),
+            format!("exactly {} labels: {}", want.len(), label_list(&want)),
             if wrong.is_empty() {
                 format!("the same set ({})", setters.join("; "))
             } else {
@@ -314,6 +322,15 @@ async fn kubelet_enabled(n: &RunningNode) -> Check {
         "systemctl is-enabled kubelet.service: enabled",
         actual,
     )
+}
+
+/// Labels as `key=value` pairs, comma-separated, as kubectl's `--show-labels` shows them.
+fn label_list(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Who set each wanted label the Node carries ("team set by kubelet"); a setter `expect.setBy` does not allow

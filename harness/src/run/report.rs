@@ -42,6 +42,8 @@ pub struct ScenarioReport {
     pub call_count: usize,
     /// What the nodes showed, normalised (only when the scenario asked for it: `nodejoin compare`).
     pub snapshot: Option<crate::compare::snapshot::ScenarioSnapshot>,
+    /// Where the whole report was written (`report.txt`), once it was.
+    pub report_file: Option<PathBuf>,
 }
 
 impl ScenarioReport {
@@ -60,6 +62,7 @@ impl ScenarioReport {
             control_plane_rss: vec![],
             call_count: 0,
             snapshot: None,
+            report_file: None,
         }
     }
 
@@ -105,6 +108,73 @@ impl ScenarioReport {
             lines.push(format!("{message} (hint: {hint})"));
         }
         lines
+    }
+
+    /// The report for a person at a terminal: [`Self::render`] up to [`BRIEF_FROM_NODES`] nodes; beyond, the
+    /// figures over the nodes, the failed and expected-to-fail checks and the scenario's own notes, with the
+    /// rest counted and left to `report.txt` (a 50-node scenario fits on one screen).
+    pub fn render_brief(&self) -> String {
+        if self.nodes.len() < BRIEF_FROM_NODES {
+            return self.render();
+        }
+        let mut out = format!(
+            "scenario {}: {} in {}\n",
+            self.name,
+            self.status_word(),
+            secs(self.wall)
+        );
+        if !self.phases.is_empty() {
+            let phases: Vec<String> = self.phases.iter().map(|(n, d)| format!("{n} {}", secs(*d))).collect();
+            out.push_str(&format!("  phases: {}\n", phases.join(" | ")));
+        }
+        for line in self.aggregate() {
+            out.push_str(&format!("  nodes: {line}\n"));
+        }
+        let passed = self.checks.iter().filter(|c| c.passed && !c.xfail).count();
+        let shown: Vec<&Check> = self.checks.iter().filter(|c| !c.passed || c.xfail).collect();
+        out.push_str(&format!(
+            "  checks: {}/{} passed{}\n",
+            self.checks.iter().filter(|c| c.passed).count(),
+            self.checks.len(),
+            if passed > 0 {
+                format!(" ({passed} PASS lines in the full report)")
+            } else {
+                String::new()
+            }
+        ));
+        for c in shown.iter().take(BRIEF_CHECKS) {
+            out.push_str(&format!(
+                "  {}\n",
+                cut(&check_line(c).replace('\n', " / "), CAUSE_CHARS)
+            ));
+        }
+        if shown.len() > BRIEF_CHECKS {
+            out.push_str(&format!(
+                "  ... {} more in the full report\n",
+                shown.len() - BRIEF_CHECKS
+            ));
+        }
+        if let Outcome::Error { message, hint } = &self.outcome {
+            out.push_str(&format!("  error: {message}\n  hint: {hint}\n"));
+        }
+        // The scenario's own notes; those of one node each (they start with its name) are counted.
+        let per_node = |n: &String| self.nodes.iter().any(|t| n.starts_with(&format!("{}: ", t.node_name)));
+        for n in self.notes.iter().filter(|n| !per_node(n)) {
+            out.push_str(&format!("  note: {}\n", one_line(n, CAUSE_CHARS)));
+        }
+        let node_notes = self.notes.iter().filter(|n| per_node(n)).count();
+        if node_notes > 0 {
+            out.push_str(&format!(
+                "  notes: {node_notes} about single nodes, and each node's milestones, in the full report\n"
+            ));
+        }
+        if let Some(f) = &self.report_file {
+            out.push_str(&format!("  full report: {}\n", f.display()));
+        }
+        if let Some(a) = &self.artifacts {
+            out.push_str(&format!("  artifacts: {}\n", a.display()));
+        }
+        out
     }
 
     pub fn render(&self) -> String {
@@ -238,15 +308,25 @@ pub fn summary_table(reports: &[ScenarioReport]) -> String {
     out
 }
 
+/// From how many nodes a scenario's console report is brief ([`ScenarioReport::render_brief`]).
+pub const BRIEF_FROM_NODES: usize = 10;
+
+/// How many failed or expected-to-fail checks a brief report lists.
+const BRIEF_CHECKS: usize = 10;
+
 /// How much of a failure's cause the summary quotes (the scenario's report has all of it).
 const CAUSE_CHARS: usize = 240;
 
 /// `s` on one line, cut to `max` characters at a character boundary.
 fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &flat[..at]),
-        None => flat,
+    cut(&s.split_whitespace().collect::<Vec<_>>().join(" "), max)
+}
+
+/// `s` cut to `max` characters at a character boundary.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
     }
 }
 
@@ -349,6 +429,61 @@ mod tests {
             text.contains("  checks: 1/1 passed\n  PASS  node-a/Ready: expected True, got True\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_large_scenario_is_brief_on_the_console_and_whole_in_its_report() {
+        let mut r = ScenarioReport::new("fleet", PathBuf::from("scenarios/fleet.yaml"));
+        for i in 0..50 {
+            let node = format!("i-{i:017}");
+            r.nodes.push(NodeTimeline {
+                node_name: node.clone(),
+                ready: Some(Duration::from_secs(20 + i)),
+                ..Default::default()
+            });
+            for what in ["registered", "ready", "labels", "capacity.pods", "providerID"] {
+                r.checks.push(Check::new(format!("{node}/{what}"), true, "x", "x"));
+            }
+            r.notes.push(format!(
+                "{node}: 9 calls to the fakes: 1x imds GET /latest/meta-data/mac"
+            ));
+        }
+        r.checks.push(Check::new(
+            "i-00000000000000007/serving cert",
+            false,
+            "issued",
+            "no CSR",
+        ));
+        r.notes.push("node group fleet: containerd v2.2.4".into());
+        r.outcome = Outcome::Failed;
+        r.report_file = Some(PathBuf::from("target/nodejoin/run/fleet/report.txt"));
+        let brief = r.render_brief();
+        assert!(brief.lines().count() <= 40, "{} lines:\n{brief}", brief.lines().count());
+        assert!(
+            brief.contains("  checks: 250/251 passed (250 PASS lines in the full report)\n"),
+            "{brief}"
+        );
+        assert!(
+            brief.contains("  FAIL  i-00000000000000007/serving cert: expected issued, got no CSR\n"),
+            "{brief}"
+        );
+        assert!(
+            brief.contains("  note: node group fleet: containerd v2.2.4\n"),
+            "{brief}"
+        );
+        assert!(brief.contains("  notes: 50 about single nodes"), "{brief}");
+        assert!(
+            brief.contains("  full report: target/nodejoin/run/fleet/report.txt\n"),
+            "{brief}"
+        );
+        let whole = r.render();
+        assert!(
+            whole.lines().count() > 300,
+            "the full report keeps every node, check and note"
+        );
+        // Below the threshold, the console shows the whole report.
+        r.nodes.truncate(BRIEF_FROM_NODES - 1);
+        assert_eq!(r.render_brief(), r.render());
     }
 
     #[test]

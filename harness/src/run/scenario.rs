@@ -38,10 +38,10 @@ pub async fn run_observed(env: &Environment, scenario: &Scenario, file: &Path, e
     report.wall = start.elapsed();
     let dir = env.run_dir.join(&scenario.name);
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(
-        dir.join("report.txt"),
-        format!("{}{}", report.render(), report.call_log),
-    );
+    let file = dir.join("report.txt");
+    if std::fs::write(&file, format!("{}{}", report.render(), report.call_log)).is_ok() {
+        report.report_file = Some(file);
+    }
     events.emit(Event::ScenarioFinished {
         report: Arc::new(report.clone()),
     });
