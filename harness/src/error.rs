@@ -99,7 +99,7 @@ impl Error {
     pub fn hint(&self) -> &'static str {
         match self {
             Error::ScenarioParse { .. } | Error::ScenarioInvalid { .. } => {
-                "fix the scenario file; README.md#scenario-format lists every field"
+                "fix the scenario file; docs/src/reference/scenario-format.md lists every field"
             }
             Error::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::StorageFull => "the disk is full: free space (docker system prune, an old run's target/nodejoin) and run again",

@@ -76,7 +76,7 @@ fn unreachable_docker_says_how_to_fix_it() {
     );
 }
 
-/// `nodejoin run`'s documented exit codes (README, `nodejoin run --help`) for runs that cannot pass: nothing to run
+/// `nodejoin run`'s documented exit codes (the book's command-line page, `nodejoin run --help`) for runs that cannot pass: nothing to run
 /// is never a success.
 #[test]
 fn a_directory_without_scenarios_exits_3() {
@@ -160,13 +160,16 @@ fn an_explicit_provider_that_cannot_run_exits_4() {
 fn run_help_documents_the_exit_codes() {
     let (status, text) = nodejoin(&["run", "--help"], &[]);
     assert_eq!(status, Some(0), "{text}");
-    let readme = std::fs::read_to_string(nodejoin::paths::workspace_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(nodejoin::paths::workspace_root().join("docs/src/reference/cli.md")).unwrap();
     for code in ["0", "1", "2", "3", "4", "5"] {
         assert!(
             text.contains(&format!("\n  {code}    ")),
             "--help lacks exit code {code}:\n{text}"
         );
-        assert!(readme.contains(&format!("| {code} |")), "README lacks exit code {code}");
+        assert!(
+            readme.contains(&format!("| {code} |")),
+            "the book's command-line page lacks exit code {code}"
+        );
     }
     assert!(text.contains("129, 130, 143") && readme.contains("| 129, 130, 143 |"));
 }

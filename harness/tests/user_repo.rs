@@ -33,7 +33,7 @@ fn the_action_is_composite_and_every_input_is_declared_described_and_documented(
     let a = action();
     assert_eq!(a["runs"]["using"].as_str(), Some("composite"));
     let inputs = a["inputs"].as_mapping().expect("inputs");
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("docs/src/user-guide/your-repo.md")).unwrap();
     let declared: Vec<String> = inputs.keys().map(|k| k.as_str().unwrap().to_string()).collect();
     for (name, spec) in inputs {
         let name = name.as_str().unwrap();
@@ -45,7 +45,7 @@ fn the_action_is_composite_and_every_input_is_declared_described_and_documented(
         );
         assert!(
             readme.contains(&format!("`{name}`")),
-            "README.md does not document input `{name}`"
+            "the book's your-repo page does not document input `{name}`"
         );
     }
     let text = std::fs::read_to_string(root().join("action.yml")).unwrap();

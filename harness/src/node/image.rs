@@ -28,7 +28,7 @@ impl NodeImage {
     }
 }
 
-/// Use this image (a local tag) instead of building ours; it must follow the node image contract (README).
+/// Use this image (a local tag) instead of building ours; it must follow the node image contract (docs/src/user-guide/your-bootstrap.md).
 pub const ENV_IMAGE: &str = "NODEJOIN_NODE_IMAGE";
 
 /// A user-supplied node image, checked to exist locally; `source` says where it was named.

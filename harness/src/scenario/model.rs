@@ -434,7 +434,7 @@ pub struct Bootstrap {
     /// The script, relative to the scenario file; defaults to our reference `fixtures/bootstrap/bootstrap.sh`.
     #[serde(default)]
     pub script: Option<String>,
-    /// Arguments; `{{...}}` placeholders are filled in (see README).
+    /// Arguments; `{{...}}` placeholders are filled in (see docs/src/reference/scenario-format.md).
     #[serde(default)]
     pub args: Vec<String>,
     /// Extra environment for the script.
@@ -508,7 +508,7 @@ pub struct GroupImage {
     /// that script is the node's bootstrap.
     #[serde(default)]
     pub overlay: Option<String>,
-    /// A local image of the user's (it must follow the node image contract, README); it brings its own
+    /// A local image of the user's (it must follow the node image contract, docs/src/user-guide/your-bootstrap.md); it brings its own
     /// `/etc/eks/bootstrap.sh` unless `bootstrap.script` names one.
     #[serde(default)]
     pub tag: Option<String>,

@@ -98,7 +98,7 @@ enum Command {
     },
 }
 
-/// `nodejoin run`'s exit codes (also in README.md, "Exit codes of `nodejoin run`"); a skip is never a success.
+/// `nodejoin run`'s exit codes (also in the book: docs/src/reference/cli.md); a skip is never a success.
 const EXIT_CODES: &str = "Exit codes:
   0    every scenario that ran passed, and at least one ran
   1    a scenario failed, or the run left objects behind
