@@ -47,12 +47,15 @@ fn after_fault<G>(scenario: &Path, joining: bool, what: &str, fault: impl FnOnce
     let (mut child, run, reader) = start_run(scenario);
     let _stop = StopOnPanic(child.id());
     wait_mid_join(&run, &mut child, joining);
-    let _guard = fault(&run);
+    let guard = fault(&run);
     let at = Instant::now();
     let status = wait_exit(&mut child, Duration::from_secs(240), what);
     let took = at.elapsed();
+    drop(guard);
     let log = reader.join().unwrap_or_default();
     eprintln!("{what}: nodejoin exited {took:.1?} later ({status})");
+    // However the fault ended the run, it leaves nothing behind.
+    assert_eq!(leftovers(&run), Vec::<String>::new(), "run {run} left these behind");
     Faulted { run, status, log }
 }
 
@@ -70,12 +73,6 @@ fn a_stopped_api_server_ends_the_scenario_with_its_cause() {
         f.log.contains("did not answer") || f.log.contains("timed out") || f.log.contains("timeout"),
         "the verdict does not say the API stopped answering:\n{}",
         f.log
-    );
-    assert_eq!(
-        leftovers(&f.run),
-        Vec::<String>::new(),
-        "run {} left these behind",
-        f.run
     );
 }
 
@@ -127,12 +124,6 @@ fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &
         "{journal}"
     );
     assert!(node_dir.join("files").is_dir() && node_dir.join("bootstrap.log").is_file());
-    assert_eq!(
-        leftovers(&f.run),
-        Vec::<String>::new(),
-        "run {} left these behind",
-        f.run
-    );
 }
 
 #[test]
@@ -220,12 +211,6 @@ fn a_killed_controller_manager_is_an_error_with_every_nodes_logs() {
             .any(|f| f.contains("journal") || f.ends_with("bootstrap.log")),
         "the erred scenario kept no node logs under {}: {kept:?}",
         dir.display()
-    );
-    assert_eq!(
-        leftovers(&f.run),
-        Vec::<String>::new(),
-        "run {} left these behind",
-        f.run
     );
 }
 

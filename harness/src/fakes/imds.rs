@@ -108,9 +108,6 @@ impl Reply {
 /// launch templates' value): the node and the pods one hop behind it.
 pub const DEFAULT_HOP_LIMIT: u8 = 2;
 
-/// The IP TTL of IMDS's other responses (Linux's default).
-const DEFAULT_IP_TTL: u32 = 64;
-
 async fn handle(
     State(imds): State<Arc<Imds>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -131,7 +128,7 @@ async fn handle(
     if let Some(ConnectInfo(connection)) = extensions.get::<ConnectInfo<super::Peer>>() {
         let ttl = match (reply.ttl, imds.instances.by_ip(source)) {
             (Some(_), Some(instance)) => u32::from(instance.put_hop_limit),
-            _ => DEFAULT_IP_TTL,
+            _ => connection.default_ttl,
         };
         if let Err(e) = connection.set_ttl(ttl) {
             tracing::warn!(%source, "imds: cannot set the response's IP TTL to {ttl}: {e}");

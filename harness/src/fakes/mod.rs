@@ -33,6 +33,8 @@ pub struct FakeServer {
 pub struct Peer {
     pub addr: SocketAddr,
     fd: std::os::fd::RawFd,
+    /// The IP TTL the connection started with (the host's default), for responses not shaped otherwise.
+    pub default_ttl: u32,
 }
 
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Peer {
@@ -41,6 +43,7 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, toki
         Peer {
             addr: *stream.remote_addr(),
             fd: stream.io().as_raw_fd(),
+            default_ttl: socket2::SockRef::from(stream.io()).ttl_v4().unwrap_or(64),
         }
     }
 }

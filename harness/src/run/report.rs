@@ -117,16 +117,7 @@ impl ScenarioReport {
         if self.nodes.len() < BRIEF_FROM_NODES {
             return self.render();
         }
-        let mut out = format!(
-            "scenario {}: {} in {}\n",
-            self.name,
-            self.status_word(),
-            secs(self.wall)
-        );
-        if !self.phases.is_empty() {
-            let phases: Vec<String> = self.phases.iter().map(|(n, d)| format!("{n} {}", secs(*d))).collect();
-            out.push_str(&format!("  phases: {}\n", phases.join(" | ")));
-        }
+        let mut out = self.head();
         for line in self.aggregate() {
             out.push_str(&format!("  nodes: {line}\n"));
         }
@@ -177,7 +168,8 @@ impl ScenarioReport {
         out
     }
 
-    pub fn render(&self) -> String {
+    /// The lines both renderings start with: the verdict, why it was ignored, the phases.
+    fn head(&self) -> String {
         let mut out = format!(
             "scenario {}: {} in {}\n",
             self.name,
@@ -191,6 +183,12 @@ impl ScenarioReport {
             let phases: Vec<String> = self.phases.iter().map(|(n, d)| format!("{n} {}", secs(*d))).collect();
             out.push_str(&format!("  phases: {}\n", phases.join(" | ")));
         }
+        out
+    }
+
+    /// The whole report: every node's milestones, every check, every note (`report.txt`, JUnit).
+    pub fn render(&self) -> String {
+        let mut out = self.head();
         for n in &self.nodes {
             out.push_str(&format!("  node {} ({}, {})\n", n.node_name, n.instance_id, n.ip));
             let milestones = [
