@@ -28,6 +28,8 @@ pub struct InitOptions {
 pub const SCENARIO: &str = "nodejoin/scenarios/join.yaml";
 const README: &str = "nodejoin/README.md";
 const WORKFLOW: &str = ".github/workflows/nodejoin.yml";
+/// The scenario schema, beside the scenario that names it in its first line.
+const SCHEMA: &str = "nodejoin/scenarios/nodejoin.schema.json";
 
 /// Writes the starter files and returns their paths. Refuses, before writing anything, when one exists (unless
 /// `force`), when the script or overlay does not exist, or when it lies outside `dir`.
@@ -102,6 +104,7 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
                 pin.as_ref().map(|(v, _)| *v),
             ),
         ),
+        (SCHEMA, crate::scenario::schema::text()),
         (README, readme_text(&opts.action)),
         (WORKFLOW, workflow_text(&opts.action)),
     ];
@@ -181,7 +184,8 @@ fn scenario_text(script: Option<String>, overlay: Option<String>, version: Optio
         None => String::new(),
     };
     format!(
-        r#"# A node bootstrapped the way an EKS AMI does it (`/etc/eks/bootstrap.sh CLUSTER --apiserver-endpoint ...`)
+        r#"{modeline}
+# A node bootstrapped the way an EKS AMI does it (`/etc/eks/bootstrap.sh CLUSTER --apiserver-endpoint ...`)
 # joins a real control plane: TLS bootstrapping, registration under its PrivateDnsName, labels, max-pods and
 # providerID. Paths are relative to this file. Run it: nodejoin run nodejoin/scenarios
 description: a node bootstrapped by this repository's bootstrap joins the cluster
@@ -210,7 +214,8 @@ cluster:
       clientCsr: issued
       servingCsr: issued
       servingCert: true
-"#
+"#,
+        modeline = crate::scenario::schema::modeline(crate::scenario::schema::FILE_NAME)
     )
 }
 
@@ -284,9 +289,16 @@ mod tests {
         let mut o = opts(repo.path());
         o.script = Some(script.clone());
         let done = scaffold(&o).unwrap();
-        assert_eq!(done.written.len(), 3);
+        assert_eq!(done.written.len(), 4);
         assert!(done.notes.is_empty(), "{:?}", done.notes);
         let text = std::fs::read_to_string(repo.path().join(SCENARIO)).unwrap();
+        // The editor's schema: named in the first line, written beside the scenario, current.
+        assert_eq!(
+            text.lines().next(),
+            Some("# yaml-language-server: $schema=nodejoin.schema.json")
+        );
+        let schema = std::fs::read_to_string(repo.path().join(SCHEMA)).unwrap();
+        assert_eq!(schema, crate::scenario::schema::text());
         assert!(text.contains("script: ../../scripts/bootstrap.sh"), "{text}");
         let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
         let got = PathBuf::from(sc.nodes[0].bootstrap.script.as_deref().unwrap());

@@ -130,7 +130,7 @@ fn a_run_in_which_nothing_runs_exits_5() {
         5,
         &[
             "skipping",
-            "it runs only on [\"kind\"]",
+            "it runs only on kind",
             "only for old kubelets",
             "nothing to run",
         ],

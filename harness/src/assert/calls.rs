@@ -148,9 +148,9 @@ pub fn checks(
             format!("{node}/no calls after Ready"),
             passed,
             format!(
-                "none of {} once Ready (watched for {:?} after Ready)",
+                "none of {} once Ready (watched for {} after Ready)",
                 want.none_after_ready.join(", "),
-                want.after_ready_window
+                humantime::format_duration(want.after_ready_window)
             ),
             actual,
         ));

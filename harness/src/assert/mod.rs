@@ -32,12 +32,6 @@ impl Check {
             xfail: false,
         }
     }
-
-    /// Compares two displayable values for equality.
-    pub fn eq<T: PartialEq + std::fmt::Debug>(name: impl Into<String>, expected: T, actual: T) -> Self {
-        let passed = expected == actual;
-        Self::new(name, passed, format!("{expected:?}"), format!("{actual:?}"))
-    }
 }
 
 /// Turns the checks of a group (its nodes' and its own, named `<owner>/<what>`) listed in `failing_checks`

@@ -123,7 +123,7 @@ pub const ALL: [GoTool; 5] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, CONTAINERD
 
 /// The containerd line a node runs: what the AMI ships today, or the 1.7 line nodeadm still supports (its own
 /// tests cover both; its config template and `containerd config migrate` path differ between them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, schemars::JsonSchema)]
 pub enum ContainerdLine {
     #[default]
     #[serde(rename = "2.2")]

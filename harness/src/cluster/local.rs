@@ -516,7 +516,10 @@ where
                 .unwrap_or_default();
             return Err(cp_err(
                 component,
-                format!("not ready after {timeout:?}; last log lines:\n{tail}"),
+                format!(
+                    "not ready after {}; last log lines:\n{tail}",
+                    humantime::format_duration(timeout)
+                ),
             ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -73,7 +73,8 @@ pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Resul
     let groups = spec.groups.clone().unwrap_or_default();
     if !groups.iter().any(|g| g == "system:nodes") {
         return Err(format!(
-            "requester {user} is not in group system:nodes (groups: {groups:?})"
+            "requester {user} is not in group system:nodes (groups: {})",
+            groups.join(", ")
         ));
     }
     let allowed = ["server auth", "digital signature", "key encipherment"];
@@ -87,8 +88,9 @@ pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Resul
     let content = parse_csr(&spec.request.0)?;
     if content.common_name != user || content.organizations != ["system:nodes"] {
         return Err(format!(
-            "subject CN={} O={:?} does not match requester {user} / system:nodes",
-            content.common_name, content.organizations
+            "subject CN={} O={} does not match requester {user} / system:nodes",
+            content.common_name,
+            content.organizations.join(",")
         ));
     }
     let instance = instances

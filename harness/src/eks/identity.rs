@@ -5,7 +5,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// EKS `accessConfig.authenticationMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 pub enum AuthenticationMode {
     #[serde(rename = "CONFIG_MAP")]
     ConfigMap,
@@ -27,7 +27,7 @@ impl AuthenticationMode {
 }
 
 /// The access entry types a node or a person uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 pub enum AccessEntryType {
     #[default]
     #[serde(rename = "STANDARD")]

@@ -107,7 +107,7 @@ pub async fn expectations(
             let wanted = render(s, vars).unwrap_or_else(|_| s.clone());
             let found = content.as_deref().is_some_and(|c| c.contains(&wanted));
             out.push(Check::new(
-                format!("{node_name}/file {} contains {wanted:?}", f.path),
+                format!("{node_name}/file {} contains \"{wanted}\"", f.path),
                 found,
                 "present",
                 match (&content, found) {

@@ -30,9 +30,9 @@ pub(super) async fn check_node(
             stop.cause.clone(),
         ));
         report.notes.push(format!(
-            "{name}: stopped waiting {} after the bootstrap finished (of {:?} allowed): {} failed",
+            "{name}: stopped waiting {} after the bootstrap finished (of {} allowed): {} failed",
             super::report::secs(*after),
-            e.within,
+            humantime::format_duration(e.within),
             stop.check
         ));
     }
@@ -74,7 +74,7 @@ pub(super) async fn check_node(
         report.checks.push(Check::new(
             c("not registered"),
             n.node.is_none() && n.registered_as.is_none(),
-            format!("no Node {name} within {:?}", e.within),
+            format!("no Node {name} within {}", humantime::format_duration(e.within)),
             match (&n.timeline.registered, &n.registered_as) {
                 (Some(d), _) => format!("registered after {}", super::report::secs(*d)),
                 (None, Some(other)) => format!("registered under another name: '{other}'"),
@@ -96,14 +96,17 @@ pub(super) async fn check_node(
             ));
             return;
         }
-        let names = names_of_nodes(cluster).await;
+        let names = match names_of_nodes(cluster).await {
+            n if n.is_empty() => "none".to_string(),
+            n => n.join(", "),
+        };
         let waited = match &n.stopped {
             Some((stop, after)) => format!(
-                "not registered when the harness stopped waiting after {} ({} failed); nodes in the cluster: {names:?}",
+                "not registered when the harness stopped waiting after {} ({} failed); nodes in the cluster: {names}",
                 super::report::secs(*after),
                 stop.check
             ),
-            None => format!("nodes in the cluster: {names:?}"),
+            None => format!("nodes in the cluster: {names}"),
         };
         // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
         let cause = match super::journal::last_error(&n.container.journal(Some("kubelet")).await) {
@@ -113,7 +116,7 @@ pub(super) async fn check_node(
         report.checks.push(Check::new(
             c("registered"),
             false,
-            format!("a Node named {name} within {:?}", e.within),
+            format!("a Node named {name} within {}", humantime::format_duration(e.within)),
             format!("{waited}{cause}"),
         ));
         return;
@@ -124,7 +127,7 @@ pub(super) async fn check_node(
     report.checks.push(Check::new(
         c("ready"),
         n.timeline.ready.is_some(),
-        format!("Ready within {:?}", e.within),
+        format!("Ready within {}", humantime::format_duration(e.within)),
         n.timeline
             .ready
             .map(|d| format!("Ready after {}", super::report::secs(d)))
@@ -398,13 +401,16 @@ pub(super) fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expec
         report.checks.push(Check::new(
             format!("{node}/evidence in {} log", format!("{:?}", ev.source).to_lowercase()),
             line.is_some(),
-            format!("a line containing {:?}", ev.contains),
+            format!("a line containing \"{}\"", ev.contains),
             line.clone()
                 .map(|l| format!("\"{l}\""))
                 .unwrap_or_else(|| "no such line".into()),
         ));
         if let Some(l) = line {
-            report.notes.push(format!("{node}: {:?} evidence: \"{l}\"", ev.source));
+            report.notes.push(format!(
+                "{node}: {} evidence: \"{l}\"",
+                format!("{:?}", ev.source).to_lowercase()
+            ));
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The programs (by file name, e.g. `aws`, `jq`, `apt-get`) a bootstrap may, may not or must run.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ExecutableExpectation {
     /// None of these may run.
@@ -20,13 +20,14 @@ pub struct ExecutableExpectation {
 }
 
 /// What one file the bootstrap wrote must hold.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FileExpectation {
     /// The file in the node.
     pub path: String,
     /// `dotted.path: value` pairs that must hold in the file (JSON or YAML); `clusterDNS.0` indexes a list.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub values: BTreeMap<String, serde_yaml_ng::Value>,
     /// A golden file (relative to the scenario file, placeholders filled in) the file must equal.
     #[serde(default)]
@@ -49,7 +50,7 @@ impl CallExpectation {
 
 /// What a node's calls to the fakes must look like. Patterns are `service action` globs
 /// (`imds GET /latest/meta-data/*`, `ec2 DescribeInstances`, `eks *`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CallExpectation {
     /// Every call must match one of these.
@@ -70,6 +71,7 @@ pub struct CallExpectation {
     pub none_after_ready: Vec<String>,
     /// How long the harness keeps watching a Ready node's calls for `noneAfterReady` (default 10s).
     #[serde(default = "default_after_ready_window", deserialize_with = "super::durations::wait")]
+    #[schemars(with = "String")]
     pub after_ready_window: Duration,
 }
 
@@ -103,7 +105,7 @@ pub const CLOUD_LABELS: &[&str] = &[
 
 /// Who must have set a Node field a check asserts, from the Node's managedFields (and the kubelet's
 /// registration in the audit log for taints).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum SetBy {
     /// The kubelet, from the bootstrap's flags and config (the default: the bootstrap is responsible).
@@ -115,7 +117,7 @@ pub enum SetBy {
 }
 
 /// Per-field overrides of who must have set what (`labels` by key).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SetByExpectation {
     #[serde(default, rename = "providerID")]
@@ -143,7 +145,7 @@ impl SetByExpectation {
 }
 
 /// What cloud-init must have reported (`/run/cloud-init/status.json`, its log).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CloudInitExpectation {
     #[serde(default)]
@@ -159,7 +161,7 @@ pub struct CloudInitExpectation {
     pub modules: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CloudInitStatus {
     #[default]
@@ -167,7 +169,7 @@ pub enum CloudInitStatus {
     Error,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeadmExpectation {
     /// Both phases (config, run) exited 0.
@@ -176,7 +178,7 @@ pub enum NodeadmExpectation {
     Failed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SignalExpectation {
     /// `SUCCESS` was signalled for the instance.
@@ -187,7 +189,7 @@ pub enum SignalExpectation {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CsrExpectation {
     /// A CSR exists and a certificate was issued.
@@ -201,7 +203,7 @@ pub enum CsrExpectation {
     Any,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExitExpectation {
     Success,
@@ -210,7 +212,7 @@ pub enum ExitExpectation {
     Any,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvidenceSource {
     Kubelet,
@@ -228,7 +230,7 @@ pub enum EvidenceSource {
 }
 
 /// The identity the API server saw the kubelet as (from its audit log).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IdentityExpectation {
     #[serde(default)]
@@ -239,15 +241,16 @@ pub struct IdentityExpectation {
 }
 
 /// A text that must show up in a log: how a negative scenario proves *why* the node failed.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evidence {
     pub source: EvidenceSource,
     #[serde(deserialize_with = "super::nonempty::text")]
+    #[schemars(length(min = 1))]
     pub contains: String,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Taint {
     pub key: String,
@@ -257,7 +260,7 @@ pub struct Taint {
 }
 
 /// What the cluster must see for each node of the group.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Expect {
     /// `false` for negative scenarios: the node must not register, and `evidence` must be found.
@@ -265,6 +268,7 @@ pub struct Expect {
     pub joins: bool,
     /// Deadline for the whole join (or the observation window of a negative scenario).
     #[serde(default = "default_within", deserialize_with = "super::durations::wait")]
+    #[schemars(with = "String")]
     pub within: Duration,
     /// Defaults to the instance's PrivateDnsName.
     #[serde(default)]

@@ -2,7 +2,8 @@
 //! `cluster.auth: iam` (and, for the identity checks, only for nodes that join) would otherwise be skipped
 //! without a word, and a scenario would pass without checking what it says.
 use super::expect::EvidenceSource;
-use super::model::{AuthMode, NodeGroup, RoleMappingSpec, Scenario};
+use super::model::{AuthMode, RoleMappingSpec, Scenario};
+use super::position::{group_line, locate};
 use crate::error::{Error, Result};
 use std::path::Path;
 
@@ -117,72 +118,4 @@ pub(super) fn check(s: &Scenario, text: &str, file: &Path) -> Result<()> {
 fn is_default(m: &RoleMappingSpec) -> bool {
     let d = RoleMappingSpec::default();
     m.via.is_none() && m.username == d.username && m.groups == d.groups
-}
-
-/// The line where node group `g` is named (`- name: g` or `{ name: g, ... }`), 1-based.
-fn group_line(text: &str, g: &NodeGroup) -> Option<usize> {
-    let mut from = locate(text, "nodes", 0).map_or(0, |(l, _)| l);
-    loop {
-        let (line, column) = locate(text, "name", from)?;
-        let code = strip_comment(text.lines().nth(line - 1)?);
-        let value = code[column - 1 + "name".len()..]
-            .trim_start_matches(':')
-            .split([',', '}'])
-            .next()?
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
-        if value == g.name {
-            return Some(line);
-        }
-        from = line + 1;
-    }
-}
-
-/// The first line at or after `after` (1-based; 0 for the start) where `key` appears as a mapping key, or as
-/// a plain value (`source: authenticator`), with its 1-based column.
-fn locate(text: &str, key: &str, after: usize) -> Option<(usize, usize)> {
-    text.lines()
-        .enumerate()
-        .skip(after.saturating_sub(1))
-        .find_map(|(i, l)| {
-            let code = strip_comment(l);
-            let mut from = 0;
-            while let Some(found) = code[from..].find(key) {
-                let at = from + found;
-                let before = code[..at].chars().next_back();
-                let after = code[at + key.len()..].chars().next();
-                let starts = before.is_none_or(|c| c.is_whitespace() || matches!(c, '{' | ',' | '-' | '['));
-                let ends = after.is_none_or(|c| c == ':' || c.is_whitespace() || matches!(c, ',' | '}' | ']'));
-                if starts && ends {
-                    return Some((i + 1, at + 1));
-                }
-                from = at + key.len();
-            }
-            None
-        })
-}
-
-/// A line without its `# comment` (a `#` after a space, or at the start).
-fn strip_comment(line: &str) -> &str {
-    if line.trim_start().starts_with('#') {
-        return "";
-    }
-    match line.find(" #") {
-        Some(i) => &line[..i],
-        None => line,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_found_as_keys_not_inside_words() {
-        let text = "# identity: here is a comment\nnodes:\n  - name: a\n    expect: { joins: true, identity: {} }\n  - name: b\n    expect:\n      identityX: 1\n      identity:\n";
-        assert_eq!(locate(text, "identity", 0), Some((4, 28)));
-        assert_eq!(locate(text, "identity", 5), Some((8, 7)));
-        assert_eq!(locate(text, "nodes", 0), Some((2, 1)));
-        assert_eq!(locate(text, "missing", 0), None);
-    }
 }

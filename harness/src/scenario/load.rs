@@ -31,7 +31,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "scenario".into());
     }
-    validate(&scenario, file)?;
+    validate(&scenario, text, file)?;
     super::iam_rules::check(&scenario, text, file)?;
     check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
@@ -104,17 +104,36 @@ fn invalid(file: &Path, message: String) -> Error {
     }
 }
 
-/// Checks that need more than one field.
-fn validate(s: &Scenario, file: &Path) -> Result<()> {
+/// An error at `place` (line, column) when it is known.
+fn at(file: &Path, place: Option<(usize, usize)>, message: String) -> Error {
+    match place {
+        Some((line, column)) => Error::ScenarioParse {
+            file: file.to_path_buf(),
+            line,
+            column,
+            message,
+        },
+        None => invalid(file, message),
+    }
+}
+
+/// Checks that need more than one field, each error at the key it is about (inside its node group).
+fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
+    let top = |key: &str| super::position::locate(text, key, 0).filter(|(_, column)| *column == 1);
+    let group = |n: &super::model::NodeGroup, key: &str, message: String| {
+        at(file, super::position::in_group(text, n, key), message)
+    };
     if s.nodes.is_empty() {
-        return Err(invalid(
+        return Err(at(
             file,
+            top("nodes"),
             "`nodes` is empty: a scenario needs at least one node".into(),
         ));
     }
     if !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return Err(invalid(
+        return Err(at(
             file,
+            top("name"),
             format!("name '{}' may only hold letters, digits and '-'", s.name),
         ));
     }
@@ -143,38 +162,42 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             .chain(e.identity.iter().flat_map(|i| i.username.iter().chain(&i.groups)))
             .chain(e.aws_auth_changed_by.iter());
         for t in texts {
-            super::template::check(t).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+            super::template::check(t).map_err(|m| group(n, "name", format!("node group '{}': {m}", n.name)))?;
         }
-        super::names::node_group(&n.name).map_err(|m| invalid(file, m))?;
+        super::names::node_group(&n.name).map_err(|m| group(n, "name", m))?;
         if e.calls.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "calls",
                 format!("node group '{}': `calls` sets no rule (allow, exactly, count, max, noneAfterReady), so it would check nothing", n.name),
             ));
         }
         if let Some(name) = &e.node_name {
-            super::names::node_name(name).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+            super::names::node_name(name).map_err(|m| group(n, "nodeName", format!("node group '{}': {m}", n.name)))?;
         }
         if !names.insert(&n.name) {
-            return Err(invalid(file, format!("node group name '{}' is used twice", n.name)));
+            return Err(group(n, "name", format!("node group name '{}' is used twice", n.name)));
         }
         if n.count == 0 || n.count > MAX_GROUP_NODES {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "count",
                 format!("node group '{}': count must be 1..={MAX_GROUP_NODES} (what this machine can hold is checked when it runs)", n.name),
             ));
         }
         if !n.expect.joins && n.expect.evidence.is_empty() {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "joins",
                 format!("node group '{}': a negative expectation (joins: false) needs `evidence` saying why the node must fail", n.name),
             ));
         }
         if let Some(script) = &n.bootstrap.script {
             let path = Path::new(script);
             if !path.is_file() {
-                return Err(invalid(
-                    file,
+                return Err(group(
+                    n,
+                    "script",
                     format!(
                         "node group '{}': bootstrap script {} does not exist ({})",
                         n.name,
@@ -185,17 +208,20 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             }
         }
         if let Some(ud) = &n.user_data {
-            check_user_data(s, n, ud).map_err(|m| invalid(file, format!("node group '{}': userData: {m}", n.name)))?;
+            check_user_data(s, n, ud)
+                .map_err(|m| group(n, "userData", format!("node group '{}': userData: {m}", n.name)))?;
         }
         if n.expect.deterministic && n.count < 2 {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "deterministic",
                 format!("node group '{}': deterministic needs count: 2 or more", n.name),
             ));
         }
         if n.expect.executables.is_some() && n.user_data.is_some() {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "executables",
                 format!(
                     "node group '{}': executables traces the harness-run bootstrap; it does not apply to userData",
                     n.name
@@ -203,8 +229,9 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
             ));
         }
         if n.expect.idempotent && n.user_data.is_some() {
-            return Err(invalid(
-                file,
+            return Err(group(
+                n,
+                "idempotent",
                 format!(
                     "node group '{}': idempotent re-runs the harness-run bootstrap; it does not apply to userData",
                     n.name
@@ -214,9 +241,10 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
         for f in &n.expect.files {
             if let Some(g) = &f.golden {
                 let path = Path::new(g);
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    invalid(
-                        file,
+                let golden = std::fs::read_to_string(path).map_err(|e| {
+                    group(
+                        n,
+                        "golden",
                         format!(
                             "node group '{}': golden {}: {e} ({})",
                             n.name,
@@ -225,14 +253,20 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
                         ),
                     )
                 })?;
-                super::template::check(&text)
-                    .map_err(|m| invalid(file, format!("node group '{}': golden {}: {m}", n.name, path.display())))?;
+                super::template::check(&golden).map_err(|m| {
+                    group(
+                        n,
+                        "golden",
+                        format!("node group '{}': golden {}: {m}", n.name, path.display()),
+                    )
+                })?;
             }
         }
         for f in &n.faults {
             if f.empty_private_dns_name && f.service != super::model::FakeService::Ec2 {
-                return Err(invalid(
-                    file,
+                return Err(group(
+                    n,
+                    "emptyPrivateDnsName",
                     format!(
                         "node group '{}': emptyPrivateDnsName is a fault of service: ec2",
                         n.name
@@ -240,8 +274,9 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
                 ));
             }
             if f.status.is_none() && f.latency.is_none() && !f.hang && !f.empty_private_dns_name {
-                return Err(invalid(
-                    file,
+                return Err(group(
+                    n,
+                    "faults",
                     format!(
                         "node group '{}': a fault needs status, latency, hang or emptyPrivateDnsName",
                         n.name
@@ -249,14 +284,15 @@ fn validate(s: &Scenario, file: &Path) -> Result<()> {
                 ));
             }
             if f.status.is_some_and(|s| !(100..=599).contains(&s)) {
-                return Err(invalid(
-                    file,
+                return Err(group(
+                    n,
+                    "status",
                     format!("node group '{}': fault status must be an HTTP status", n.name),
                 ));
             }
         }
         if let Some(img) = &n.image {
-            check_group_image(img).map_err(|m| invalid(file, format!("node group '{}': {m}", n.name)))?;
+            check_group_image(img).map_err(|m| group(n, "image", format!("node group '{}': {m}", n.name)))?;
         }
     }
     Ok(())
@@ -481,12 +517,21 @@ mod tests {
 
     #[test]
     fn semantic_errors() {
-        assert!(matches!(p("nodes: []\n"), Err(Error::ScenarioInvalid { .. })));
+        assert!(matches!(
+            p("nodes: []\n"),
+            Err(Error::ScenarioParse { line: 1, column: 1, .. })
+        ));
         let negative = format!("{MINIMAL}    expect:\n      joins: false\n");
         let err = p(&negative).unwrap_err().to_string();
-        assert!(err.contains("evidence"), "{err}");
+        assert!(err.contains("evidence") && err.contains("test.yaml:6:7"), "{err}");
         let missing = "nodes:\n  - name: a\n    bootstrap:\n      script: fixtures/nope.sh\n";
-        assert!(p(missing).unwrap_err().to_string().contains("does not exist"));
+        let err = p(missing).unwrap_err().to_string();
+        assert!(err.contains("does not exist") && err.contains("test.yaml:4:7"), "{err}");
+        // In the second group, at its own key, not the first group's.
+        let count =
+            "nodes:\n  - name: a\n    count: 2\n    bootstrap: {}\n  - name: b\n    bootstrap: {}\n    count: 0\n";
+        let err = p(count).unwrap_err().to_string();
+        assert!(err.contains("count must be") && err.contains("test.yaml:7:5"), "{err}");
         let typo = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"{{cluster.nmae}}\"]\n";
         let err = p(typo).unwrap_err().to_string();
         assert!(err.contains("cluster.nmae") && err.contains("cluster.name"), "{err}");
@@ -500,6 +545,10 @@ mod tests {
         assert!(p(&typo).unwrap_err().to_string().contains("instance.idd"));
         let dup = "nodes:\n  - name: a\n    bootstrap: {}\n  - name: a\n    bootstrap: {}\n";
         assert!(p(dup).unwrap_err().to_string().contains("twice"));
+        // Every error of a node group names a line.
+        let fault = format!("{MINIMAL}    faults: [{{ service: imds }}]\n");
+        let err = p(&fault).unwrap_err().to_string();
+        assert!(err.contains("a fault needs") && err.contains("test.yaml:5:5"), "{err}");
     }
 
     #[test]

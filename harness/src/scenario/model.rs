@@ -13,7 +13,7 @@ pub use super::user_data::{
 };
 
 /// One scenario file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Scenario {
     /// Defaults to the file name without `.yaml`.
@@ -66,6 +66,18 @@ impl Default for Provider {
     }
 }
 
+/// In the schema: one of the registered names.
+impl schemars::JsonSchema for Provider {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Provider".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = crate::cluster::REGISTRY.iter().map(|r| r.name).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
+    }
+}
+
 impl<'de> Deserialize<'de> for Provider {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
@@ -76,7 +88,7 @@ impl<'de> Deserialize<'de> for Provider {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
     /// Client-certificate TLS bootstrapping with a bootstrap token (kubeadm / Outposts style).
@@ -86,7 +98,7 @@ pub enum AuthMode {
     Iam,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Cluster {
     /// The provider this run uses: set by whoever runs the scenario (the trial's name, `nodejoin run
@@ -97,6 +109,7 @@ pub struct Cluster {
     #[serde(default)]
     pub providers: Vec<Provider>,
     #[serde(default = "default_version", deserialize_with = "version")]
+    #[schemars(extend("pattern" = r"^v[0-9]+\.[0-9]+\.[0-9]+$"))]
     pub kubernetes_version: String,
     /// The Kubernetes minor versions this scenario's bootstrap flavor works with (e.g. an AL2-style bootstrap that
     /// passes a kubelet flag removed in 1.35); a trial for another version is reported ignored with the reason.
@@ -111,6 +124,7 @@ pub struct Cluster {
     pub account_id: String,
     /// Default: what EKS picks for the VPC (see [`Cluster::service_cidr`], which callers use).
     #[serde(default, deserialize_with = "super::network::service_cidr")]
+    #[schemars(with = "Option<String>")]
     pub service_ipv4_cidr: Option<Ipv4Net>,
     /// The VPC and subnet IMDS, EC2 and EKS report (not the Docker network; see `scenario::network`).
     #[serde(default)]
@@ -122,6 +136,7 @@ pub struct Cluster {
     pub creating_for_calls: u32,
     /// DescribeCluster answers CREATING for this long from the first DescribeCluster call (e.g. `10s`).
     #[serde(default, deserialize_with = "super::durations::opt_delay")]
+    #[schemars(with = "Option<String>")]
     pub creating_for: Option<Duration>,
     /// EKS access configuration: which of aws-auth and access entries the token webhook consults.
     #[serde(default)]
@@ -135,12 +150,14 @@ pub struct Cluster {
 }
 
 /// A range of Kubernetes minor versions (`"1.35"`), both ends included, and why the others do not apply.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct VersionSupport {
     #[serde(default, deserialize_with = "opt_minor")]
+    #[schemars(with = "Option<String>")]
     pub min: Option<(u32, u32)>,
     #[serde(default, deserialize_with = "opt_minor")]
+    #[schemars(with = "Option<String>")]
     pub max: Option<(u32, u32)>,
     pub reason: String,
 }
@@ -190,7 +207,7 @@ impl Cluster {
 }
 
 /// Entries written into `kube-system/aws-auth` as they are (templates included).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AwsAuthSpec {
     #[serde(default)]
@@ -200,7 +217,7 @@ pub struct AwsAuthSpec {
 }
 
 /// An EKS access entry (CreateAccessEntry's fields).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AccessEntrySpec {
     pub principal_arn: String,
@@ -255,7 +272,7 @@ fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(v)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lifecycle {
     #[default]
@@ -263,7 +280,7 @@ pub enum Lifecycle {
     Spot,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImdsTokens {
     /// IMDSv2 only (`http-tokens=required`), the EKS default for new launch templates.
@@ -274,7 +291,7 @@ pub enum ImdsTokens {
 }
 
 /// One or more identical nodes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeGroup {
     pub name: String,
@@ -322,7 +339,7 @@ pub struct NodeGroup {
     pub expect: Expect,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct InstanceTypeInfo {
     pub maximum_network_interfaces: u32,
@@ -339,7 +356,7 @@ fn default_role() -> String {
     "NodeInstanceRole".to_string()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodegroupKind {
     #[default]
@@ -347,7 +364,7 @@ pub enum NodegroupKind {
     SelfManaged,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MappingVia {
     /// A `mapRoles` entry in `kube-system/aws-auth`.
@@ -359,7 +376,7 @@ pub enum MappingVia {
 }
 
 /// The node role's mapping; defaults are what EKS writes for a Linux node group.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RoleMappingSpec {
     /// Defaults to `access-entry` in `API` mode, `aws-auth` otherwise.
@@ -388,7 +405,7 @@ fn default_node_groups() -> Vec<String> {
     vec!["system:bootstrappers".to_string(), "system:nodes".to_string()]
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CredentialsMode {
     #[default]
@@ -399,7 +416,7 @@ pub enum CredentialsMode {
     WrongSecret,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Imds {
     #[serde(default)]
@@ -409,10 +426,12 @@ pub struct Imds {
     pub credentials: CredentialsMode,
     /// Lifetime of each set of credentials (they rotate before expiry); default 6h.
     #[serde(default, deserialize_with = "super::durations::opt_credential_lifetime")]
+    #[schemars(with = "Option<String>")]
     pub credential_lifetime: Option<Duration>,
     /// EC2's `HttpPutResponseHopLimit` (1 to 64, default 2): how many network hops a token response travels, so
     /// whether a pod behind the node (one hop more) gets an IMDSv2 token.
     #[serde(default, deserialize_with = "opt_hop_limit")]
+    #[schemars(range(min = 1, max = 64))]
     pub hop_limit: Option<u8>,
 }
 
@@ -428,7 +447,7 @@ fn opt_hop_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u8>, D
 }
 
 /// How the node bootstraps: a script run as `/etc/eks/bootstrap.sh ARGS...` (as user data would call it).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Bootstrap {
     /// The script, relative to the scenario file; defaults to our reference `fixtures/bootstrap/bootstrap.sh`.
@@ -443,7 +462,7 @@ pub struct Bootstrap {
 }
 
 /// A fake a node calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FakeService {
     Imds,
@@ -470,7 +489,7 @@ impl FakeService {
 }
 
 /// A fault injected into the matching calls of each node of the group.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FaultSpec {
     pub service: FakeService,
@@ -485,6 +504,7 @@ pub struct FaultSpec {
     pub status: Option<u16>,
     /// Wait this long before answering (or failing).
     #[serde(default, deserialize_with = "super::durations::opt_delay")]
+    #[schemars(with = "Option<String>")]
     pub latency: Option<Duration>,
     /// Never answer (the client's own timeout decides).
     #[serde(default)]
@@ -500,7 +520,7 @@ fn any_action() -> String {
 }
 
 /// A node group's own image: exactly one of `overlay` or `tag`.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GroupImage {
     /// A directory (relative to the scenario file) laid out like the root filesystem, copied over our node image as

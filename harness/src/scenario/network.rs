@@ -20,14 +20,21 @@ pub struct Network {
 }
 
 /// What the file says; [`Network`] is what it means once checked and defaulted.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Network")]
 struct NetworkSpec {
+    /// The VPC's IPv4 blocks, the primary first (default 192.168.0.0/16, eksctl's).
     #[serde(default = "default_vpc_cidrs")]
+    #[schemars(with = "Vec<String>")]
     vpc_cidrs: Vec<Ipv4Net>,
+    /// The VPC's IPv6 blocks (/44 to /60).
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     vpc_ipv6_cidrs: Vec<Ipv6Net>,
+    /// The instances' subnet, inside the primary block (default: its first eighth).
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     subnet_cidr: Option<Ipv4Net>,
 }
 
@@ -35,6 +42,16 @@ struct NetworkSpec {
 /// host whose pool is in 10.0.0.0/8 would silently flip the DNS fallback of every scenario.
 fn default_vpc_cidrs() -> Vec<Ipv4Net> {
     vec![Ipv4Net::new(Ipv4Addr::new(192, 168, 0, 0), 16).unwrap_or_default()]
+}
+
+impl schemars::JsonSchema for Network {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        NetworkSpec::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        NetworkSpec::json_schema(generator)
+    }
 }
 
 impl Default for Network {

@@ -10,7 +10,8 @@ use std::fmt;
 use std::path::Path;
 
 /// User data for a node group: exactly one of a file or a generator.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields, rename_all = "camelCase", rename = "UserData")]
 pub struct UserDataSpec {
     /// A file (relative to the scenario file): plain text, or already gzip, base64 or base64(gzip(...)); its
     /// placeholders are filled in the innermost text and it is wrapped again in the same layers.
@@ -18,6 +19,7 @@ pub struct UserDataSpec {
     /// What the file's final bytes are (default: `base64` when its outermost layer is base64, else `raw`).
     pub encoding: Option<FileEncoding>,
     /// Steps applied to a plain-text file after its placeholders are filled in (empty: none).
+    #[schemars(default)]
     pub encode: Vec<EncodeStep>,
     /// What EKS injects for a managed node group.
     pub eks_managed: Option<EksManagedSpec>,
@@ -33,7 +35,7 @@ pub struct UserDataSpec {
 }
 
 /// A CloudFormation stack and the resource in it that waits for its instances' signals.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StackSpec {
     pub name: String,
@@ -259,7 +261,7 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// What a user-data file's final bytes (after placeholders and `encode`) are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileEncoding {
     /// What IMDS serves, as they are.
@@ -268,7 +270,7 @@ pub enum FileEncoding {
     Base64,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EksManagedSpec {
     /// Defaults to the node group's name.
@@ -295,7 +297,7 @@ fn default_launch_template_version() -> String {
     "1".into()
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CloudFormationSpec {
     #[serde(default = "default_stack")]
@@ -314,7 +316,7 @@ fn default_resource() -> String {
     "NodeGroup".into()
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EksctlSpec {
     /// Defaults to the node group's name.
@@ -334,7 +336,7 @@ pub struct EksctlSpec {
 
 /// AL2023 user data: a first NodeConfig with the cluster's details, as EKS and Karpenter write it, then the
 /// scenario's own NodeConfig parts; nodeadm merges them in order.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeadmSpec {
     /// `spec.cluster` fields left out of the generated first part (`name`, `apiServerEndpoint`,
@@ -349,7 +351,7 @@ pub struct NodeadmSpec {
     pub parts: Vec<NodeadmPart>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum NodeadmClusterField {
     Name,
@@ -370,9 +372,10 @@ impl NodeadmClusterField {
 }
 
 /// One more NodeConfig part: its `spec` (strings may hold placeholders) and how the part is wrapped.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeadmPart {
+    #[schemars(with = "serde_json::Value")]
     pub spec: serde_yaml_ng::Value,
     #[serde(default)]
     pub encoding: crate::userdata::generate::PartEncoding,

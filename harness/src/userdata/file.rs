@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::fmt;
 
 /// One `encode` step, applied to the rendered text in the order given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum EncodeStep {
     /// A `multipart/mixed` document with the text as its one part, typed by its content (`#cloud-config` →

@@ -160,7 +160,7 @@ pub fn eksctl(c: &ClusterFacts, e: &Eksctl, helper: &str) -> String {
 }
 
 /// How one MIME part's content is wrapped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartEncoding {
     #[default]

@@ -128,7 +128,7 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
         }
     }
     if !leftovers.is_empty() {
-        eprintln!("error: objects left behind: {leftovers:?}");
+        eprintln!("error: objects left behind: {}", leftovers.join(", "));
         return ExitCode::from(2);
     }
     if comparison.broken() {

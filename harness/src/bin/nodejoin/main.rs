@@ -83,6 +83,9 @@ enum Command {
     Init(init::Args),
     /// Remove what killed runs left behind (processes, containers, networks).
     Reap,
+    /// Print the JSON Schema of scenario files (editors use it for completion and checks: a scenario's first
+    /// line `# yaml-language-server: $schema=nodejoin.schema.json` names a copy beside it).
+    Schema,
     /// Run the mutation catalogue: deliberate regressions planted in the reference bootstrap and user-data
     /// generators, each against the scenario that must catch it. Exit 0 only when every one is caught.
     Mutate {
@@ -168,6 +171,10 @@ fn main() -> ExitCode {
         }
         Command::Compare(args) => compare::main(rt, args),
         Command::Init(args) => init::main(args),
+        Command::Schema => {
+            print!("{}", nodejoin::scenario::schema::text());
+            ExitCode::SUCCESS
+        }
         Command::Mutate { only, list, scenarios } => mutate(rt, &only, list, &scenarios),
         command => rt.block_on(other(command)),
     }
@@ -231,7 +238,9 @@ async fn other(command: Command) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Command::Run { .. } | Command::Mutate { .. } | Command::Compare(_) | Command::Init(_) => ExitCode::from(2),
+        Command::Run { .. } | Command::Mutate { .. } | Command::Compare(_) | Command::Init(_) | Command::Schema => {
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -294,7 +303,7 @@ fn mutate(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &std::path::
     let leftovers = lazy.finish();
     println!("\n{}", mutate::summary(&results));
     if !leftovers.is_empty() {
-        eprintln!("error: objects left behind: {leftovers:?}");
+        eprintln!("error: objects left behind: {}", leftovers.join(", "));
         return ExitCode::from(1);
     }
     if results.iter().all(|r| r.caught()) {
@@ -452,7 +461,7 @@ fn run_scenarios(
         cancelled: None,
     });
     if !leftovers.is_empty() {
-        eprintln!("error: objects left behind: {leftovers:?}");
+        eprintln!("error: objects left behind: {}", leftovers.join(", "));
         return ExitCode::from(1);
     }
     if reporter::write_failed() {
@@ -494,9 +503,14 @@ pub(crate) fn load_scenarios(
             Ok(mut s) => {
                 if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
                     eprintln!(
-                        "[nodejoin] skipping {}: it runs only on {:?}",
+                        "[nodejoin] skipping {}: it runs only on {}",
                         f.display(),
-                        s.cluster.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>()
+                        s.cluster
+                            .providers
+                            .iter()
+                            .map(|p| p.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     );
                     continue;
                 }
