@@ -126,7 +126,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
     // built), as the registry lists them.
     if let Ok(d) = &docker {
         for r in crate::cluster::REGISTRY.iter().filter(|r| r.name != "local") {
-            let provider = (r.make)();
+            let provider = r.provider;
             let (ok, detail, fix) = match provider.probe(version, Some(d)).await {
                 crate::cluster::Availability::Ready => (true, "ready".to_string(), String::new()),
                 crate::cluster::Availability::Fetchable(what) => (

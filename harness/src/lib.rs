@@ -1,10 +1,23 @@
 //! nodejoin: an end-to-end test harness for Kubernetes worker-node bootstrap, EKS first.
 //!
-//! Layers, bottom up: `fakes` (IMDS, EKS, EC2) and `eks` (derivations) know nothing of Docker or Kubernetes;
-//! `pki`, `process`, `docker`, `reaper` own resources; `cluster` (providers), `node` (image, containers) and
-//! `controllers` build on them; `scenario` is the file format; `assert` and `run` tie it together.
+//! Layers, bottom up. A module uses only the modules listed before it; `tests/layers.rs` reads this list and
+//! every `crate::` path outside tests, so it stays true:
+//! - `error`, `process`, `deadline`, `paths`, `progress`, `redact`: errors, child processes, time limits,
+//!   folders, progress lines;
+//! - `pki`, `userdata`, `aws`, `eks`: derivations without I/O of their own: certificates, user-data formats,
+//!   SigV4 and IAM credentials, what EKS computes (tokens, aws-auth, access entries, DNS, max pods, the VPC);
+//! - `fakes`: the in-process AWS and EKS endpoints nodes call (they know nothing of Docker or Kubernetes);
+//! - `docker`, `sysctl`, `reaper`, `signals`, `host`: what a run owns on the host, and how it is given back;
+//! - `assets`, `node`, `cluster`: Kubernetes binaries, node images and containers, control-plane providers;
+//! - `scenario`: the file format (it names providers, node images and containerd lines);
+//! - `controllers`, `assert`: what a cluster needs beside its control plane (CSR approval, cloud-node), and the
+//!   checks on what it saw;
+//! - `compare`: snapshots of what a bootstrap did, and their differences;
+//! - `run`, `reporter`: running scenarios, and reporting their events;
+//! - `mutate`, `doctor`, `init`: commands built on the rest.
 pub mod assert;
 pub mod assets;
+pub mod aws;
 pub mod cluster;
 pub mod compare;
 pub mod controllers;
@@ -28,6 +41,7 @@ pub mod reporter;
 pub mod run;
 pub mod scenario;
 pub mod signals;
+pub mod sysctl;
 pub mod userdata;
 
 pub use error::{Error, Result};

@@ -97,6 +97,15 @@ impl Drop for Supervised {
     }
 }
 
+/// Random lower-case hex string of `len` characters: what makes the names of a run's objects unique.
+pub fn random_hex(len: usize) -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect()
+}
+
 /// The last `lines` lines of a text file ("" when unreadable).
 pub fn tail(path: &Path, lines: usize) -> String {
     last_lines(&std::fs::read_to_string(path).unwrap_or_default(), lines, "\n")

@@ -212,7 +212,7 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
             }
         }
     }
-    crate::node::sysctl::restore_if_last();
+    crate::sysctl::restore_if_last();
     if !reaped.runs.is_empty() {
         tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
     }
@@ -260,14 +260,28 @@ pub async fn emergency_cleanup(run_id: &str) {
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
-    crate::node::sysctl::leave(run_id);
+    crate::sysctl::leave(run_id);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A run's scratch directories outside its run directory are `<scratch_dir>/<SCRATCH_PREFIX><run id>-…` (the
+/// local provider's etcd data), so a killed run's are found by name.
+pub const SCRATCH_PREFIX: &str = "nodejoin-etcd-";
+
+/// Where scratch directories go: /dev/shm (tmpfs, where etcd is fastest) when it exists.
+pub fn scratch_dir() -> PathBuf {
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 /// Removes a run's scratch directories outside the run directory (etcd data on tmpfs).
 fn remove_scratch(run_id: &str) {
-    let prefix = format!("{}{run_id}-", crate::cluster::local::ETCD_DATA_PREFIX);
-    if let Ok(entries) = std::fs::read_dir(crate::cluster::local::shm_or_tmp()) {
+    let prefix = format!("{SCRATCH_PREFIX}{run_id}-");
+    if let Ok(entries) = std::fs::read_dir(scratch_dir()) {
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().starts_with(&prefix) {
                 let _ = std::fs::remove_dir_all(e.path());
@@ -282,5 +296,5 @@ pub fn new_run_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format!("{secs:x}-{}", crate::fakes::random_hex(6))
+    format!("{secs:x}-{}", crate::process::random_hex(6))
 }

@@ -133,7 +133,8 @@ fn kind_control_planes_go_with_their_run() {
     );
     // The trials' rules: a cell that does not enable kind (NODEJOIN_PROVIDERS) has no kind to check; where kind is
     // required, or under CI (where .ci/run provisions it), a kind that cannot run fails; elsewhere it is said.
-    use nodejoin::scenario::{model::Provider, trials};
+    use nodejoin::run::trials;
+    use nodejoin::scenario::model::Provider;
     let enabled = trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()).expect("NODEJOIN_PROVIDERS");
     if !enabled.contains(&Provider::KIND) {
         eprintln!("kind_control_planes_go_with_their_run: NODEJOIN_PROVIDERS does not enable kind; nothing to check");

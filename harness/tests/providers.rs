@@ -37,7 +37,7 @@ async fn kind_cli_accepts_the_rendered_config() {
     let image = "nodejoin.invalid/kind-node:never";
     for version in ["v1.36.3", "v1.30.4"] {
         let spec = ClusterSpec {
-            provider: "kind".into(),
+            provider: nodejoin::cluster::Provider::KIND,
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,

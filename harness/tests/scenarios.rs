@@ -10,9 +10,9 @@
 //! trials fail when it cannot run. An ignored trial run anyway (`--include-ignored`) fails if it cannot run.
 use libtest_mimic::{Arguments, Failed, Trial};
 use nodejoin::cluster::Availability;
+use nodejoin::run::trials::{self, Plan};
 use nodejoin::run::LazyEnvironment;
 use nodejoin::scenario::model::{Provider, Scenario};
-use nodejoin::scenario::trials::{self, Plan};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,14 +25,12 @@ struct Shared {
     availability: BTreeMap<(&'static str, String), Availability>,
 }
 
-/// A trial that runs `scenario`; `strict` makes a scenario that could not run a failure rather than a skip.
-fn runner(shared: &Shared, scenario: Scenario, file: PathBuf, strict: bool) -> impl FnOnce() -> TrialResult {
+/// A trial that runs `trial`; `strict` makes a scenario that could not run a failure rather than a skip.
+fn runner(shared: &Shared, trial: nodejoin::run::trial::Trial, strict: bool) -> impl FnOnce() -> TrialResult {
     let lazy = shared.env.clone();
     move || {
         let env = lazy.get().map_err(Failed::from)?;
-        let report = lazy
-            .runtime()
-            .block_on(nodejoin::run::scenario::run(&env, &scenario, &file));
+        let report = lazy.runtime().block_on(nodejoin::run::scenario::run(&env, &trial));
         println!("{}", report.render());
         nodejoin::run::verdict::verdict(&report.outcome, || report.failure_lines(), strict)
     }
@@ -58,8 +56,7 @@ fn trials_of(file: PathBuf, loaded: nodejoin::Result<Scenario>, enabled: &[Provi
     trials::providers_for(&scenario, enabled)
         .into_iter()
         .map(|provider| {
-            let mut scenario = scenario.clone();
-            scenario.cluster.provider = provider;
+            let scenario = scenario.clone();
             let version = scenario.cluster.kubernetes_version.clone();
             let name = trials::name(provider, &version, &stem);
             let unsupported = scenario.not_applicable();
@@ -69,8 +66,9 @@ fn trials_of(file: PathBuf, loaded: nodejoin::Result<Scenario>, enabled: &[Provi
                 .cloned()
                 .unwrap_or(Availability::Ready);
             let required = shared.required.contains(&provider);
+            let run = nodejoin::run::trial::Trial::new(&file, scenario, provider);
             let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
-                Plan::Run => Trial::ignorable_test(name, runner(shared, scenario, file.clone(), required)),
+                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
                 Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
                 // Run anyway (`--include-ignored`): a version it does not apply to fails at once; an unavailable
                 // provider is tried for real, and fails if it cannot run.
@@ -78,7 +76,7 @@ fn trials_of(file: PathBuf, loaded: nodejoin::Result<Scenario>, enabled: &[Provi
                     Some(why) => Trial::test(name, move || {
                         Err(Failed::from(format!("does not apply, so it cannot pass: {why}")))
                     }),
-                    None => Trial::ignorable_test(name, runner(shared, scenario, file.clone(), true)),
+                    None => Trial::ignorable_test(name, runner(shared, run, true)),
                 }
                 .with_ignored_flag(true),
             };
@@ -111,10 +109,7 @@ fn probe_all(
         if out.contains_key(&key) {
             continue;
         }
-        let Some(p) = nodejoin::cluster::provider(provider.as_str()) else {
-            continue;
-        };
-        let availability = rt.block_on(p.probe(&version, docker.as_ref()));
+        let availability = rt.block_on(provider.get().probe(&version, docker.as_ref()));
         match trials::plan(provider, None, &availability, required.contains(&provider)) {
             Plan::Run => {}
             Plan::Ignore(why) => eprintln!("[nodejoin] {} {version} trials are ignored: {why}", provider.as_str()),

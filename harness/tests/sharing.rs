@@ -13,7 +13,8 @@ use common::*;
 /// tested), else local, said. Where kind is required (NODEJOIN_REQUIRE_PROVIDERS, or CI, which provisions it) a
 /// kind that cannot run fails the test.
 fn first_provider() -> &'static str {
-    use nodejoin::scenario::{model::Provider, trials};
+    use nodejoin::run::trials;
+    use nodejoin::scenario::model::Provider;
     let Ok(enabled) = trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()) else {
         return "local";
     };
@@ -103,12 +104,12 @@ fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
     );
     let _turn = take_turn();
     assert_eq!(
-        nodejoin::node::sysctl::live_runs(),
+        nodejoin::sysctl::live_runs(),
         0,
         "another nodejoin run is alive on this host: the host's sysctls before this test are not known"
     );
     let before = host_sysctls();
-    let kubelet_differs = nodejoin::node::sysctl::KUBELET_VALUES
+    let kubelet_differs = nodejoin::sysctl::KUBELET_VALUES
         .iter()
         .any(|(k, v)| before.get(*k).map(String::as_str) != Some(*v));
     if !kubelet_differs {
@@ -182,8 +183,8 @@ fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
     );
     lives(&mut first, "the second run (another cache directory)");
     // Its end must not put the host's sysctls back under the first run's nodes.
-    let now = nodejoin::node::sysctl::current();
-    for (key, value) in nodejoin::node::sysctl::KUBELET_VALUES {
+    let now = nodejoin::sysctl::current();
+    for (key, value) in nodejoin::sysctl::KUBELET_VALUES {
         assert_eq!(
             now.get(*key).map(String::as_str),
             Some(*value),

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Node;
 /// The field manager the kubelet writes the Node as.
 pub const KUBELET: &str = "kubelet";
 /// The field manager of the harness's cloud-node controller.
-pub const CLOUD_NODE: &str = "nodejoin-cloud-node";
+pub const CLOUD_NODE: &str = crate::controllers::cloud_node::FIELD_MANAGER;
 
 /// One writer of a field, as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

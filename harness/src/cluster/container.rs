@@ -95,6 +95,13 @@ impl Started {
     }
 }
 
+/// A provider's `create`: its start, boxed as the control plane every provider returns.
+pub fn boxed<'a>(
+    start: impl std::future::Future<Output = Result<ContainerControlPlane>> + Send + 'a,
+) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
+    Box::pin(async move { Ok(Box::new(start.await?) as Box<dyn ControlPlane>) })
+}
+
 /// Writes the audit policy and the token webhook's kubeconfig into the control plane's directory (mounted into
 /// the container at `/nodejoin`).
 pub fn prepare_dir(ctx: &ProviderContext<'_>) -> Result<PathBuf> {

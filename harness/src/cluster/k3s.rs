@@ -91,20 +91,12 @@ impl ClusterProvider for K3sProvider {
         Box::pin(async move { super::images::ensure(docker, &image_for(&spec.version)).await.err() })
     }
 
-    fn iam_lanes(&self) -> bool {
-        false
-    }
-
-    fn idle_stop_after(&self) -> Option<std::time::Duration> {
-        None
-    }
-
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        Box::pin(async move { Ok(Box::new(start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+        super::container::boxed(start(spec, ctx))
     }
 }
 
@@ -148,7 +140,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let dir = super::container::prepare_dir(&ctx)?;
     let image = image_for(&spec.version);
     let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
-    let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::fakes::random_hex(4));
+    let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::process::random_hex(4));
     let t0 = Instant::now();
     let container = GenericImage::new(repo, tag)
         .with_wait_for(WaitFor::message_on_stderr("k3s is up and running"))
@@ -239,7 +231,7 @@ mod tests {
 
     fn spec() -> ClusterSpec {
         ClusterSpec {
-            provider: "k3s".into(),
+            provider: crate::cluster::Provider::K3S,
             version: "v1.36.3".into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,

@@ -233,27 +233,46 @@ impl ClusterProvider for KindProvider {
         })
     }
 
-    fn iam_lanes(&self) -> bool {
-        false
-    }
-
-    fn idle_stop_after(&self) -> Option<std::time::Duration> {
-        None
-    }
-
     fn create<'a>(
         &'a self,
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        Box::pin(async move { Ok(Box::new(start(spec, ctx).await?) as Box<dyn ControlPlane>) })
+        super::container::boxed(start(spec, ctx))
     }
 }
 
-/// The kind cluster, deleted with the control plane.
+/// The kind cluster, deleted with the control plane; dropped without that (a panic, a cancelled start), it
+/// deletes the cluster itself, as a testcontainers container removes itself.
 struct KindCluster {
     name: String,
     kind: PathBuf,
+    /// Whether dropping it still has to delete the cluster (cleared once `remove` has).
+    armed: bool,
+}
+
+impl KindCluster {
+    fn new(name: String, kind: PathBuf) -> Self {
+        Self {
+            name,
+            kind,
+            armed: true,
+        }
+    }
+}
+
+impl Drop for KindCluster {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Blocking and bounded: Drop cannot await, and the run's reaper would otherwise find it only next time.
+        let _ = crate::deadline::output_blocking(
+            std::process::Command::new(&self.kind).args(["delete", "cluster", "--name", &self.name]),
+            &format!("kind delete cluster --name {}", self.name),
+            crate::deadline::DOCKER_CLI,
+        );
+    }
 }
 
 impl super::container::Containers for KindCluster {
@@ -261,7 +280,7 @@ impl super::container::Containers for KindCluster {
         super::container_stopped(&format!("{}-control-plane", self.name))
             .map(|why| format!("kind control-plane container {why}"))
     }
-    fn remove(self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
+    fn remove(mut self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             super::save_container_log(
                 &format!("{}-control-plane", self.name),
@@ -269,6 +288,7 @@ impl super::container::Containers for KindCluster {
             )
             .await;
             delete_cluster(&self.kind, &self.name).await;
+            self.armed = false;
         })
     }
 }
@@ -278,7 +298,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let dir = super::container::prepare_dir(&ctx)?;
     let template_path = crate::paths::kind_config_dir().join("cluster.yaml");
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
-    let name = format!("nj-{}-{}", ctx.run_id, crate::fakes::random_hex(3));
+    let name = format!("nj-{}-{}", ctx.run_id, crate::process::random_hex(3));
     let config = dir.join("kind.yaml");
     let image = match image_for(Some(ctx.docker), &spec.version).await {
         // Ours: the build of the current recipe and binaries by its content tag (built if they changed), never
@@ -302,6 +322,8 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .arg(&kubeconfig)
         .env("KIND_EXPERIMENTAL_DOCKER_NETWORK", &ctx.network.name);
     shim.apply(&mut create);
+    // Owned from here: whatever ends this start early (an error below, a cancelled run) deletes the cluster.
+    let mut cluster = KindCluster::new(name.clone(), kind.clone());
     let t0 = Instant::now();
     // Recorded while it runs: if the run is killed, the reaper ends kind (and its `docker run`) before removing
     // the containers it made.
@@ -320,6 +342,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
                 let _ = std::fs::write(&log, [out.stdout.as_slice(), out.stderr.as_slice()].concat());
             }
             delete_cluster(&kind, &name).await;
+            cluster.armed = false;
             return Err(match failed {
                 Err(e) => kind_err(e.to_string()),
                 Ok(_) => kind_err(format!("kind create cluster failed (log: {})", log.display())),
@@ -364,7 +387,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         kubeconfig,
         dir,
         timings,
-        containers: Box::new(KindCluster { name, kind }),
+        containers: Box::new(cluster),
     }
     .connect()
     .await?;
@@ -409,7 +432,7 @@ mod tests {
 
     fn spec(version: &str) -> ClusterSpec {
         ClusterSpec {
-            provider: "kind".into(),
+            provider: crate::cluster::Provider::KIND,
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,

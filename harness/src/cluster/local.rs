@@ -42,6 +42,16 @@ impl ClusterProvider for LocalProvider {
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
         Box::pin(async move { Ok(Box::new(LocalControlPlane::start(spec, ctx).await?) as Box<dyn ControlPlane>) })
     }
+
+    /// Its control planes are processes started in seconds: IAM scenarios get lanes of their own.
+    fn iam_lanes(&self) -> bool {
+        true
+    }
+
+    /// Idle, it costs more over a long run than starting it again.
+    fn idle_stop_after(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(15))
+    }
 }
 
 /// A running local control plane; its processes stop when it is dropped.
@@ -204,7 +214,7 @@ impl LocalControlPlane {
             format!(
                 "--initial-cluster-token=nodejoin-{}-{}",
                 ctx.run_id,
-                crate::fakes::random_hex(8)
+                crate::process::random_hex(8)
             ),
             "--socket-reuse-port=true".to_string(),
             "--unsafe-no-fsync=true".to_string(),
@@ -326,19 +336,9 @@ fn hold(ports: &mut Vec<HeldPort>, ip: std::net::IpAddr) -> Result<u16> {
     Ok(port)
 }
 
-/// etcd data directories are `<shm_or_tmp>/nodejoin-etcd-<run id>-XXXX`, so the reaper can remove those of a
-/// killed run (they hold tens of MiB of tmpfs).
-pub const ETCD_DATA_PREFIX: &str = "nodejoin-etcd-";
-
-/// etcd is fastest on tmpfs; /dev/shm when it exists.
-pub fn shm_or_tmp() -> PathBuf {
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() {
-        shm
-    } else {
-        std::env::temp_dir()
-    }
-}
+/// etcd data directories are the reaper's scratch directories (`<scratch>/nodejoin-etcd-<run id>-XXXX`), so it
+/// can remove those of a killed run (they hold tens of MiB of tmpfs).
+pub use crate::reaper::{scratch_dir as shm_or_tmp, SCRATCH_PREFIX as ETCD_DATA_PREFIX};
 
 fn apiserver_args(
     spec: &ClusterSpec,

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// What a scenario asks of the control plane; scenarios with equal specs share one control plane.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ClusterSpec {
-    pub provider: String,
+    pub provider: Provider,
     pub version: String,
     pub service_cidr: ipnet::Ipv4Net,
     /// An IAM lane: a control plane apart from the shared one, used by one IAM scenario at a time (aws-auth and
@@ -99,17 +99,17 @@ pub trait ClusterProvider: Send + Sync {
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>>;
     /// Whether IAM scenarios run on control planes apart from the shared one, IAM lanes, each used by one IAM
-    /// scenario at a time and reused by the next (cheap: processes started in seconds). Otherwise IAM scenarios
-    /// share the provider's control plane one at a time (container providers, whose control planes take tens
-    /// of seconds to create). Either way each starts from a cluster without aws-auth.
+    /// scenario at a time and reused by the next (cheap control planes: processes started in seconds). By
+    /// default IAM scenarios share the provider's control plane one at a time (container providers, whose
+    /// control planes take tens of seconds to create). Either way each starts from a cluster without aws-auth.
     fn iam_lanes(&self) -> bool {
-        true
+        false
     }
     /// How long a shared control plane may sit unused before it is stopped (a later scenario that needs it gets
-    /// a new one). Cheap control planes (processes started in seconds) cost more idle over a long run than
-    /// starting them again; `None` keeps it to the end of the run (container providers).
+    /// a new one). Cheap control planes cost more idle over a long run than starting them again; by default
+    /// (`None`) it is kept to the end of the run, as container providers want.
     fn idle_stop_after(&self) -> Option<std::time::Duration> {
-        Some(std::time::Duration::from_secs(15))
+        None
     }
 }
 
@@ -134,31 +134,95 @@ pub trait ControlPlane: Send + Sync {
     fn stop(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
 
-/// One registered provider: its name (in scenario files, trial names, `--provider`, doctor) and its constructor.
+/// One registered provider: its name (in scenario files, trial names, `--provider`, doctor) and what it does.
 pub struct Registration {
     pub name: &'static str,
-    pub make: fn() -> Box<dyn ClusterProvider>,
+    pub provider: &'static dyn ClusterProvider,
 }
 
 /// Every provider, in the order trials are listed: a new provider is its module plus one line here.
 pub const REGISTRY: &[Registration] = &[
     Registration {
         name: "local",
-        make: || Box::new(local::LocalProvider),
+        provider: &local::LocalProvider,
     },
     Registration {
         name: "k3s",
-        make: || Box::new(k3s::K3sProvider),
+        provider: &k3s::K3sProvider,
     },
     Registration {
         name: "kind",
-        make: || Box::new(kind::KindProvider),
+        provider: &kind::KindProvider,
     },
 ];
 
-/// The provider called `name`.
-pub fn provider(name: &str) -> Option<Box<dyn ClusterProvider>> {
-    REGISTRY.iter().find(|r| r.name == name).map(|r| (r.make)())
+/// A registered provider, looked up once by its name (a scenario file, `--provider`, a trial's name) and carried
+/// from there: nothing after that looks it up again or meets an unknown one.
+#[derive(Clone, Copy)]
+pub struct Provider(&'static Registration);
+
+impl Provider {
+    /// The providers code names directly (defaults, tests); any registered name parses.
+    pub const LOCAL: Provider = Provider(&REGISTRY[0]);
+    pub const K3S: Provider = Provider(&REGISTRY[1]);
+    pub const KIND: Provider = Provider(&REGISTRY[2]);
+
+    /// Every registered provider, in the order trials are listed.
+    pub fn all() -> Vec<Provider> {
+        REGISTRY.iter().map(Provider).collect()
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        REGISTRY.iter().find(|r| r.name == name.trim()).map(Provider)
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        self.0.name
+    }
+
+    /// What it does.
+    pub fn get(&self) -> &'static dyn ClusterProvider {
+        self.0.provider
+    }
+}
+
+impl Default for Provider {
+    fn default() -> Self {
+        Self::LOCAL
+    }
+}
+
+// By name: a registration is one per name.
+impl PartialEq for Provider {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for Provider {}
+impl std::hash::Hash for Provider {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+impl PartialOrd for Provider {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Provider {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The registered providers' names.

@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
+/// The field manager this controller writes Nodes as (what the provenance checks tell apart from the kubelet).
+pub const FIELD_MANAGER: &str = "nodejoin-cloud-node";
+
 /// Runs until the task is aborted: initialises each Node the cache shows with the uninitialized taint.
 pub async fn run(client: kube::Client, cache: Arc<ClusterCache>, instances: Arc<Instances>) {
     let api: Api<Node> = Api::all(client);
@@ -61,7 +64,7 @@ async fn initialise(api: &Api<Node>, node: &Node, instances: &Instances) -> Resu
     ]);
     // Its own field manager, so managedFields tell what it set from what the kubelet registered.
     let pp = PatchParams {
-        field_manager: Some(crate::assert::provenance::CLOUD_NODE.into()),
+        field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
     api.patch_status(

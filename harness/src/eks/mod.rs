@@ -3,4 +3,5 @@ pub mod aws_auth;
 pub mod dns;
 pub mod identity;
 pub mod max_pods;
+pub mod network;
 pub mod token;

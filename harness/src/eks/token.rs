@@ -1,8 +1,8 @@
 //! EKS IAM bearer tokens: `k8s-aws-v1.` + base64url of a presigned STS GetCallerIdentity URL whose signed
 //! headers include `x-k8s-aws-id: <cluster name>`. Parsing is strict (what EKS's authenticator accepts and no
 //! more); verification recomputes the signature with the key's secret, as STS does.
-use crate::fakes::iam::{CredentialStore, IssuedCredentials};
-use crate::fakes::sigv4::{self, Presigned};
+use crate::aws::iam::{CredentialStore, IssuedCredentials};
+use crate::aws::sigv4::{self, Presigned};
 use base64::Engine;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -266,12 +266,12 @@ pub fn verify(
     let p = &token.presigned;
     if now > p.date + MAX_AGE {
         return Err(Rejected::Expired {
-            signed: crate::fakes::rfc3339(p.date),
-            now: crate::fakes::rfc3339(now),
+            signed: crate::aws::rfc3339(p.date),
+            now: crate::aws::rfc3339(now),
         });
     }
     if p.date > now + sigv4::MAX_SKEW {
-        return Err(Rejected::Future(crate::fakes::rfc3339(p.date)));
+        return Err(Rejected::Future(crate::aws::rfc3339(p.date)));
     }
     let headers = vec![(CLUSTER_ID_HEADER.to_string(), cluster_id.to_string())];
     sigv4::verify_presigned(&token.host, "/", p, &headers, store, now).map_err(|f| match f {

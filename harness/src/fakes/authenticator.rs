@@ -304,7 +304,7 @@ impl Authenticator {
         let caller = super::sts::caller(&creds);
         // In API mode EKS never reads aws-auth, so a malformed one cannot break logins there.
         let aws_auth = match record.authentication_mode {
-            crate::scenario::model::AuthenticationMode::Api => None,
+            crate::eks::identity::AuthenticationMode::Api => None,
             _ => read_aws_auth(&client).await?,
         };
         let instances = self.instances.clone();
@@ -376,10 +376,10 @@ async fn review(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eks::identity::AuthenticationMode;
     use crate::eks::identity::{AccessEntry, AccessEntryType};
     use crate::fakes::eks::ClusterRecord;
     use crate::fakes::sigv4::tests::{golden_store, GOLDEN_KEY};
-    use crate::scenario::model::AuthenticationMode;
     use std::time::Duration;
 
     /// The recorded tokens were made for this cluster name (fakes/testdata/README.md).

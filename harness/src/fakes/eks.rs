@@ -4,8 +4,8 @@
 //! against the credentials the fake IMDS issued.
 use super::instances::Instances;
 use super::{aws_json_error, SignedCall};
+use crate::eks::identity::AuthenticationMode;
 use crate::eks::identity::{AccessEntry, AccessEntryType};
-use crate::scenario::model::AuthenticationMode;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -20,7 +20,7 @@ pub struct Instance {
     pub private_ip: Ipv4Addr,
     pub mac: String,
     /// The scenario's VPC and subnet, the same for all its instances. `private_ip` (the container's real address)
-    /// is not inside it: see `scenario::network`.
+    /// is not inside it: see `eks::network`.
     pub vpc: Arc<super::vpc::Vpc>,
     /// The IAM role of the instance profile, if any.
     pub role_name: Option<String>,

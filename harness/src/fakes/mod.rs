@@ -4,20 +4,21 @@ pub mod authenticator;
 pub mod callers;
 pub mod calls;
 pub mod cloudformation;
-pub mod credentials;
 pub mod ec2;
 pub mod ecr;
 pub mod eks;
-pub mod iam;
 pub mod imds;
 pub mod instances;
 pub mod registry;
-pub mod sigv4;
 pub mod sts;
 pub mod vpc;
 
+/// SigV4, the credential store and AWS's formats are shared with the EKS derivations (`crate::aws`).
+pub use crate::aws::{credentials, iam, sigv4};
+pub(crate) use crate::aws::{random_alnum, rfc3339};
+pub(crate) use crate::process::random_hex;
+
 use crate::error::{Error, Result};
-use rand::distr::{Alphanumeric, SampleString};
 use std::net::{IpAddr, SocketAddr};
 
 /// A running fake; it stops when dropped.
@@ -177,25 +178,6 @@ impl Drop for FakeServer {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// Random string of `len` characters from `[A-Za-z0-9]`.
-pub(crate) fn random_alnum(len: usize) -> String {
-    Alphanumeric.sample_string(&mut rand::rng(), len)
-}
-
-/// Random lower-case hex string of `len` characters.
-pub(crate) fn random_hex(len: usize) -> String {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    (0..len)
-        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
-        .collect()
-}
-
-/// RFC 3339 UTC timestamp with seconds precision, as AWS APIs print them.
-pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// An error in the XML shape of AWS Query APIs (STS, CloudFormation).

@@ -1,7 +1,7 @@
 //! The fake EC2 world's VPC: one per scenario, shared by its instances, and reported the same way by IMDS (the
 //! interface's `vpc-*`/`subnet-*` leaves), EC2 DescribeInstances (`vpcId`, `subnetId`) and EKS DescribeCluster
 //! (`resourcesVpcConfig`).
-use crate::scenario::network::Network;
+use crate::eks::network::Network;
 use ipnet::{Ipv4Net, Ipv6Net};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;

@@ -7,8 +7,9 @@ pub mod catalogue;
 
 use crate::error::{Error, Result};
 use crate::run::report::ScenarioReport;
+use crate::run::trial::Trial;
 use crate::run::{Environment, Outcome};
-use crate::scenario::model::{Provider, Scenario};
+use crate::scenario::model::Provider;
 use crate::scenario::patch::TextPatch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -125,8 +126,9 @@ fn same_file_key(p: &Path) -> PathBuf {
 
 /// `sc` with `m` planted: node groups running the reference bootstrap get the mutated copy, or the user data
 /// generators get the patch. An error when the scenario has nothing the mutation applies to.
-pub fn plant(m: &Mutation, sc: &Scenario, scratch: &Path) -> Result<Scenario> {
-    let mut sc = sc.clone();
+pub fn plant(m: &Mutation, trial: &Trial, scratch: &Path) -> Result<Trial> {
+    let mut trial = trial.clone();
+    let sc = &mut trial.scenario;
     sc.name = format!("mutant-{}-{}", m.name, sc.name);
     let broken = |message: String| Error::Mutation {
         mutation: m.name.into(),
@@ -155,10 +157,10 @@ pub fn plant(m: &Mutation, sc: &Scenario, scratch: &Path) -> Result<Scenario> {
             if !sc.nodes.iter().any(|g| g.user_data.is_some()) {
                 return Err(broken(format!("scenario {} has no user data", sc.name)));
             }
-            sc.user_data_patch = Some(TextPatch::new(m.find, m.replace));
+            return Ok(trial.planting(TextPatch::new(m.find, m.replace)));
         }
     }
-    Ok(sc)
+    Ok(trial)
 }
 
 /// Whether `report` shows the catcher's check failing, and the failed checks it quotes.
@@ -195,9 +197,8 @@ impl Controls {
             .get_or_init(|| async {
                 match crate::scenario::load_file(file) {
                     Ok(mut sc) => {
-                        sc.cluster.provider = Provider::LOCAL;
                         sc.name = format!("control-{}", sc.name);
-                        crate::run::scenario::run(env, &sc, file).await
+                        crate::run::scenario::run(env, &Trial::new(file, sc, Provider::LOCAL)).await
                     }
                     Err(e) => {
                         let mut r = ScenarioReport::new(catcher.scenario, file.to_path_buf());
@@ -251,15 +252,13 @@ pub async fn run(
         if let Some(why) = controls.refutes(env, catcher, &file).await {
             return broken(why);
         }
-        let planted = crate::scenario::load_file(&file).and_then(|mut sc| {
-            sc.cluster.provider = Provider::LOCAL;
-            plant(m, &sc, scratch)
-        });
-        let sc = match planted {
-            Ok(sc) => sc,
+        let planted =
+            crate::scenario::load_file(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
+        let trial = match planted {
+            Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),
         };
-        let report = crate::run::scenario::run(env, &sc, &file).await;
+        let report = crate::run::scenario::run(env, &trial).await;
         let (hit, failed) = judge(&report, catcher);
         let outcome = match &report.outcome {
             Outcome::Error { message, .. } => return broken(format!("{}: {message}", catcher.scenario)),
@@ -335,17 +334,16 @@ mod tests {
     #[test]
     fn planting_redirects_reference_bootstraps_and_refuses_scenarios_without_one() {
         let dir = tempfile::tempdir().unwrap();
-        let sc = crate::scenario::load::parse(
-            "nodes:\n  - name: a\n    bootstrap: {}\n",
-            Path::new("scenarios/x.yaml"),
-        )
-        .unwrap();
+        let file = Path::new("scenarios/x.yaml");
+        let sc = crate::scenario::load::parse("nodes:\n  - name: a\n    bootstrap: {}\n", file).unwrap();
+        let sc = Trial::new(file, sc, Provider::LOCAL);
         let m = select(&["wrong-ca".into()]).unwrap()[0];
         let planted = plant(&m, &sc, dir.path()).unwrap();
-        let script = planted.nodes[0].bootstrap.script.clone().unwrap();
+        let script = planted.scenario.nodes[0].bootstrap.script.clone().unwrap();
         let text = std::fs::read_to_string(script).unwrap();
         assert!(text.contains("cp /etc/ssl/certs/ca-certificates.crt"));
-        assert!(planted.name.starts_with("mutant-wrong-ca-"));
+        assert!(planted.scenario.name.starts_with("mutant-wrong-ca-"));
+        assert!(planted.user_data_patch.is_none());
         let ud = select(&["user-data-no-signal".into()]).unwrap()[0];
         assert!(plant(&ud, &sc, dir.path())
             .unwrap_err()

@@ -57,23 +57,31 @@ pub async fn for_assets(
     }
 }
 
+/// What a node group's own image is made from (a scenario's `image`, which names exactly one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSource<'a> {
+    /// A user's local image, checked to exist.
+    Tag(&'a str),
+    /// The AL2023 layer built from an amazon-eks-ami checkout (or its nodeadm/ directory, or a .tar.gz of one).
+    AmazonEksAmi(&'a Path),
+    /// A directory laid out like the root file system, copied over `base`.
+    Overlay(&'a Path),
+}
+
 /// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
 /// an amazon-eks-ami checkout, or an overlay directory over `base`.
 pub async fn for_group(
     docker: &testcontainers::bollard::Docker,
     base: &NodeImage,
-    group: &crate::scenario::model::GroupImage,
+    source: GroupSource<'_>,
 ) -> Result<NodeImage> {
-    if let Some(tag) = &group.tag {
-        return user_supplied(docker, tag, "image.tag").await;
-    }
-    if let Some(path) = &group.amazon_eks_ami {
-        let checkout = super::eks_ami::Checkout::open(Path::new(path)).await?;
-        return super::eks_ami::ensure_image(docker, base, &checkout).await;
-    }
-    match &group.overlay {
-        Some(dir) => ensure_overlay(docker, base, Path::new(dir), None).await,
-        None => Ok(base.clone()),
+    match source {
+        GroupSource::Tag(tag) => user_supplied(docker, tag, "image.tag").await,
+        GroupSource::AmazonEksAmi(path) => {
+            let checkout = super::eks_ami::Checkout::open(path).await?;
+            super::eks_ami::ensure_image(docker, base, &checkout).await
+        }
+        GroupSource::Overlay(dir) => ensure_overlay(docker, base, dir, None).await,
     }
 }
 
@@ -252,7 +260,7 @@ pub async fn ensure_overlay(
     steps.finish("built");
     // Earlier default-tagged builds of this directory (a user's own tag is left alone). The directory's path
     // goes to the engine as a filter value, never through a shell.
-    if !crate::node::sysctl::other_processes_run() {
+    if !crate::sysctl::other_processes_run() {
         let Ok(docker) = crate::docker::connect().await else {
             return Ok(image);
         };
@@ -447,7 +455,7 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let tmp_tag = format!("nodejoin-pause-build:{}", crate::fakes::random_hex(8));
+    let tmp_tag = format!("nodejoin-pause-build:{}", crate::process::random_hex(8));
     let out = work.join("pause.tar");
     import_tree(&root, "pause", &["ENTRYPOINT [\"/pause\"]"], &tmp_tag).await?;
     let saved = async {
@@ -551,7 +559,7 @@ async fn prune_superseded(image: &NodeImage) {
 /// stays).
 pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
     // Another process's run may be about to start containers from an older build: nothing is pruned then.
-    if crate::node::sysctl::other_processes_run() {
+    if crate::sysctl::other_processes_run() {
         return;
     }
     if let Ok(docker) = crate::docker::connect().await {
@@ -561,40 +569,4 @@ pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A work directory with something mounted in it (a timed-out rootfs script's /proc) is unmounted and gone
-    /// when dropped.
-    #[test]
-    fn a_work_directory_goes_with_what_is_mounted_in_it() {
-        // SAFETY: geteuid(2) has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("NOT CHECKED: mounting needs root");
-            return;
-        }
-        let work = WorkDir(tempfile::tempdir().unwrap());
-        let dir = work.path().to_path_buf();
-        let proc_dir = dir.join("rootfs/proc");
-        std::fs::create_dir_all(&proc_dir).unwrap();
-        let c = |s: &str| std::ffi::CString::new(s).unwrap();
-        let target = c(&proc_dir.to_string_lossy());
-        // SAFETY: mount(2) of a fresh proc instance on a directory this test owns.
-        let rc = unsafe {
-            libc::mount(
-                c("proc").as_ptr(),
-                target.as_ptr(),
-                c("proc").as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "mount proc: {}", std::io::Error::last_os_error());
-        drop(work);
-        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .contains(&*proc_dir.to_string_lossy());
-        assert!(!mounted, "{} is still mounted", proc_dir.display());
-        assert!(!dir.exists(), "{} is left", dir.display());
-    }
-}
+mod tests;

@@ -258,7 +258,7 @@ async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image:
     let steps = Steps::new(&format!("kind node image {}", image.tag), total);
     let ctx = work.path().join("context");
     std::fs::create_dir_all(ctx.join("bin")).map_err(|e| Error::io(&ctx, e))?;
-    let suffix = crate::fakes::random_hex(6);
+    let suffix = crate::process::random_hex(6);
     let mut built = Vec::new();
     let result = async {
         for (n, i) in inputs.images.iter().enumerate() {
@@ -341,7 +341,7 @@ async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image:
 /// Loads the control-plane images into containerd's store in a container of `stage` and commits it as `tag`:
 /// the archive is mounted, not copied into a layer, so the image holds the images once.
 async fn preload(stage: &str, ctx: &Path, tag: &str) -> Result<()> {
-    let name = format!("nodejoin-kind-preload-{}", crate::fakes::random_hex(6));
+    let name = format!("nodejoin-kind-preload-{}", crate::process::random_hex(6));
     let archive = ctx.join("images.tar");
     let ran = image::run(
         Command::new("docker")

@@ -6,9 +6,7 @@ pub mod eks_ami;
 pub mod image;
 pub mod inputs;
 pub mod kind_image;
-pub mod prepare;
 pub mod privileges;
-pub mod sysctl;
 
 /// Where a node records what nodejoin's image changed for the host rather than for the bootstrap, one line each
 /// (written by the node image's kubelet wrapper; read into the scenario report).

@@ -5,7 +5,7 @@
 //! taken away here, from nodejoin's node containers and from kind's control-plane node (kind asks for
 //! `--privileged`; the docker shim in `kind-config/docker-shim/` swaps it for the same set).
 //!
-//! The host sysctls the kubelet insists on are set by the run itself before its nodes start (`node::sysctl`):
+//! The host sysctls the kubelet insists on are set by the run itself before its nodes start (`sysctl`):
 //! a node's `/proc/sys` is read-only except `net/`, which belongs to the node's own network namespace.
 
 /// Capabilities dropped from every node (on top of CAP_SYS_RESOURCE where the host's daemon lacks it).

@@ -171,6 +171,7 @@ pub(super) async fn boot_node(
     let expected_name = instance.private_dns_name();
     let mut node = RunningNode {
         group: group.clone(),
+        expect: group.expect.clone(),
         timeline: NodeTimeline {
             node_name: expected_name.clone(),
             instance_id: instance.instance_id.clone(),
@@ -219,19 +220,20 @@ pub(super) async fn boot_node(
 /// Runs the bootstrap in a booted node, with the cluster's placeholders filled in.
 pub(super) async fn run_bootstrap(
     env: &Environment,
-    sc: &Scenario,
+    trial: &super::trial::Trial,
     node: &mut RunningNode,
     cluster_vars: &BTreeMap<String, String>,
     token: &BootstrapToken,
 ) -> Result<()> {
+    let sc = &trial.scenario;
     let label = node.container.name.clone();
     let group = node.group.clone();
     node.vars.extend(cluster_vars.clone());
+    node.expect = group.expect.resolved(&node.vars).map_err(|e| Error::node(&label, e))?;
     // The expected name first, so a node whose systemd never came up is still reported under it.
-    if let Some(n) = &group.expect.node_name {
-        let name = render(n, &node.vars).map_err(|e| Error::node(&label, e))?;
+    if let Some(name) = &node.expect.node_name {
         node.timeline.node_name = name.clone();
-        node.node_name = name;
+        node.node_name = name.clone();
     }
     if node.bootstrap_error.is_some() {
         // systemd never came up; the failure is reported as a check.
@@ -261,8 +263,15 @@ pub(super) async fn run_bootstrap(
             env.cloudformation
                 .create_stack(&cf.stack, &cf.resource, &sc.cluster.region);
         }
-        let (served, description) =
-            super::userdata::build(sc, &group, spec, &node.instance, &node.vars).map_err(|e| Error::node(&label, e))?;
+        let (served, description) = super::userdata::build(
+            sc,
+            &group,
+            spec,
+            &node.instance,
+            &node.vars,
+            trial.user_data_patch.as_ref(),
+        )
+        .map_err(|e| Error::node(&label, e))?;
         let nodeadm = crate::userdata::carries_node_config(&served);
         let mut with_data = (*node.instance).clone();
         with_data.user_data = Some(served);

@@ -271,7 +271,7 @@ mod tests {
 
     fn spec() -> ClusterSpec {
         ClusterSpec {
-            provider: "local".into(),
+            provider: crate::cluster::Provider::LOCAL,
             version: "v1.36.3".into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,

@@ -20,8 +20,8 @@ use crate::fakes::registry::Registry;
 use crate::fakes::sts::Sts;
 use crate::fakes::FakeServer;
 use crate::node::image::{self, NodeImage};
-use crate::node::sysctl::SysctlGuard;
 use crate::reaper::RunState;
+use crate::sysctl::SysctlGuard;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -298,7 +298,7 @@ impl Environment {
         base: &NodeImage,
         group: Option<&crate::scenario::model::GroupImage>,
     ) -> Result<NodeImage> {
-        let Some(g) = group else {
+        let Some((g, source)) = group.and_then(|g| Some((g, g.source()?))) else {
             return Ok(base.clone());
         };
         let key = format!("{}+{:?}", base.tag, g);
@@ -306,7 +306,7 @@ impl Environment {
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = image::for_group(&self.docker, base, g).await?;
+        let i = image::for_group(&self.docker, base, source).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }
@@ -326,13 +326,10 @@ impl Environment {
                 }
             }
         }
-        let provider = cluster::provider(&spec.provider).ok_or_else(|| Error::ProviderUnavailable {
-            provider: spec.provider.clone(),
-            reason: "not implemented".into(),
-        })?;
+        let provider = spec.provider.get();
         if let Some(reason) = provider.unavailable(spec, &self.docker).await {
             return Err(Error::ProviderUnavailable {
-                provider: spec.provider.clone(),
+                provider: spec.provider.as_str().into(),
                 reason,
             });
         }
@@ -419,7 +416,7 @@ impl Environment {
     /// Exclusive use of a control plane by one IAM scenario, held until the lease drops: an IAM lane (set in
     /// `spec.iam_lane`) when the provider has them, else the control plane for `spec` itself.
     pub async fn iam_lease(&self, spec: &mut ClusterSpec) -> Result<IamLease> {
-        if !cluster::provider(&spec.provider).is_some_and(|p| p.iam_lanes()) {
+        if !spec.provider.get().iam_lanes() {
             return Ok(IamLease::Shared(self.iam_leases.lock(spec).await));
         }
         let lane = self.iam_lanes.take().await?;

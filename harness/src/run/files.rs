@@ -90,22 +90,10 @@ pub async fn expectations(
     let mut out = Vec::new();
     for f in want {
         let content = node.read_file(&f.path).await;
-        // Placeholders in expected string values ({{instance.id}} ...) are filled in.
-        let wanted: BTreeMap<String, serde_yaml_ng::Value> = f
-            .values
-            .iter()
-            .map(|(k, v)| match v {
-                serde_yaml_ng::Value::String(s) => (
-                    k.clone(),
-                    serde_yaml_ng::Value::String(render(s, vars).unwrap_or_else(|_| s.clone())),
-                ),
-                other => (k.clone(), other.clone()),
-            })
-            .collect();
-        out.extend(files::values(node_name, &f.path, content.as_deref(), &wanted));
-        for s in &f.contains {
-            let wanted = render(s, vars).unwrap_or_else(|_| s.clone());
-            let found = content.as_deref().is_some_and(|c| c.contains(&wanted));
+        // `want` is the node's resolved expectation: its placeholders ({{instance.id}} ...) are filled in.
+        out.extend(files::values(node_name, &f.path, content.as_deref(), &f.values));
+        for wanted in &f.contains {
+            let found = content.as_deref().is_some_and(|c| c.contains(wanted.as_str()));
             out.push(Check::new(
                 format!("{node_name}/file {} contains \"{wanted}\"", f.path),
                 found,

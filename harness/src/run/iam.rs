@@ -272,7 +272,7 @@ pub fn checks(
     group: &NodeGroup,
     instance: &crate::fakes::instances::Instance,
     node_name: &str,
-    render: &dyn Fn(&str) -> String,
+    expect: &crate::scenario::model::Expect,
 ) -> (Vec<Check>, Vec<String>) {
     let instance_id = instance.instance_id.as_str();
     let mut checks = Vec::new();
@@ -303,12 +303,11 @@ pub fn checks(
             last,
         ));
     }
-    if let Some(want) = &group.expect.identity {
+    if let Some(want) = &expect.identity {
         let (user, groups) = created
             .map(|e| (e.acting_user().username.clone(), e.acting_user().groups.clone()))
             .unwrap_or_default();
-        if let Some(u) = &want.username {
-            let u = render(u);
+        if let Some(u) = want.username.clone() {
             checks.push(Check::new(
                 c("identity.username"),
                 user == u,
@@ -330,7 +329,7 @@ pub fn checks(
             ));
         }
     }
-    if let Some(who) = &group.expect.aws_auth_changed_by {
+    if let Some(who) = &expect.aws_auth_changed_by {
         let role_arn = format!("arn:aws:iam::{}:role/{}", sc.cluster.account_id, group.role);
         let writes = audit::aws_auth_writes(events, &role_arn, instance.launch_time);
         let by = writes.iter().find(|w| &w.acting_user().username == who);

@@ -15,10 +15,13 @@ mod node;
 mod node_checks;
 mod observe;
 pub mod pod;
+pub mod prepare;
 pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod timeline;
+pub mod trial;
+pub mod trials;
 pub mod userdata;
 pub mod verdict;
 

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// A node of the scenario, from container start to teardown.
 pub(super) struct RunningNode {
     pub(super) group: NodeGroup,
+    /// The group's expectation, its placeholders filled in with this node's values once they are all known
+    /// (before its bootstrap runs); until then, as the scenario wrote it.
+    pub(super) expect: Expect,
     pub(super) container: NodeContainer,
     pub(super) instance: Arc<Instance>,
     pub(super) node_name: String,
@@ -58,7 +61,7 @@ pub(super) struct RunningNode {
 
 impl RunningNode {
     pub(super) fn expect(&self) -> &Expect {
-        &self.group.expect
+        &self.expect
     }
 }
 

@@ -6,7 +6,6 @@ use crate::assert::provenance::{self, Provenance};
 use crate::assert::{self, Check};
 use crate::scenario::expect::SetBy;
 use crate::scenario::model::{CsrExpectation, ExitExpectation, Expect};
-use crate::scenario::template::render;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
@@ -142,10 +141,9 @@ pub(super) async fn check_node(
     } else {
         report.checks.push(kubelet_enabled(n).await);
     }
-    let render_or = |v: &str| render(v, &n.vars).unwrap_or_else(|err| err);
     let created = assert::audit::node_created(audit, &name, n.instance.launch_time);
     let who = Provenance::of(node, created);
-    field_checks(report, &name, &e, node, &who, &render_or);
+    field_checks(report, &name, &e, node, &who);
     csr_check(report, c("client CSR"), e.client_csr, &n.client_csr);
     csr_check(report, c("serving CSR"), e.serving_csr, &n.serving_csr);
     evidence_checks(report, &name, &e, &n.evidence);
@@ -168,7 +166,7 @@ pub(super) async fn check_node(
         ));
     }
     if let Some(dns) = &e.cluster_dns {
-        let want: Vec<String> = dns.iter().map(|d| render_or(d)).collect();
+        let want = dns.clone();
         // A dead node's kubelet cannot answer: asking through the API server's proxy only waits out a timeout.
         let have = match &n.container_exit {
             Some(why) => Err(format!("not asked: {why}")),
@@ -190,18 +188,11 @@ pub(super) async fn check_node(
 
 /// Labels, taints, capacity and providerID: each value, and who set it (the kubelet, so the bootstrap, unless
 /// the scenario says the cloud controller does it, as on real EKS).
-fn field_checks(
-    report: &mut ScenarioReport,
-    name: &str,
-    e: &Expect,
-    node: &Node,
-    who: &Provenance,
-    render_or: &dyn Fn(&str) -> String,
-) {
+fn field_checks(report: &mut ScenarioReport, name: &str, e: &Expect, node: &Node, who: &Provenance) {
     let c = |what: &str| format!("{name}/{what}");
     let have = assert::node::labels(node);
     if !e.labels.is_empty() {
-        let want: BTreeMap<String, String> = e.labels.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
+        let want = e.labels.clone();
         let mut wrong = assert::node::label_mismatches(&want, &have);
         let setters = label_setters(&want, &have, e, who, &mut wrong);
         report.checks.push(Check::new(
@@ -216,7 +207,7 @@ fn field_checks(
         ));
     }
     if let Some(exact) = &e.labels_exactly {
-        let want: BTreeMap<String, String> = exact.iter().map(|(k, v)| (k.clone(), render_or(v))).collect();
+        let want = exact.clone();
         let mut wrong = assert::node::label_mismatches(&want, &have);
         wrong.extend(
             have.iter()
@@ -277,11 +268,8 @@ fn field_checks(
             format!("{}, {}", have.as_deref().unwrap_or("none"), provenance::describe(&by)),
         ));
     }
-    let want_pid = render_or(
-        e.provider_id
-            .as_deref()
-            .unwrap_or("aws:///{{instance.az}}/{{instance.id}}"),
-    );
+    // Resolved with the node's values, the default included (`Expect::resolved`).
+    let want_pid = e.provider_id.clone().unwrap_or_default();
     let have_pid = assert::node::provider_id(node);
     let by = who.provider_id();
     let allowed = e.set_by.provider_id.unwrap_or(SetBy::Kubelet);

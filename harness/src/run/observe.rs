@@ -5,7 +5,6 @@ use super::node::{bootstrap_failed, bootstrap_text, calls_text, imds_text, Runni
 use crate::assert;
 use crate::controllers::cache::{next_change, Snapshot};
 use crate::scenario::model::{CsrExpectation, EvidenceSource};
-use crate::scenario::template::render;
 use k8s_openapi::api::core::v1::Node;
 use std::time::{Duration, Instant};
 
@@ -298,8 +297,8 @@ pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
                     .join("\n")
             }
         };
-        // Placeholders were checked when the scenario was loaded.
-        let wanted = render(&e.contains, &n.vars).unwrap_or_else(|_| e.contains.clone());
+        // Resolved with the node's values before its bootstrap ran.
+        let wanted = e.contains.clone();
         n.evidence[i] = text
             .lines()
             .find(|l| l.contains(&wanted))

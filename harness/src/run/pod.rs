@@ -98,7 +98,7 @@ fn sandbox_refusals(events: &[Event]) -> (i32, Option<String>) {
 pub async fn check(client: &kube::Client, node: &str) -> Check {
     let name = format!("{node}/pod runs");
     let expected = format!("a pod bound to the node ({IMAGE}) Running with a pod IP within {TIMEOUT:?}");
-    let pod_name = format!("nodejoin-probe-{}", crate::fakes::random_hex(6));
+    let pod_name = format!("nodejoin-probe-{}", crate::process::random_hex(6));
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod = match manifest(&pod_name, node) {
         Ok(p) => p,

@@ -4,9 +4,8 @@
 use super::env::Environment;
 use super::events::EventSink;
 use super::report::ScenarioReport;
-use crate::scenario::model::Scenario;
+use super::trial::Trial;
 use futures::StreamExt;
-use std::path::PathBuf;
 
 /// The variable that sets how many scenarios run at once (`nodejoin run -j` and the trials' default).
 pub const ENV_JOBS: &str = "NODEJOIN_JOBS";
@@ -33,15 +32,10 @@ fn jobs_for(cpus: usize, by_memory: usize) -> usize {
     (cpus * 2).min(8).min(by_memory).max(1)
 }
 
-/// Runs `scenarios`, `jobs` at a time; the reports come back in the order of `scenarios`.
-pub async fn run_all(
-    env: &Environment,
-    scenarios: &[(PathBuf, Scenario)],
-    jobs: usize,
-    events: &EventSink,
-) -> Vec<ScenarioReport> {
-    let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(scenarios.iter().enumerate())
-        .map(|(i, (file, sc))| async move { (i, run_guarded(env, sc, file, events).await) })
+/// Runs `trials`, `jobs` at a time; the reports come back in the order of `trials`.
+pub async fn run_all(env: &Environment, trials: &[Trial], jobs: usize, events: &EventSink) -> Vec<ScenarioReport> {
+    let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(trials.iter().enumerate())
+        .map(|(i, trial)| async move { (i, run_guarded(env, trial, events).await) })
         .buffer_unordered(jobs.max(1))
         .collect()
         .await;
@@ -51,12 +45,12 @@ pub async fn run_all(
 
 /// One scenario, its panic (a harness bug) caught as that scenario's ERROR instead of ending the whole run; its
 /// containers are given back by the pipeline's drop, as for a cancelled scenario.
-async fn run_guarded(env: &Environment, sc: &Scenario, file: &std::path::Path, events: &EventSink) -> ScenarioReport {
+async fn run_guarded(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
     guarded(
-        &sc.name,
-        file,
+        &trial.scenario.name,
+        &trial.file,
         events,
-        super::scenario::run_observed(env, sc, file, events),
+        super::scenario::run_observed(env, trial, events),
     )
     .await
 }

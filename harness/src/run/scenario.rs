@@ -3,23 +3,23 @@ use super::actions::Context;
 use super::env::Environment;
 use super::events::{Event, EventSink};
 use super::report::{Outcome, ScenarioReport};
+use super::trial::Trial;
 use crate::error::Error;
-use crate::scenario::model::Scenario;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Runs one scenario and never panics: every failure ends up in the report.
-pub async fn run(env: &Environment, scenario: &Scenario, file: &Path) -> ScenarioReport {
-    run_observed(env, scenario, file, &EventSink::none()).await
+/// Runs one trial and never panics: every failure ends up in the report.
+pub async fn run(env: &Environment, trial: &Trial) -> ScenarioReport {
+    run_observed(env, trial, &EventSink::none()).await
 }
 
 /// [`run`], announcing its start, each phase, each check and its end to `events`.
-pub async fn run_observed(env: &Environment, scenario: &Scenario, file: &Path, events: &EventSink) -> ScenarioReport {
+pub async fn run_observed(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
     let start = Instant::now();
+    let (scenario, file) = (&trial.scenario, &trial.file);
     events.emit(Event::ScenarioStarted {
         scenario: scenario.name.clone(),
-        provider: scenario.cluster.provider.as_str().to_string(),
+        provider: trial.provider.as_str().to_string(),
     });
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
     if let Some(reason) = scenario.not_applicable() {
@@ -29,7 +29,7 @@ pub async fn run_observed(env: &Environment, scenario: &Scenario, file: &Path, e
         // node container names and its cluster name (the fake EKS's record, the token webhook's cluster), so two
         // at once would collide.
         let _one_at_a_time = env.scenario_lock(&scenario.name).await;
-        let mut cx = Context::new(env, scenario, report, events);
+        let mut cx = Context::new(env, trial, report, events);
         let result = cx.run().await;
         report = std::mem::replace(&mut cx.report, ScenarioReport::new(&scenario.name, file.to_path_buf()));
         drop(cx);

@@ -27,6 +27,7 @@ pub fn build(
     spec: &UserDataSpec,
     instance: &Instance,
     vars: &BTreeMap<String, String>,
+    patch: Option<&crate::scenario::patch::TextPatch>,
 ) -> std::result::Result<(Vec<u8>, String), String> {
     let r = |t: &str| render(t, vars);
     let var = |k: &str| vars.get(k).cloned().unwrap_or_default();
@@ -109,7 +110,7 @@ pub fn build(
     } else {
         return Err("userData needs one of file, eksManaged, cloudFormation, eksctl, nodeadm".into());
     };
-    let served = match &sc.user_data_patch {
+    let served = match patch {
         Some(patch) => {
             let text = std::str::from_utf8(&served).map_err(|_| "mutation: the user data is not text".to_string())?;
             patch

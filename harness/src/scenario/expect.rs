@@ -350,6 +350,47 @@ pub struct Expect {
     pub failing_checks: Vec<String>,
 }
 
+/// The providerID a node must have when the scenario names none: what EC2's kubelet and cloud provider set.
+pub const DEFAULT_PROVIDER_ID: &str = "aws:///{{instance.az}}/{{instance.id}}";
+
+impl Expect {
+    /// This expectation with every `{{placeholder}}` filled in from one node's values: what that node's checks
+    /// compare, resolved once, when the values are all known (the run's and the instance's). The placeholders were
+    /// checked when the scenario loaded, so an error names a value the run did not provide. The providerID is
+    /// always set (the default when the scenario names none).
+    pub fn resolved(&self, vars: &BTreeMap<String, String>) -> Result<Expect, String> {
+        let r = |t: &String| super::template::render(t, vars);
+        let map = |m: &BTreeMap<String, String>| -> Result<BTreeMap<String, String>, String> {
+            m.iter().map(|(k, v)| Ok((k.clone(), r(v)?))).collect()
+        };
+        let list = |l: &[String]| -> Result<Vec<String>, String> { l.iter().map(r).collect() };
+        let mut e = self.clone();
+        e.node_name = self.node_name.as_ref().map(r).transpose()?;
+        e.labels = map(&self.labels)?;
+        e.labels_exactly = self.labels_exactly.as_ref().map(map).transpose()?;
+        let provider_id = self.provider_id.clone().unwrap_or_else(|| DEFAULT_PROVIDER_ID.into());
+        e.provider_id = Some(r(&provider_id)?);
+        e.cluster_dns = self.cluster_dns.as_deref().map(list).transpose()?;
+        for ev in &mut e.evidence {
+            ev.contains = r(&ev.contains)?;
+        }
+        if let Some(i) = &mut e.identity {
+            i.username = i.username.as_ref().map(r).transpose()?;
+            i.groups = list(&i.groups)?;
+        }
+        e.aws_auth_changed_by = self.aws_auth_changed_by.as_ref().map(r).transpose()?;
+        for f in &mut e.files {
+            for v in f.values.values_mut() {
+                if let serde_yaml_ng::Value::String(s) = v {
+                    *s = r(s)?;
+                }
+            }
+            f.contains = list(&f.contains)?;
+        }
+        Ok(e)
+    }
+}
+
 fn yes() -> bool {
     true
 }
@@ -389,5 +430,60 @@ impl Default for Expect {
             pod_runs: false,
             failing_checks: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value a check compares is filled in once, from the node's values; the rest stays as written.
+    #[test]
+    fn a_nodes_expectation_is_resolved_once_with_its_values() {
+        let e: Expect = serde_yaml_ng::from_str(
+            r#"
+nodeName: "{{instance.privateDnsName}}"
+labels: { id: "{{instance.id}}" }
+clusterDNS: ["{{cluster.dnsIp}}"]
+evidence: [{ source: kubelet, contains: "node {{instance.id}}" }]
+identity: { username: "system:node:{{instance.privateDnsName}}", groups: [system:nodes] }
+files: [{ path: /etc/x, values: { a: "{{instance.az}}", n: 3 }, contains: ["{{cluster.name}}"] }]
+within: 90s
+"#,
+        )
+        .unwrap();
+        let vars: BTreeMap<String, String> = [
+            ("instance.privateDnsName", "ip-10-0-0-1.ec2.internal"),
+            ("instance.id", "i-0abc"),
+            ("instance.az", "us-east-1a"),
+            ("cluster.dnsIp", "10.100.0.10"),
+            ("cluster.name", "demo"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let r = e.resolved(&vars).unwrap();
+        assert_eq!(r.node_name.as_deref(), Some("ip-10-0-0-1.ec2.internal"));
+        assert_eq!(r.labels["id"], "i-0abc");
+        assert_eq!(r.cluster_dns, Some(vec!["10.100.0.10".to_string()]));
+        assert_eq!(r.evidence[0].contains, "node i-0abc");
+        assert_eq!(
+            r.identity.as_ref().and_then(|i| i.username.as_deref()),
+            Some("system:node:ip-10-0-0-1.ec2.internal")
+        );
+        assert_eq!(r.files[0].values["a"], serde_yaml_ng::Value::from("us-east-1a"));
+        assert_eq!(r.files[0].values["n"], serde_yaml_ng::Value::from(3));
+        assert_eq!(r.files[0].contains, ["demo"]);
+        assert_eq!(
+            r.provider_id.as_deref(),
+            Some("aws:///us-east-1a/i-0abc"),
+            "the default, resolved"
+        );
+        assert_eq!(r.within, e.within);
+        // A value the run did not provide is an error naming it.
+        assert!(e
+            .resolved(&BTreeMap::new())
+            .unwrap_err()
+            .contains("instance.privateDnsName"));
     }
 }

@@ -31,7 +31,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "scenario".into());
     }
-    validate(&scenario, text, file)?;
+    super::rules::validate(&scenario, text, file)?;
     super::iam_rules::check(&scenario, text, file)?;
     check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
@@ -68,7 +68,7 @@ fn absolute_paths(s: &mut Scenario) {
 fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
     let service = ipnet::IpNet::V4(s.cluster.service_cidr());
     let vpc = s.cluster.network.all_cidrs();
-    let Some(block) = vpc.iter().find(|b| super::network::overlap(b, &service)) else {
+    let Some(block) = vpc.iter().find(|b| crate::eks::network::overlap(b, &service)) else {
         return Ok(());
     };
     let (key, message) = if s.cluster.service_ipv4_cidr.is_some() {
@@ -93,301 +93,8 @@ fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             column,
             message: format!("cluster: {message}"),
         },
-        None => invalid(file, format!("cluster: {message}")),
+        None => super::rules::invalid(file, format!("cluster: {message}")),
     })
-}
-
-fn invalid(file: &Path, message: String) -> Error {
-    Error::ScenarioInvalid {
-        file: file.to_path_buf(),
-        message,
-    }
-}
-
-/// An error at `place` (line, column) when it is known.
-fn at(file: &Path, place: Option<(usize, usize)>, message: String) -> Error {
-    match place {
-        Some((line, column)) => Error::ScenarioParse {
-            file: file.to_path_buf(),
-            line,
-            column,
-            message,
-        },
-        None => invalid(file, message),
-    }
-}
-
-/// Checks that need more than one field, each error at the key it is about (inside its node group).
-fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
-    let top = |key: &str| super::position::locate(text, key, 0).filter(|(_, column)| *column == 1);
-    let group = |n: &super::model::NodeGroup, key: &str, message: String| {
-        at(file, super::position::in_group(text, n, key), message)
-    };
-    if s.nodes.is_empty() {
-        return Err(at(
-            file,
-            top("nodes"),
-            "`nodes` is empty: a scenario needs at least one node".into(),
-        ));
-    }
-    if !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return Err(at(
-            file,
-            top("name"),
-            format!("name '{}' may only hold letters, digits and '-'", s.name),
-        ));
-    }
-    if let Ok(v) = std::env::var("NODEJOIN_K8S_VERSION") {
-        if !v.is_empty() && crate::assets::check_version(&v).is_err() {
-            return Err(invalid(
-                file,
-                format!("NODEJOIN_K8S_VERSION='{v}' is not a version like v1.36.3"),
-            ));
-        }
-    }
-    let mut names = std::collections::BTreeSet::new();
-    for n in &s.nodes {
-        let e = &n.expect;
-        let texts = n
-            .bootstrap
-            .args
-            .iter()
-            .chain(n.bootstrap.env.values())
-            .chain(e.labels.values())
-            .chain(e.labels_exactly.iter().flat_map(|l| l.values()))
-            .chain(e.node_name.iter())
-            .chain(e.provider_id.iter())
-            .chain(e.cluster_dns.iter().flatten())
-            .chain(e.evidence.iter().map(|ev| &ev.contains))
-            .chain(e.identity.iter().flat_map(|i| i.username.iter().chain(&i.groups)))
-            .chain(e.aws_auth_changed_by.iter());
-        for t in texts {
-            super::template::check(t).map_err(|m| group(n, "name", format!("node group '{}': {m}", n.name)))?;
-        }
-        super::names::node_group(&n.name).map_err(|m| group(n, "name", m))?;
-        if e.calls.as_ref().is_some_and(|c| c.is_empty()) {
-            return Err(group(
-                n,
-                "calls",
-                format!("node group '{}': `calls` sets no rule (allow, exactly, count, max, noneAfterReady), so it would check nothing", n.name),
-            ));
-        }
-        if let Some(name) = &e.node_name {
-            super::names::node_name(name).map_err(|m| group(n, "nodeName", format!("node group '{}': {m}", n.name)))?;
-        }
-        if !names.insert(&n.name) {
-            return Err(group(n, "name", format!("node group name '{}' is used twice", n.name)));
-        }
-        if n.count == 0 || n.count > MAX_GROUP_NODES {
-            return Err(group(
-                n,
-                "count",
-                format!("node group '{}': count must be 1..={MAX_GROUP_NODES} (what this machine can hold is checked when it runs)", n.name),
-            ));
-        }
-        if !n.expect.joins && n.expect.evidence.is_empty() {
-            return Err(group(
-                n,
-                "joins",
-                format!("node group '{}': a negative expectation (joins: false) needs `evidence` saying why the node must fail", n.name),
-            ));
-        }
-        if let Some(script) = &n.bootstrap.script {
-            let path = Path::new(script);
-            if !path.is_file() {
-                return Err(group(
-                    n,
-                    "script",
-                    format!(
-                        "node group '{}': bootstrap script {} does not exist ({})",
-                        n.name,
-                        path.display(),
-                        super::relative::HINT
-                    ),
-                ));
-            }
-        }
-        if let Some(ud) = &n.user_data {
-            check_user_data(s, n, ud)
-                .map_err(|m| group(n, "userData", format!("node group '{}': userData: {m}", n.name)))?;
-        }
-        if n.expect.deterministic && n.count < 2 {
-            return Err(group(
-                n,
-                "deterministic",
-                format!("node group '{}': deterministic needs count: 2 or more", n.name),
-            ));
-        }
-        if n.expect.executables.is_some() && n.user_data.is_some() {
-            return Err(group(
-                n,
-                "executables",
-                format!(
-                    "node group '{}': executables traces the harness-run bootstrap; it does not apply to userData",
-                    n.name
-                ),
-            ));
-        }
-        if n.expect.idempotent && n.user_data.is_some() {
-            return Err(group(
-                n,
-                "idempotent",
-                format!(
-                    "node group '{}': idempotent re-runs the harness-run bootstrap; it does not apply to userData",
-                    n.name
-                ),
-            ));
-        }
-        for f in &n.expect.files {
-            if let Some(g) = &f.golden {
-                let path = Path::new(g);
-                let golden = std::fs::read_to_string(path).map_err(|e| {
-                    group(
-                        n,
-                        "golden",
-                        format!(
-                            "node group '{}': golden {}: {e} ({})",
-                            n.name,
-                            path.display(),
-                            super::relative::HINT
-                        ),
-                    )
-                })?;
-                super::template::check(&golden).map_err(|m| {
-                    group(
-                        n,
-                        "golden",
-                        format!("node group '{}': golden {}: {m}", n.name, path.display()),
-                    )
-                })?;
-            }
-        }
-        for f in &n.faults {
-            if f.empty_private_dns_name && f.service != super::model::FakeService::Ec2 {
-                return Err(group(
-                    n,
-                    "emptyPrivateDnsName",
-                    format!(
-                        "node group '{}': emptyPrivateDnsName is a fault of service: ec2",
-                        n.name
-                    ),
-                ));
-            }
-            if f.status.is_none() && f.latency.is_none() && !f.hang && !f.empty_private_dns_name {
-                return Err(group(
-                    n,
-                    "faults",
-                    format!(
-                        "node group '{}': a fault needs status, latency, hang or emptyPrivateDnsName",
-                        n.name
-                    ),
-                ));
-            }
-            if f.status.is_some_and(|s| !(100..=599).contains(&s)) {
-                return Err(group(
-                    n,
-                    "status",
-                    format!("node group '{}': fault status must be an HTTP status", n.name),
-                ));
-            }
-        }
-        if let Some(img) = &n.image {
-            check_group_image(img).map_err(|m| group(n, "image", format!("node group '{}': {m}", n.name)))?;
-        }
-    }
-    Ok(())
-}
-
-/// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
-fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), String> {
-    match (&img.overlay, &img.tag, &img.amazon_eks_ami) {
-        // Its absence is decided when the scenario runs (`Scenario::not_applicable`): ignored, not invalid.
-        (None, None, Some(path)) if !path.trim().is_empty() => Ok(()),
-        (None, None, Some(_)) => Err("image.amazonEksAmi is empty".into()),
-        (Some(dir), None, None) => {
-            let path = Path::new(dir);
-            if path.is_dir() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "image.overlay {} is not a directory ({})",
-                    path.display(),
-                    super::relative::HINT
-                ))
-            }
-        }
-        (None, Some(tag), None) if !tag.trim().is_empty() => Ok(()),
-        (None, Some(_), None) => Err("image.tag is empty".into()),
-        _ => Err(
-            "image needs exactly one of overlay (a directory), tag (a local image) or amazonEksAmi (a checkout)".into(),
-        ),
-    }
-}
-
-fn check_user_data(
-    s: &Scenario,
-    n: &super::model::NodeGroup,
-    ud: &super::model::UserDataSpec,
-) -> std::result::Result<(), String> {
-    let sources = ud.sources();
-    if sources.len() != 1 {
-        return Err(format!(
-            "give exactly one of file, eksManaged, cloudFormation, eksctl, nodeadm (found {})",
-            if sources.is_empty() {
-                "none".to_string()
-            } else {
-                sources.join(", ")
-            }
-        ));
-    }
-    if !n.bootstrap.args.is_empty() || !n.bootstrap.env.is_empty() {
-        return Err("bootstrap.args and bootstrap.env are for the harness-run bootstrap; with userData the user data calls /etc/eks/bootstrap.sh".into());
-    }
-    // A file was read and checked while parsing (user_data.rs), where its line is known.
-    let mut texts: Vec<&String> = Vec::new();
-    if ud.file.is_none() && s.cluster.auth != super::model::AuthMode::Iam {
-        return Err(format!(
-            "{} user data logs the kubelet in the way EKS does (an IAM token): set cluster.auth: iam",
-            sources[0]
-        ));
-    }
-    if let Some(m) = &ud.eks_managed {
-        texts.extend(m.labels.values().chain(&m.taints));
-    }
-    if let Some(c) = &ud.cloud_formation {
-        texts.push(&c.bootstrap_arguments);
-    }
-    if let Some(e) = &ud.eksctl {
-        texts.extend(e.labels.values().chain(&e.taints));
-    }
-    let mut part_texts = Vec::new();
-    if let Some(n) = &ud.nodeadm {
-        for p in &n.parts {
-            if !p.spec.is_mapping() {
-                return Err("nodeadm.parts[].spec must be a mapping (a NodeConfig's spec)".into());
-            }
-            collect_strings(&p.spec, &mut part_texts);
-        }
-    }
-    for t in texts.into_iter().chain(part_texts.iter()) {
-        super::template::check(t)?;
-    }
-    Ok(())
-}
-
-/// Every string in a YAML value (keys and values), for placeholder checks.
-fn collect_strings(v: &serde_yaml_ng::Value, out: &mut Vec<String>) {
-    use serde_yaml_ng::Value;
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Sequence(items) => items.iter().for_each(|i| collect_strings(i, out)),
-        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
-            collect_strings(k, out);
-            collect_strings(v, out);
-        }),
-        Value::Tagged(t) => collect_strings(&t.value, out),
-        _ => {}
-    }
 }
 
 pub fn load_file(path: &Path) -> Result<Scenario> {
@@ -437,7 +144,7 @@ mod tests {
         let s = p(MINIMAL).unwrap();
         assert_eq!(s.name, "test");
         assert_eq!(s.cluster_name(), "test");
-        assert_eq!(s.cluster.provider, Provider::LOCAL);
+        assert!(s.cluster.providers.is_empty(), "every provider by default");
         assert_eq!(s.cluster.kubernetes_version, crate::scenario::model::default_version());
         assert_eq!(s.cluster.service_cidr().to_string(), "10.100.0.0/16");
         assert_eq!(s.cluster.network.vpc_cidrs()[0].to_string(), "192.168.0.0/16");

@@ -6,14 +6,15 @@ mod iam_rules;
 pub mod load;
 pub mod model;
 mod names;
-pub mod network;
+pub use crate::eks::network;
 mod nonempty;
 pub mod patch;
 mod position;
+mod provider;
 pub mod relative;
+mod rules;
 pub mod schema;
 pub mod template;
-pub mod trials;
 pub mod user_data;
 
 pub use load::{discover, load_file};

@@ -24,69 +24,9 @@ pub struct Scenario {
     #[serde(default)]
     pub cluster: Cluster,
     pub nodes: Vec<NodeGroup>,
-    /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
-    #[serde(skip)]
-    pub user_data_patch: Option<super::patch::TextPatch>,
-    /// Take a snapshot of every node before teardown (`nodejoin compare`): what the bootstrap did, normalised.
-    #[serde(skip)]
-    pub snapshot: bool,
 }
 
-/// A cluster provider, by its registered name (`cluster::REGISTRY`: a new provider is its module plus one line
-/// there; scenario files, trial names, `--provider` and doctor all read the registry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Provider(&'static str);
-
-impl Provider {
-    /// The providers code names directly (defaults, tests); any registered name parses.
-    pub const LOCAL: Provider = Provider("local");
-    pub const K3S: Provider = Provider("k3s");
-    pub const KIND: Provider = Provider("kind");
-
-    /// Every registered provider, in the order trials are listed.
-    pub fn all() -> Vec<Provider> {
-        crate::cluster::REGISTRY.iter().map(|r| Provider(r.name)).collect()
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        crate::cluster::REGISTRY
-            .iter()
-            .find(|r| r.name == name.trim())
-            .map(|r| Provider(r.name))
-    }
-
-    pub fn as_str(&self) -> &'static str {
-        self.0
-    }
-}
-
-impl Default for Provider {
-    fn default() -> Self {
-        Self::LOCAL
-    }
-}
-
-/// In the schema: one of the registered names.
-impl schemars::JsonSchema for Provider {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Provider".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let names: Vec<&str> = crate::cluster::REGISTRY.iter().map(|r| r.name).collect();
-        schemars::json_schema!({ "type": "string", "enum": names })
-    }
-}
-
-impl<'de> Deserialize<'de> for Provider {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        Provider::parse(&name).ok_or_else(|| {
-            let known: Vec<&str> = crate::cluster::REGISTRY.iter().map(|r| r.name).collect();
-            serde::de::Error::custom(format!("unknown provider '{name}' (known: {})", known.join(", ")))
-        })
-    }
-}
+pub use super::provider::Provider;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -101,10 +41,6 @@ pub enum AuthMode {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Cluster {
-    /// The provider this run uses: set by whoever runs the scenario (the trial's name, `nodejoin run
-    /// --provider`), not by the file.
-    #[serde(skip)]
-    pub provider: Provider,
     /// The providers this scenario may run on (default: every one).
     #[serde(default)]
     pub providers: Vec<Provider>,
@@ -123,12 +59,12 @@ pub struct Cluster {
     #[serde(default = "default_account")]
     pub account_id: String,
     /// Default: what EKS picks for the VPC (see [`Cluster::service_cidr`], which callers use).
-    #[serde(default, deserialize_with = "super::network::service_cidr")]
+    #[serde(default, deserialize_with = "crate::eks::network::service_cidr")]
     #[schemars(with = "Option<String>")]
     pub service_ipv4_cidr: Option<Ipv4Net>,
-    /// The VPC and subnet IMDS, EC2 and EKS report (not the Docker network; see `scenario::network`).
+    /// The VPC and subnet IMDS, EC2 and EKS report (not the Docker network; see `eks::network`).
     #[serde(default)]
-    pub network: super::network::Network,
+    pub network: crate::eks::network::Network,
     #[serde(default)]
     pub auth: AuthMode,
     /// DescribeCluster answers CREATING this many times before ACTIVE.
@@ -232,7 +168,6 @@ pub struct AccessEntrySpec {
 impl Default for Cluster {
     fn default() -> Self {
         Self {
-            provider: Provider::default(),
             providers: Vec::new(),
             kubernetes_version: default_version(),
             name: None,
@@ -542,6 +477,23 @@ pub struct GroupImage {
 
 /// Names the amazon-eks-ami checkout every node group with `image.amazonEksAmi` uses instead of its own.
 pub const ENV_EKS_AMI: &str = "NODEJOIN_EKS_AMI";
+
+impl GroupImage {
+    /// What the group's image is made from: its tag, else its amazon-eks-ami checkout, else its overlay (the
+    /// loader checked that exactly one is given); `None` for none.
+    pub fn source(&self) -> Option<crate::node::image::GroupSource<'_>> {
+        use crate::node::image::GroupSource;
+        if let Some(tag) = &self.tag {
+            return Some(GroupSource::Tag(tag));
+        }
+        if let Some(path) = &self.amazon_eks_ami {
+            return Some(GroupSource::AmazonEksAmi(std::path::Path::new(path)));
+        }
+        self.overlay
+            .as_deref()
+            .map(|dir| GroupSource::Overlay(std::path::Path::new(dir)))
+    }
+}
 
 impl NodeGroup {
     /// The containerd line this group's nodes run.

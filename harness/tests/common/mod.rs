@@ -146,15 +146,15 @@ pub fn docker_available() -> bool {
 
 /// The sysctl baseline the run recorded at its start (it restores it when it is the last live run).
 pub fn recorded_sysctls(run: &str) -> BTreeMap<String, String> {
-    nodejoin::node::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no host sysctl baseline"))
+    nodejoin::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no host sysctl baseline"))
 }
 
 /// The host sysctls the kubelet changes are back to what `recorded` says, unless another run is still alive
 /// (then the baseline must still be kept, for the last one to restore).
 pub fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
-    if nodejoin::node::sysctl::baseline().is_some() {
+    if nodejoin::sysctl::baseline().is_some() {
         assert!(
-            nodejoin::node::sysctl::live_runs() > 0,
+            nodejoin::sysctl::live_runs() > 0,
             "run {run} was the last live run, yet it left its sysctl baseline behind"
         );
         // In CI nothing else runs, so the restore must be checked; on a shared machine say it was not.
@@ -166,7 +166,7 @@ pub fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
         return;
     }
     assert_eq!(
-        &nodejoin::node::sysctl::current(),
+        &nodejoin::sysctl::current(),
         recorded,
         "run {run} left host sysctls changed"
     );
@@ -239,7 +239,7 @@ pub fn kind_ready() -> Option<String> {
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {
         let docker = nodejoin::docker::connect().await.ok();
-        let kind = nodejoin::cluster::provider("kind").expect("the kind provider");
+        let kind = nodejoin::cluster::Provider::KIND.get();
         match kind.probe(nodejoin::assets::DEFAULT_VERSION, docker.as_ref()).await {
             nodejoin::cluster::Availability::Ready => None,
             nodejoin::cluster::Availability::Fetchable(why) | nodejoin::cluster::Availability::Unavailable(why) => {

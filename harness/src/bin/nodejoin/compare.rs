@@ -6,6 +6,7 @@ use nodejoin::compare::snapshot::ScenarioSnapshot;
 use nodejoin::compare::variant::{Variant, Worktree, FORMS};
 use nodejoin::run::events::{Event, EventSink, Reporter};
 use nodejoin::run::report::ScenarioReport;
+use nodejoin::run::trial::Trial;
 use nodejoin::scenario::model::{Provider, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,7 +50,7 @@ pub struct Args {
 struct Side {
     label: &'static str,
     variant: Variant,
-    scenarios: Vec<(PathBuf, Scenario)>,
+    scenarios: Vec<Trial>,
     worktree: Option<Worktree>,
 }
 
@@ -87,8 +88,8 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
     }
     // Images first (an overlay is built once, in seconds): built while the other side's nodes boot, it would
     // slow them down and show up as a timing difference.
-    for (_, sc) in &all {
-        if let Err(e) = rt.block_on(images(&env, sc)) {
+    for t in &all {
+        if let Err(e) = rt.block_on(images(&env, &t.scenario)) {
             drop(env);
             let _ = lazy.finish();
             return super::fail(&e);
@@ -165,11 +166,10 @@ fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provi
     };
     let (_, loaded) = super::load_scenarios(paths, provider)?;
     let mut scenarios = Vec::new();
-    for (file, mut sc) in loaded {
-        variant.apply(&mut sc).map_err(&bad)?;
-        sc.snapshot = true;
-        sc.name = format!("{label}-{}", sc.name);
-        scenarios.push((file, sc));
+    for mut trial in loaded {
+        variant.apply(&mut trial.scenario).map_err(&bad)?;
+        trial.scenario.name = format!("{label}-{}", trial.scenario.name);
+        scenarios.push(trial.snapshotted());
     }
     if scenarios.is_empty() {
         return Err(bad("no scenario to run".into()));

@@ -99,7 +99,7 @@ pub(crate) async fn main(command: ImageCommand) -> ExitCode {
             }
             let result = async {
                 let docker = nodejoin::host::prepare().await?;
-                nodejoin::node::prepare::images_for(&docker, &scenarios).await
+                nodejoin::run::prepare::images_for(&docker, &scenarios).await
             }
             .await;
             match result {

@@ -342,8 +342,8 @@ fn run_scenarios(
         markdown,
         format,
     } = out;
+    use nodejoin::run::trials;
     use nodejoin::scenario::model::Provider;
-    use nodejoin::scenario::trials;
     let provider = asked.and_then(Provider::parse).unwrap_or_default();
     let required = match trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &Provider::all()) {
         Ok(r) => asked.is_some() || r.contains(&provider),
@@ -360,13 +360,13 @@ fn run_scenarios(
     let unsupported = |s: &nodejoin::scenario::model::Scenario| s.not_applicable();
     let applicable: Vec<&nodejoin::scenario::model::Scenario> = scenarios
         .iter()
-        .map(|(_, s)| s)
+        .map(|t| &t.scenario)
         .filter(|s| unsupported(s).is_none())
         .collect();
     if applicable.is_empty() {
-        for (f, s) in &scenarios {
-            if let Some(why) = unsupported(s) {
-                eprintln!("[nodejoin] ignoring {}: {why}", f.display());
+        for t in &scenarios {
+            if let Some(why) = unsupported(&t.scenario) {
+                eprintln!("[nodejoin] ignoring {}: {why}", t.file.display());
             }
         }
         eprintln!(
@@ -424,7 +424,10 @@ fn run_scenarios(
     // rest as cancelled (`run_finished` last on stdout, JUnit and Markdown written).
     {
         let events = events.clone();
-        let all: Vec<(String, PathBuf)> = scenarios.iter().map(|(f, s)| (s.name.clone(), f.clone())).collect();
+        let all: Vec<(String, PathBuf)> = scenarios
+            .iter()
+            .map(|t| (t.scenario.name.clone(), t.file.clone()))
+            .collect();
         nodejoin::signals::before_exit(Box::new(move |signal| {
             let mut reports = finished.reports();
             for (name, file) in all {
@@ -472,8 +475,8 @@ fn run_scenarios(
     verdict(&reports, required)
 }
 
-/// Scenarios loaded from files, with their files.
-pub(crate) type Loaded = Vec<(PathBuf, nodejoin::scenario::model::Scenario)>;
+/// Scenarios loaded from files, each a trial on the provider asked for.
+pub(crate) type Loaded = Vec<nodejoin::run::trial::Trial>;
 
 /// The scenario files under `paths` (default: scenarios/), loaded for `provider`; those that run only on other
 /// providers are skipped with a line on stderr. Also returns every file found.
@@ -500,7 +503,7 @@ pub(crate) fn load_scenarios(
     let mut scenarios = Vec::new();
     for f in &files {
         match nodejoin::scenario::load_file(f) {
-            Ok(mut s) => {
+            Ok(s) => {
                 if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
                     eprintln!(
                         "[nodejoin] skipping {}: it runs only on {}",
@@ -514,35 +517,37 @@ pub(crate) fn load_scenarios(
                     );
                     continue;
                 }
-                s.cluster.provider = provider;
-                scenarios.push((f.clone(), s))
+                scenarios.push(nodejoin::run::trial::Trial::new(f, s, provider))
             }
             Err(e) => return Err(fail(&e)),
         }
     }
-    if let Err(e) = nodejoin::scenario::unique_scenarios(scenarios.iter().map(|(f, s)| (f.as_path(), s))) {
+    if let Err(e) = nodejoin::scenario::unique_scenarios(scenarios.iter().map(|t| (t.file.as_path(), &t.scenario))) {
         return Err(fail(&e));
     }
     Ok((files, scenarios))
 }
 
-/// The exit code of a finished run: failures first, then a required provider found unavailable while running,
-/// then a run in which nothing ran.
+/// The exit code of a finished run, from each scenario's verdict (`run::verdict`, as the trials decide theirs):
+/// failures first, then a required provider that could not run, then a run in which nothing ran.
 fn verdict(reports: &[report::ScenarioReport], required: bool) -> ExitCode {
-    use nodejoin::run::Outcome;
-    if reports
+    use nodejoin::run::verdict::{Required, Verdict};
+    let required = Required {
+        provider: required,
+        scenario: false,
+    };
+    let verdicts: Vec<(&str, Verdict)> = reports
         .iter()
-        .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::Error { .. }))
-    {
+        .map(|r| (r.name.as_str(), Verdict::of(&r.outcome, || r.failure_lines(), required)))
+        .collect();
+    if verdicts.iter().any(|(_, v)| matches!(v, Verdict::Failed(_))) {
         return ExitCode::from(1);
     }
-    if let Some(r) = reports.iter().find(|r| matches!(r.outcome, Outcome::Unavailable(_))) {
-        if required {
-            eprintln!("error: {}: the provider cannot run here", r.name);
-            return ExitCode::from(EXIT_PROVIDER_UNAVAILABLE);
-        }
+    if let Some((name, _)) = verdicts.iter().find(|(_, v)| matches!(v, Verdict::NotRun(_))) {
+        eprintln!("error: {name}: the provider cannot run here");
+        return ExitCode::from(EXIT_PROVIDER_UNAVAILABLE);
     }
-    if !reports.iter().any(|r| r.passed()) {
+    if !verdicts.iter().any(|(_, v)| *v == Verdict::Passed) {
         eprintln!("error: nothing ran: every scenario was skipped or ignored");
         return ExitCode::from(EXIT_NOTHING_RAN);
     }
@@ -555,9 +560,7 @@ async fn provider_unavailable(
     provider: nodejoin::scenario::model::Provider,
     scenarios: &[&nodejoin::scenario::model::Scenario],
 ) -> nodejoin::Result<Option<String>> {
-    let Some(p) = nodejoin::cluster::provider(provider.as_str()) else {
-        return Ok(Some("unknown provider".into()));
-    };
+    let p = provider.get();
     let docker = nodejoin::docker::connect().await?;
     let mut checked = std::collections::BTreeSet::new();
     for s in scenarios {
@@ -565,7 +568,7 @@ async fn provider_unavailable(
             continue;
         }
         let spec = nodejoin::cluster::ClusterSpec {
-            provider: provider.as_str().into(),
+            provider,
             version: s.cluster.kubernetes_version.clone(),
             service_cidr: s.cluster.service_cidr(),
             iam_lane: None,

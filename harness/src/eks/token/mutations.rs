@@ -6,7 +6,7 @@
 //! a percent-escape of the query (`%2F` / `%2f`). Both decode to the same byte, so the request STS would check is
 //! the same one, byte for byte (RFC 3986 §2.1 makes the two spellings equivalent).
 use super::*;
-use crate::fakes::sigv4::tests::{golden_store, GOLDEN_KEY};
+use crate::aws::sigv4::tests::{golden_store, GOLDEN_KEY};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};

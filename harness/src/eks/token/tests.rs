@@ -1,6 +1,6 @@
 //! Tests of token parsing and verification with tokens recorded from the real clients.
 use super::*;
-use crate::fakes::sigv4::tests::{golden_store, GOLDEN_KEY};
+use crate::aws::sigv4::tests::{golden_store, GOLDEN_KEY};
 
 const GOLDEN: &str = include_str!("../../fakes/testdata/botocore-token.txt");
 const CLUSTER: &str = "golden-cluster";

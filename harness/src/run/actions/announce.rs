@@ -100,7 +100,7 @@ fn announce(
         service_ipv4_cidr: sc.cluster.service_cidr().to_string(),
         vpc: crate::fakes::vpc::Vpc::new(name, &sc.cluster.network),
         version,
-        id: crate::fakes::random_hex(32).to_uppercase(),
+        id: crate::process::random_hex(32).to_uppercase(),
         created: SystemTime::now(),
         creating_for_calls: std::sync::atomic::AtomicU32::new(sc.cluster.creating_for_calls),
         creating_for: sc.cluster.creating_for,

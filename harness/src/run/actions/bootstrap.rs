@@ -13,7 +13,7 @@ pub(super) const ACTION: Action = Action {
 
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        let (env, sc) = (cx.env, cx.sc);
+        let (env, trial) = (cx.env, cx.trial);
         let Some(token) = cx.token.as_ref() else {
             return Err(Error::Pipeline("bootstrap ran before the cluster was announced".into()));
         };
@@ -22,7 +22,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let bootstraps = futures::future::join_all(
             cx.nodes
                 .iter_mut()
-                .map(|n| crate::run::boot::run_bootstrap(env, sc, n, vars, token)),
+                .map(|n| crate::run::boot::run_bootstrap(env, trial, n, vars, token)),
         );
         // A control plane that dies while the nodes bootstrap ends the scenario now, naming the component,
         // instead of after every bootstrap has waited out its own timeouts against a dead API server.

@@ -6,7 +6,6 @@ use crate::error::Result;
 use crate::run::node::{calls_text, RunningNode};
 use crate::run::report::ScenarioReport;
 use crate::scenario::model::AuthMode;
-use crate::scenario::template::render;
 use futures::future::BoxFuture;
 
 pub(super) const ACTION: Action = Action {
@@ -43,10 +42,8 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {
                 if n.expect().joins {
-                    let vars = n.vars.clone();
-                    let render_var = |v: &str| render(v, &vars).unwrap_or_else(|e| e);
                     let (checks, notes) =
-                        crate::run::iam::checks(env, &audit, sc, &n.group, &n.instance, &n.node_name, &render_var);
+                        crate::run::iam::checks(env, &audit, sc, &n.group, &n.instance, &n.node_name, n.expect());
                     report.checks.extend(checks);
                     report.notes.extend(notes);
                 } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {

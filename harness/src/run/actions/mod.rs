@@ -17,6 +17,7 @@ use super::env::{Environment, SharedCluster};
 use super::events::{Event, EventSink};
 use super::node::RunningNode;
 use super::report::ScenarioReport;
+use super::trial::Trial;
 use crate::assets::K8sAssets;
 use crate::cluster::objects::BootstrapToken;
 use crate::cluster::ClusterSpec;
@@ -32,6 +33,8 @@ use std::time::Instant;
 /// What the actions of one scenario share: its inputs, its report, and what it has created so far.
 pub(crate) struct Context<'a> {
     pub env: &'a Environment,
+    /// What the driver asked for; `sc` is its scenario.
+    pub trial: &'a Trial,
     pub sc: &'a Scenario,
     pub report: ScenarioReport,
     pub events: &'a EventSink,
@@ -86,10 +89,11 @@ pub(crate) const PIPELINE: &[Action] = &[
 ];
 
 impl<'a> Context<'a> {
-    pub fn new(env: &'a Environment, sc: &'a Scenario, report: ScenarioReport, events: &'a EventSink) -> Self {
+    pub fn new(env: &'a Environment, trial: &'a Trial, report: ScenarioReport, events: &'a EventSink) -> Self {
         Self {
             env,
-            sc,
+            trial,
+            sc: &trial.scenario,
             report,
             events,
             assets: None,

@@ -23,24 +23,18 @@ pub(super) const LEASE: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let (env, sc) = (cx.env, cx.sc);
-        let provider = sc.cluster.provider.as_str();
+        let provider = cx.trial.provider;
         // Checked before provisioning anything (this may pull its image): a provider that cannot run here makes
         // the outcome Unavailable, with why; the caller decides whether that is a skip or a failure.
-        let Some(p) = crate::cluster::provider(provider) else {
-            return Err(Error::ProviderUnavailable {
-                provider: provider.into(),
-                reason: "unknown provider".into(),
-            });
-        };
         let probe = ClusterSpec {
-            provider: provider.into(),
+            provider,
             version: sc.cluster.kubernetes_version.clone(),
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,
         };
-        if let Some(reason) = p.unavailable(&probe, &env.docker).await {
+        if let Some(reason) = provider.get().unavailable(&probe, &env.docker).await {
             return Err(Error::ProviderUnavailable {
-                provider: provider.into(),
+                provider: provider.as_str().into(),
                 reason,
             });
         }
@@ -72,7 +66,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         }
         // An IAM scenario's control plane (an IAM lane, or the shared one) is settled by `LEASE`.
         cx.spec = Some(ClusterSpec {
-            provider: provider.into(),
+            provider,
             version: assets.version.clone(),
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,

@@ -30,7 +30,7 @@ const MORE_FILES: &[&str] = &[
 ];
 
 fn wanted(cx: &Context<'_>) -> bool {
-    cx.sc.snapshot && cx.cluster.is_some()
+    cx.trial.snapshot && cx.cluster.is_some()
 }
 
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {

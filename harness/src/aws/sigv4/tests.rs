@@ -1,4 +1,4 @@
-//! Tests of the SigV4 checks against requests recorded from the real AWS CLI (../testdata/README.md).
+//! Tests of the SigV4 checks against requests recorded from the real AWS CLI (../../fakes/testdata/README.md).
 use super::*;
 
 pub(crate) const GOLDEN_KEY: &str = "ASIAGOLDENEXAMPLE001";
@@ -64,7 +64,7 @@ struct Recorded {
 }
 
 fn recorded() -> Vec<Recorded> {
-    include_str!("../testdata/botocore-requests.jsonl")
+    include_str!("../../fakes/testdata/botocore-requests.jsonl")
         .lines()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();

@@ -1,8 +1,8 @@
 //! How scenarios become test trials: one per scenario and provider, named `provider/v1.MINOR/scenario` so that
 //! `cargo test -- k3s/` or `cargo nextest run -E 'test(/kind\//)'` selects a provider, and `.../v1.35/...` a
 //! version.
-use super::model::{Provider, Scenario};
 use crate::cluster::Availability;
+use crate::scenario::model::{Provider, Scenario};
 
 /// Limits the providers trials are made for (comma-separated, e.g. `local,k3s`); default: every provider.
 pub const ENV_PROVIDERS: &str = "NODEJOIN_PROVIDERS";
@@ -99,7 +99,7 @@ mod tests {
     use super::*;
 
     fn scenario(yaml: &str) -> Scenario {
-        super::super::load::parse(yaml, std::path::Path::new("scenarios/x.yaml")).unwrap()
+        crate::scenario::load::parse(yaml, std::path::Path::new("scenarios/x.yaml")).unwrap()
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! What a set of scenarios needs built before it runs: every node image its groups use and the image each is built
 //! over. `nodejoin image prepare` builds them and names them, so a host that cannot build images itself (a VM
 //! with no network, a CI job that loads a saved cache) can be given exactly these.
-use super::image::{self, NodeImage};
 use crate::assets;
 use crate::error::Result;
+use crate::node::image::{self, NodeImage};
 use std::path::PathBuf;
 
 /// One scenario file's images, or why it would not run (then nothing was built for it).
@@ -28,8 +28,8 @@ pub async fn images_for(docker: &testcontainers::bollard::Docker, paths: &[PathB
             let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
             for g in &sc.nodes {
                 let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
-                let own = match &g.image {
-                    Some(spec) => Some(image::for_group(docker, &base, spec).await?),
+                let own = match g.image.as_ref().and_then(|i| i.source()) {
+                    Some(source) => Some(image::for_group(docker, &base, source).await?),
                     None => None,
                 };
                 for i in std::iter::once(base).chain(own) {

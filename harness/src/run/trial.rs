@@ -1,0 +1,46 @@
+//! A trial: what a driver (`nodejoin run`, `compare`, `mutate`, the cargo-test trials) asks the runner to do, made
+//! explicit and built once: the scenario as its file says, the provider already looked up, whether to snapshot
+//! the nodes, and a deliberate regression to plant. The runner reads nothing else; the scenario model holds only
+//! what the file says.
+use crate::cluster::Provider;
+use crate::scenario::model::Scenario;
+use crate::scenario::patch::TextPatch;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Trial {
+    /// The scenario's file (its report names it; its relative paths were resolved against it when it loaded).
+    pub file: PathBuf,
+    pub scenario: Scenario,
+    /// The provider it runs on.
+    pub provider: Provider,
+    /// Take a snapshot of every node before teardown (`nodejoin compare`): what the bootstrap did, normalised.
+    pub snapshot: bool,
+    /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
+    pub user_data_patch: Option<TextPatch>,
+}
+
+impl Trial {
+    /// `scenario` from `file` on `provider`, nothing planted, no snapshot.
+    pub fn new(file: &Path, scenario: Scenario, provider: Provider) -> Self {
+        Self {
+            file: file.to_path_buf(),
+            scenario,
+            provider,
+            snapshot: false,
+            user_data_patch: None,
+        }
+    }
+
+    /// The same, taking a snapshot of every node before teardown.
+    pub fn snapshotted(mut self) -> Self {
+        self.snapshot = true;
+        self
+    }
+
+    /// The same, with `patch` planted in the user data it generates.
+    pub fn planting(mut self, patch: TextPatch) -> Self {
+        self.user_data_patch = Some(patch);
+        self
+    }
+}

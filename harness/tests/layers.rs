@@ -1,0 +1,190 @@
+//! The library's layers hold: lib.rs lists its modules bottom up, once, and no module's code (tests aside) names a
+//! module listed after it. Adding a module means placing it in that list; a back-edge fails here with the file
+//! and the path that climbs.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The modules lib.rs declares, in the order its "Layers" list gives them.
+fn layer_order(lib_rs: &str) -> Vec<String> {
+    let mut order = Vec::new();
+    let mut in_list = false;
+    for line in lib_rs.lines() {
+        let Some(doc) = line.strip_prefix("//!") else { break };
+        if doc.contains("Layers, bottom up") {
+            in_list = true;
+            continue;
+        }
+        if !in_list {
+            continue;
+        }
+        // Only a list item names layers (its first part, before the colon); continuation lines explain them.
+        let Some(item) = doc.trim_start().strip_prefix("- ") else {
+            continue;
+        };
+        let names = item.split(':').next().unwrap_or_default();
+        for quoted in names.split('`').skip(1).step_by(2) {
+            order.push(quoted.to_string());
+        }
+    }
+    order
+}
+
+fn declared(lib_rs: &str) -> Vec<String> {
+    lib_rs
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A source file's code without its comments and without what only tests compile (a trailing `#[cfg(test)]`
+/// module).
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if t.starts_with("//") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The library's source files that are not test-only: `tests.rs` files, files under a `tests/` folder, and modules
+/// their parent declares under `#[cfg(test)]` are left out.
+fn library_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if p.is_dir() {
+            if name != "tests" && name != "testdata" {
+                library_files(&p, out);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" && !test_only(&p) {
+            out.push(p);
+        }
+    }
+}
+
+/// Whether the parent module declares this file's module under `#[cfg(test)]`.
+fn test_only(file: &Path) -> bool {
+    let Some(stem) = file.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    let Some(dir) = file.parent() else { return false };
+    let parents = [dir.with_extension("rs"), dir.join("mod.rs")];
+    parents.iter().any(|parent| {
+        std::fs::read_to_string(parent).is_ok_and(|t| {
+            let lines: Vec<&str> = t.lines().map(str::trim).collect();
+            lines
+                .windows(2)
+                .any(|w| w[0] == "#[cfg(test)]" && w[1] == format!("mod {stem};"))
+        })
+    })
+}
+
+/// Every `crate::<module>` a file's code names that lies above the file's own module in `order`.
+fn back_edges(order: &[String], files: &[(String, String)]) -> Vec<String> {
+    let pos: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
+    let mut found = Vec::new();
+    for (rel, text) in files {
+        let own = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs");
+        let Some(&own_pos) = pos.get(own) else { continue };
+        let code = code(text);
+        for (at, _) in code.match_indices("crate::") {
+            // `nodejoin::crate::x` does not occur; a preceding identifier character means another path (`$crate`).
+            if code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
+            {
+                continue;
+            }
+            let target: String = code[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(&target_pos) = pos.get(target.as_str()) {
+                if target_pos > own_pos {
+                    found.push(format!(
+                        "{rel}: `crate::{target}`: {own} may not use {target}, which lib.rs lists above it"
+                    ));
+                }
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn every_module_is_placed_once_and_none_uses_a_module_above_it() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let order = layer_order(&lib);
+    let mut sorted = order.clone();
+    sorted.sort();
+    let mut modules = declared(&lib);
+    modules.sort();
+    assert_eq!(
+        sorted, modules,
+        "lib.rs's layer list must name each module it declares, once"
+    );
+
+    let mut files = Vec::new();
+    library_files(&src(), &mut files);
+    let files: Vec<(String, String)> = files
+        .iter()
+        .filter(|p| !p.starts_with(src().join("bin")))
+        .map(|p| {
+            let rel = p.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    assert!(files.len() > 100, "{} files", files.len());
+    let uses = files
+        .iter()
+        .map(|(_, t)| code(t).matches("crate::").count())
+        .sum::<usize>();
+    assert!(uses > 300, "only {uses} crate:: paths found: the scan is broken");
+    let found = back_edges(&order, &files);
+    assert!(found.is_empty(), "{} back-edge(s):\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn a_deliberate_back_edge_is_caught_and_comments_and_tests_are_not() {
+    let order: Vec<String> = ["paths", "pki", "run"].map(String::from).into();
+    let file = |rel: &str, text: &str| vec![(rel.to_string(), text.to_string())];
+    let caught = back_edges(
+        &order,
+        &file("pki/ca.rs", "use crate::paths;\nuse crate::run::report::Outcome;\n"),
+    );
+    assert_eq!(caught.len(), 1, "{caught:?}");
+    assert!(
+        caught[0].contains("pki/ca.rs") && caught[0].contains("crate::run"),
+        "{caught:?}"
+    );
+    // An expression path counts as much as a `use`.
+    assert_eq!(
+        back_edges(&order, &file("pki.rs", "fn f() { crate::run::go(); }\n")).len(),
+        1
+    );
+    // Downward, in a comment, or in a test module: fine.
+    let fine = "use crate::paths;\n// see crate::run\n/// crate::run::x\nfn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::run;\n}\n";
+    assert!(back_edges(&order, &file("pki/ca.rs", fine)).is_empty());
+    assert!(back_edges(&order, &file("run/x.rs", "use crate::pki;\n")).is_empty());
+}
