@@ -258,10 +258,9 @@ pub(super) async fn run_bootstrap(
         ));
     }
     if let Some(spec) = &group.user_data {
-        if let Some(cf) = &spec.cloud_formation {
+        if let Some((stack, resource)) = spec.generator.as_ref().and_then(|g| g.stack()) {
             // The stack that launched this node group, in the cluster's region: what its cfn-signal must name.
-            env.cloudformation
-                .create_stack(&cf.stack, &cf.resource, &sc.cluster.region);
+            env.cloudformation.create_stack(&stack, &resource, &sc.cluster.region);
         }
         let (served, description) = super::userdata::build(
             sc,

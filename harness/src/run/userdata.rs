@@ -10,15 +10,12 @@ use crate::error::{Error, Result};
 use crate::fakes::instances::Instance;
 use crate::node::container::NodeContainer;
 use crate::scenario::model::{
-    CloudInitExpectation, CloudInitStatus, Lifecycle, NodeGroup, Scenario, SignalExpectation, UserDataSpec,
+    CloudInitExpectation, CloudInitStatus, NodeGroup, Scenario, SignalExpectation, UserDataSpec,
 };
 use crate::scenario::template::render;
-use crate::userdata::generate::{self, ClusterFacts};
+use crate::userdata::generate::ClusterFacts;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// The eksctl-style helper our eksctl generator embeds (fixtures/user-data/eksctl/).
-const EKSCTL_HELPER: &str = "user-data/eksctl/bootstrap.helper.sh";
 
 /// The bytes IMDS serves for `spec`, and a one-line description of their format.
 pub fn build(
@@ -39,76 +36,23 @@ pub fn build(
         region: sc.cluster.region.clone(),
         service_cidr: var("cluster.serviceIpv4Cidr"),
     };
-    let render_all = |m: &BTreeMap<String, String>| -> std::result::Result<BTreeMap<String, String>, String> {
-        m.iter().map(|(k, v)| Ok((k.clone(), r(v)?))).collect()
-    };
-    let render_list = |l: &[String]| l.iter().map(|t| r(t)).collect::<std::result::Result<Vec<_>, _>>();
     let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
         let f = spec.file_user_data(file, r).map_err(|e| e.to_string())?;
         (f.served, f.api_form)
-    } else if let Some(m) = &spec.eks_managed {
-        let max_pods = match m.max_pods {
-            Some(n) => n,
-            None => crate::eks::max_pods::max_pods(&group.instance_type)
-                .or_else(|| {
-                    group.instance_type_info.map(|i| {
-                        crate::eks::max_pods::EniLimits {
-                            enis: i.maximum_network_interfaces,
-                            ipv4_per_eni: i.ipv4_addresses_per_interface,
-                        }
-                        .max_pods()
-                    })
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "eksManaged: instance type {} is not in the ENI table; set maxPods or instanceTypeInfo",
-                        group.instance_type
-                    )
-                })?,
+    } else if let Some(g) = &spec.generator {
+        let input = crate::scenario::flavors::GenerateInput {
+            facts: &facts,
+            group,
+            ami_id: &instance.ami_id,
+            vars,
         };
-        let managed = generate::EksManaged {
-            nodegroup: m.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
-            ami_id: instance.ami_id.clone(),
-            capacity_type: match group.lifecycle {
-                Lifecycle::OnDemand => "ON_DEMAND".into(),
-                Lifecycle::Spot => "SPOT".into(),
-            },
-            launch_template_id: m.launch_template_id.clone(),
-            launch_template_version: m.launch_template_version.clone(),
-            max_pods,
-            labels: render_all(&m.labels)?,
-            taints: render_list(&m.taints)?,
-        };
-        (generate::eks_managed(&facts, &managed), None)
-    } else if let Some(cf) = &spec.cloud_formation {
-        let template = generate::CloudFormation {
-            stack: cf.stack.clone(),
-            resource: cf.resource.clone(),
-            bootstrap_arguments: r(&cf.bootstrap_arguments)?,
-        };
-        (generate::cloudformation(&facts, &template), None)
-    } else if let Some(e) = &spec.eksctl {
-        let helper_path = crate::paths::fixtures_dir().join(EKSCTL_HELPER);
-        let helper =
-            std::fs::read_to_string(&helper_path).map_err(|err| format!("{}: {err}", helper_path.display()))?;
-        let ng = generate::Eksctl {
-            nodegroup: e.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
-            labels: render_all(&e.labels)?,
-            taints: render_list(&e.taints)?,
-            max_pods: e.max_pods,
-            kubelet_extra: e.kubelet_extra_config.clone().unwrap_or_else(|| serde_json::json!({})),
-        };
-        let api = generate::eksctl(&facts, &ng, &helper);
-        (crate::userdata::from_api(&api)?, Some(api.into_bytes()))
-    } else if let Some(n) = &spec.nodeadm {
-        let omit: Vec<&str> = n.omit.iter().map(|f| f.key()).collect();
-        let mut configs = vec![(generate::nodeadm_cluster_config(&facts, &omit), n.encoding)];
-        for part in &n.parts {
-            configs.push((generate::node_config(render_value(&part.spec, vars)?), part.encoding));
-        }
-        (generate::nodeadm(&configs), None)
+        let generated = g.generate(&input)?;
+        (generated.served, generated.api_form)
     } else {
-        return Err("userData needs one of file, eksManaged, cloudFormation, eksctl, nodeadm".into());
+        return Err(format!(
+            "userData needs one of file, {}",
+            crate::scenario::flavors::KEYS.join(", ")
+        ));
     };
     let served = match patch {
         Some(patch) => {
@@ -129,29 +73,6 @@ pub fn build(
         None => format!("{} bytes, {}", served.len(), describe(&served)),
     };
     Ok((served, description))
-}
-
-/// `value` with the placeholders of every string in it filled in.
-fn render_value(
-    value: &serde_yaml_ng::Value,
-    vars: &BTreeMap<String, String>,
-) -> std::result::Result<serde_yaml_ng::Value, String> {
-    use serde_yaml_ng::Value;
-    Ok(match value {
-        Value::String(s) => Value::String(render(s, vars)?),
-        Value::Sequence(items) => Value::Sequence(
-            items
-                .iter()
-                .map(|i| render_value(i, vars))
-                .collect::<std::result::Result<_, _>>()?,
-        ),
-        Value::Mapping(m) => Value::Mapping(
-            m.iter()
-                .map(|(k, v)| Ok((render_value(k, vars)?, render_value(v, vars)?)))
-                .collect::<std::result::Result<_, String>>()?,
-        ),
-        other => other.clone(),
-    })
 }
 
 /// cloud-init's (and nodeadm's) results in a node after they have run.

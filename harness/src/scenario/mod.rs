@@ -2,6 +2,7 @@
 //! cluster must see afterwards.
 mod durations;
 pub mod expect;
+pub mod flavors;
 mod iam_rules;
 pub mod load;
 pub mod model;

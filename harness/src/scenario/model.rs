@@ -7,10 +7,11 @@ use std::time::Duration;
 
 pub use super::expect::*;
 
-pub use super::user_data::{
-    CloudFormationSpec, EksManagedSpec, EksctlSpec, FileEncoding, NodeadmClusterField, NodeadmPart, NodeadmSpec,
-    UserDataSpec,
-};
+pub use super::flavors::cloud_formation::CloudFormationSpec;
+pub use super::flavors::eks_managed::EksManagedSpec;
+pub use super::flavors::eksctl::EksctlSpec;
+pub use super::flavors::nodeadm::{NodeadmClusterField, NodeadmPart, NodeadmSpec};
+pub use super::user_data::{FileEncoding, UserDataSpec};
 
 /// One scenario file.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

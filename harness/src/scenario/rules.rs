@@ -240,7 +240,8 @@ fn check_user_data(
     let sources = ud.sources();
     if sources.len() != 1 {
         return Err(format!(
-            "give exactly one of file, eksManaged, cloudFormation, eksctl, nodeadm (found {})",
+            "give exactly one of file, {} (found {})",
+            super::flavors::KEYS.join(", "),
             if sources.is_empty() {
                 "none".to_string()
             } else {
@@ -252,48 +253,18 @@ fn check_user_data(
         return Err("bootstrap.args and bootstrap.env are for the harness-run bootstrap; with userData the user data calls /etc/eks/bootstrap.sh".into());
     }
     // A file was read and checked while parsing (user_data.rs), where its line is known.
-    let mut texts: Vec<&String> = Vec::new();
-    if ud.file.is_none() && s.cluster.auth != super::model::AuthMode::Iam {
+    let Some(generator) = &ud.generator else {
+        return Ok(());
+    };
+    if s.cluster.auth != super::model::AuthMode::Iam {
         return Err(format!(
             "{} user data logs the kubelet in the way EKS does (an IAM token): set cluster.auth: iam",
             sources[0]
         ));
     }
-    if let Some(m) = &ud.eks_managed {
-        texts.extend(m.labels.values().chain(&m.taints));
-    }
-    if let Some(c) = &ud.cloud_formation {
-        texts.push(&c.bootstrap_arguments);
-    }
-    if let Some(e) = &ud.eksctl {
-        texts.extend(e.labels.values().chain(&e.taints));
-    }
-    let mut part_texts = Vec::new();
-    if let Some(n) = &ud.nodeadm {
-        for p in &n.parts {
-            if !p.spec.is_mapping() {
-                return Err("nodeadm.parts[].spec must be a mapping (a NodeConfig's spec)".into());
-            }
-            collect_strings(&p.spec, &mut part_texts);
-        }
-    }
-    for t in texts.into_iter().chain(part_texts.iter()) {
-        super::template::check(t)?;
+    generator.check()?;
+    for t in generator.texts() {
+        super::template::check(&t)?;
     }
     Ok(())
-}
-
-/// Every string in a YAML value (keys and values), for placeholder checks.
-fn collect_strings(v: &serde_yaml_ng::Value, out: &mut Vec<String>) {
-    use serde_yaml_ng::Value;
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Sequence(items) => items.iter().for_each(|i| collect_strings(i, out)),
-        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
-            collect_strings(k, out);
-            collect_strings(v, out);
-        }),
-        Value::Tagged(t) => collect_strings(&t.value, out),
-        _ => {}
-    }
 }

@@ -63,6 +63,26 @@ pub fn render(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Str
     Ok(out)
 }
 
+/// `value` with the placeholders of every string in it (keys included) filled in.
+pub fn render_yaml(
+    value: &serde_yaml_ng::Value,
+    vars: &BTreeMap<String, String>,
+) -> Result<serde_yaml_ng::Value, String> {
+    use serde_yaml_ng::Value;
+    Ok(match value {
+        Value::String(s) => Value::String(render(s, vars)?),
+        Value::Sequence(items) => {
+            Value::Sequence(items.iter().map(|i| render_yaml(i, vars)).collect::<Result<_, _>>()?)
+        }
+        Value::Mapping(m) => Value::Mapping(
+            m.iter()
+                .map(|(k, v)| Ok((render_yaml(k, vars)?, render_yaml(v, vars)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

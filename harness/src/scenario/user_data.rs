@@ -5,13 +5,11 @@ use crate::userdata::file::{self as udfile, EncodeStep, FileError, Problem};
 use crate::userdata::format::Layer;
 use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-/// User data for a node group: exactly one of a file or a generator.
-#[derive(Debug, Clone, Default, schemars::JsonSchema)]
-#[schemars(deny_unknown_fields, rename_all = "camelCase", rename = "UserData")]
+/// User data for a node group: exactly one of a file or a generator (a flavor: `super::flavors`).
+#[derive(Debug, Clone, Default)]
 pub struct UserDataSpec {
     /// A file (relative to the scenario file): plain text, or already gzip, base64 or base64(gzip(...)); its
     /// placeholders are filled in the innermost text and it is wrapped again in the same layers.
@@ -19,16 +17,9 @@ pub struct UserDataSpec {
     /// What the file's final bytes are (default: `base64` when its outermost layer is base64, else `raw`).
     pub encoding: Option<FileEncoding>,
     /// Steps applied to a plain-text file after its placeholders are filled in (empty: none).
-    #[schemars(default)]
     pub encode: Vec<EncodeStep>,
-    /// What EKS injects for a managed node group.
-    pub eks_managed: Option<EksManagedSpec>,
-    /// A CloudFormation template's self-managed nodes (bootstrap.sh, then cfn-signal).
-    pub cloud_formation: Option<CloudFormationSpec>,
-    /// eksctl's self-managed node group (base64(gzip(#cloud-config))).
-    pub eksctl: Option<EksctlSpec>,
-    /// AL2023: MIME `application/node.eks.aws` NodeConfig parts, run by the node's nodeadm.
-    pub nodeadm: Option<NodeadmSpec>,
+    /// The generator named instead of a file (`eksManaged`, `cloudFormation`, `eksctl`, `nodeadm`).
+    pub generator: Option<super::flavors::Generator>,
     /// For a `file` that runs `cfn-signal`: the CloudFormation stack (and AutoScalingGroup resource) that
     /// launched the node group, in the cluster's region; the only one the fake accepts a signal for.
     pub stack: Option<StackSpec>,
@@ -43,27 +34,13 @@ pub struct StackSpec {
     pub resource: String,
 }
 
-/// `userData` as written; [`UserDataSpec`] is this once the file checks passed.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Fields {
-    #[serde(default)]
-    file: Option<String>,
-    #[serde(default)]
-    encoding: Option<FileEncoding>,
-    #[serde(default)]
-    encode: Option<Vec<EncodeStep>>,
-    #[serde(default)]
-    eks_managed: Option<EksManagedSpec>,
-    #[serde(default)]
-    cloud_formation: Option<CloudFormationSpec>,
-    #[serde(default)]
-    eksctl: Option<EksctlSpec>,
-    #[serde(default)]
-    nodeadm: Option<NodeadmSpec>,
-    #[serde(default)]
-    stack: Option<StackSpec>,
+/// The AutoScalingGroup resource a stack's instances signal, by default.
+pub(crate) fn default_resource() -> String {
+    "NodeGroup".into()
 }
+
+/// The keys of a file source.
+const FILE_KEYS: [&str; 4] = ["file", "encoding", "encode", "stack"];
 
 impl<'de> Deserialize<'de> for UserDataSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -74,6 +51,29 @@ impl<'de> Deserialize<'de> for UserDataSpec {
 
 struct Checked;
 
+/// A `userData` key: a file source's or a flavor's, refused where it is written otherwise.
+struct Key;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        let key = String::deserialize(d)?;
+        if FILE_KEYS.contains(&key.as_str()) || super::flavors::KEYS.contains(&key.as_str()) {
+            return Ok(key);
+        }
+        let known: Vec<String> = FILE_KEYS
+            .iter()
+            .chain(super::flavors::KEYS)
+            .map(|k| format!("`{k}`"))
+            .collect();
+        Err(D::Error::custom(format!(
+            "unknown field `{key}`, expected one of {}",
+            known.join(", ")
+        )))
+    }
+}
+
 impl<'de> Visitor<'de> for Checked {
     type Value = UserDataSpec;
 
@@ -81,33 +81,105 @@ impl<'de> Visitor<'de> for Checked {
         f.write_str("a userData mapping")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<UserDataSpec, A::Error> {
-        let f = Fields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-        if f.stack.is_some() && f.file.is_none() {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UserDataSpec, A::Error> {
+        let mut spec = UserDataSpec::default();
+        let (mut encode, mut seen) = (None, Vec::new());
+        while let Some(key) = map.next_key_seed(Key)? {
+            if seen.contains(&key) {
+                return Err(A::Error::custom(format!("duplicate field `{key}`")));
+            }
+            match key.as_str() {
+                // Relative to the scenario file (scenario::relative), made absolute here so it means the same
+                // later.
+                "file" => {
+                    let p: String = map.next_value()?;
+                    spec.file = Some(super::relative::resolve(&p).to_string_lossy().into_owned());
+                }
+                "encoding" => spec.encoding = Some(map.next_value()?),
+                "encode" => encode = Some(map.next_value::<Vec<EncodeStep>>()?),
+                "stack" => spec.stack = Some(map.next_value()?),
+                flavor => {
+                    let Some(generator) = super::flavors::next_flavor(flavor, &mut map) else {
+                        return Err(A::Error::custom(format!("unknown field `{flavor}`")));
+                    };
+                    let generator = generator?;
+                    if let Some(other) = &spec.generator {
+                        return Err(A::Error::custom(format!(
+                            "give exactly one of file, {} (found {} and {flavor})",
+                            super::flavors::KEYS.join(", "),
+                            other.key()
+                        )));
+                    }
+                    spec.generator = Some(generator);
+                }
+            }
+            seen.push(key);
+        }
+        if spec.stack.is_some() && spec.file.is_none() {
             return Err(A::Error::custom(
                 "stack: only for a userData.file (cloudFormation names its stack itself)",
             ));
         }
-        if f.encode.as_ref().is_some_and(Vec::is_empty) {
+        if encode.as_ref().is_some_and(Vec::is_empty) {
             return Err(A::Error::custom(
                 "encode: the list is empty; leave encode out to use the file as it is",
             ));
         }
-        let spec = UserDataSpec {
-            // Relative to the scenario file (scenario::relative), made absolute here so it means the same later.
-            file: f
-                .file
-                .map(|p| super::relative::resolve(&p).to_string_lossy().into_owned()),
-            encoding: f.encoding,
-            encode: f.encode.unwrap_or_default(),
-            eks_managed: f.eks_managed,
-            cloud_formation: f.cloud_formation,
-            eksctl: f.eksctl,
-            nodeadm: f.nodeadm,
-            stack: f.stack,
-        };
+        spec.encode = encode.unwrap_or_default();
         spec.check_file().map_err(A::Error::custom)?;
         Ok(spec)
+    }
+}
+
+/// In the schema: a file source's fields and every flavor, none other.
+impl schemars::JsonSchema for UserDataSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "UserData".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut properties = serde_json::Map::new();
+        let mut add = |key: &str, description: Option<&str>, schema: schemars::Schema| {
+            let mut schema = schema.to_value();
+            if let (Some(o), Some(d)) = (schema.as_object_mut(), description) {
+                o.insert("description".into(), d.into());
+            }
+            properties.insert(key.into(), schema);
+        };
+        add(
+            "file",
+            Some("A file (relative to the scenario file): plain text, or already gzip, base64 or base64(gzip(...)); its \
+             placeholders are filled in the innermost text and it is wrapped again in the same layers."),
+            generator.subschema_for::<String>(),
+        );
+        add(
+            "encoding",
+            Some("What the file's final bytes are (default: `base64` when its outermost layer is base64, else `raw`)."),
+            generator.subschema_for::<FileEncoding>(),
+        );
+        add(
+            "encode",
+            Some("Steps applied to a plain-text file after its placeholders are filled in."),
+            generator.subschema_for::<Vec<EncodeStep>>(),
+        );
+        add(
+            "stack",
+            Some(
+                "For a file that runs `cfn-signal`: the CloudFormation stack (and AutoScalingGroup resource) that \
+             launched the node group; the only one the fake accepts a signal for.",
+            ),
+            generator.subschema_for::<StackSpec>(),
+        );
+        for (key, schema) in super::flavors::schemas(generator) {
+            // Described by its spec's own documentation.
+            add(key, None, schema);
+        }
+        schemars::json_schema!({
+            "description": "User data for a node group: exactly one of a file or a generator.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
     }
 }
 
@@ -121,10 +193,11 @@ pub struct FileUserData {
 }
 
 impl UserDataSpec {
-    /// The stack this node group's instances signal, if any: `cloudFormation`'s, or a file's `stack`.
+    /// The stack this node group's instances signal, if any: its generator's (`cloudFormation`), or a file's
+    /// `stack`.
     pub fn signalled_stack(&self) -> Option<(String, String)> {
-        match (&self.cloud_formation, &self.stack) {
-            (Some(cf), _) => Some((cf.stack.clone(), cf.resource.clone())),
+        match (self.generator.as_ref().and_then(|g| g.stack()), &self.stack) {
+            (Some(stack), _) => Some(stack),
             (None, Some(st)) => Some((st.name.clone(), st.resource.clone())),
             (None, None) => None,
         }
@@ -132,23 +205,10 @@ impl UserDataSpec {
 
     /// The sources given, by name (exactly one is valid).
     pub fn sources(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        if self.file.is_some() {
-            v.push("file");
-        }
-        if self.eks_managed.is_some() {
-            v.push("eksManaged");
-        }
-        if self.cloud_formation.is_some() {
-            v.push("cloudFormation");
-        }
-        if self.eksctl.is_some() {
-            v.push("eksctl");
-        }
-        if self.nodeadm.is_some() {
-            v.push("nodeadm");
-        }
-        v
+        let file = self.file.as_ref().map(|_| "file");
+        file.into_iter()
+            .chain(self.generator.as_ref().map(|g| g.key()))
+            .collect()
     }
 
     /// `encode` and `encoding` belong to a file; with a file, it must go through [`Self::file_user_data`] with
@@ -270,117 +330,6 @@ pub enum FileEncoding {
     Base64,
 }
 
-#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksManagedSpec {
-    /// Defaults to the node group's name.
-    #[serde(default)]
-    pub nodegroup: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// `key=value:Effect`.
-    #[serde(default)]
-    pub taints: Vec<String>,
-    #[serde(default = "default_launch_template")]
-    pub launch_template_id: String,
-    #[serde(default = "default_launch_template_version")]
-    pub launch_template_version: String,
-    /// Defaults to the ENI formula for the instance type, as EKS computes it.
-    #[serde(default)]
-    pub max_pods: Option<u32>,
-}
-
-fn default_launch_template() -> String {
-    "lt-0nodejoin0000000001".into()
-}
-fn default_launch_template_version() -> String {
-    "1".into()
-}
-
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CloudFormationSpec {
-    #[serde(default = "default_stack")]
-    pub stack: String,
-    #[serde(default = "default_resource")]
-    pub resource: String,
-    /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
-    #[serde(default)]
-    pub bootstrap_arguments: String,
-}
-
-fn default_stack() -> String {
-    "nodejoin-nodes".into()
-}
-fn default_resource() -> String {
-    "NodeGroup".into()
-}
-
-#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksctlSpec {
-    /// Defaults to the node group's name.
-    #[serde(default)]
-    pub nodegroup: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// `key=value:Effect`.
-    #[serde(default)]
-    pub taints: Vec<String>,
-    #[serde(default)]
-    pub max_pods: Option<u32>,
-    /// A partial KubeletConfiguration (`kubelet-extra.json`) merged over the node's.
-    #[serde(default)]
-    pub kubelet_extra_config: Option<serde_json::Value>,
-}
-
-/// AL2023 user data: a first NodeConfig with the cluster's details, as EKS and Karpenter write it, then the
-/// scenario's own NodeConfig parts; nodeadm merges them in order.
-#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeadmSpec {
-    /// `spec.cluster` fields left out of the generated first part (`name`, `apiServerEndpoint`,
-    /// `certificateAuthority`, `cidr`): how a negative scenario hands nodeadm an incomplete config.
-    #[serde(default)]
-    pub omit: Vec<NodeadmClusterField>,
-    /// How the generated first part is wrapped.
-    #[serde(default)]
-    pub encoding: crate::userdata::generate::PartEncoding,
-    /// Further parts, in order.
-    #[serde(default)]
-    pub parts: Vec<NodeadmPart>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum NodeadmClusterField {
-    Name,
-    ApiServerEndpoint,
-    CertificateAuthority,
-    Cidr,
-}
-
-impl NodeadmClusterField {
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Name => "name",
-            Self::ApiServerEndpoint => "apiServerEndpoint",
-            Self::CertificateAuthority => "certificateAuthority",
-            Self::Cidr => "cidr",
-        }
-    }
-}
-
-/// One more NodeConfig part: its `spec` (strings may hold placeholders) and how the part is wrapped.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NodeadmPart {
-    #[schemars(with = "serde_json::Value")]
-    pub spec: serde_yaml_ng::Value,
-    #[serde(default)]
-    pub encoding: crate::userdata::generate::PartEncoding,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +337,7 @@ mod tests {
     use crate::userdata::format::{self, Kind};
     use crate::userdata::generate::gzip;
     use base64::Engine;
+    use std::collections::BTreeMap;
 
     const ENCODED: &str = "fixtures/user-data/eksctl/encoded.b64";
     const SOURCE: &str = "fixtures/user-data/eksctl/encoded.cloud-config";

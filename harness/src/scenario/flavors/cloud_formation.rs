@@ -1,0 +1,49 @@
+//! `cloudFormation`: a CloudFormation template's self-managed nodes (bootstrap.sh, then `cfn-signal` to the stack
+//! that launched them).
+use super::{Flavor, FlavorSpec, GenerateInput, Generated};
+use crate::userdata::generate;
+use serde::Deserialize;
+
+/// A CloudFormation template's self-managed nodes: bootstrap.sh, then cfn-signal to the stack that launched them.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CloudFormationSpec {
+    #[serde(default = "default_stack")]
+    pub stack: String,
+    #[serde(default = "crate::scenario::user_data::default_resource")]
+    pub resource: String,
+    /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
+    #[serde(default)]
+    pub bootstrap_arguments: String,
+}
+
+fn default_stack() -> String {
+    "nodejoin-nodes".into()
+}
+
+impl FlavorSpec for CloudFormationSpec {
+    const KEY: &'static str = "cloudFormation";
+}
+
+impl Flavor for CloudFormationSpec {
+    fn key(&self) -> &'static str {
+        Self::KEY
+    }
+
+    fn texts(&self) -> Vec<String> {
+        vec![self.bootstrap_arguments.clone()]
+    }
+
+    fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
+        let template = generate::CloudFormation {
+            stack: self.stack.clone(),
+            resource: self.resource.clone(),
+            bootstrap_arguments: input.render(&self.bootstrap_arguments)?,
+        };
+        Ok(Generated::served(generate::cloudformation(input.facts, &template)))
+    }
+
+    fn stack(&self) -> Option<(String, String)> {
+        Some((self.stack.clone(), self.resource.clone()))
+    }
+}

@@ -1,0 +1,115 @@
+//! The user-data generators a node group can name in `userData` (`eksManaged`, `cloudFormation`, `eksctl`,
+//! `nodeadm`): each one file here (its YAML spec, the texts whose placeholders are checked when the scenario
+//! loads, and the user data it writes) plus one line in [`registry!`]. The loader reads a flavor's spec as the
+//! typed struct it is, so a mistake in it is reported at its own line and column; the schema lists them all.
+use super::model::NodeGroup;
+use crate::userdata::generate::ClusterFacts;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a generator writes: the bytes IMDS serves, and the RunInstances form when that differs (base64).
+pub struct Generated {
+    pub served: Vec<u8>,
+    pub api_form: Option<Vec<u8>>,
+}
+
+impl Generated {
+    /// User data IMDS serves as it is (what most generators write).
+    pub fn served(served: Vec<u8>) -> Self {
+        Self { served, api_form: None }
+    }
+}
+
+/// What a generator works from: the cluster as EKS or the template fills it in, the node group, the instance's
+/// AMI, and the node's placeholder values.
+pub struct GenerateInput<'a> {
+    pub facts: &'a ClusterFacts,
+    pub group: &'a NodeGroup,
+    pub ami_id: &'a str,
+    pub vars: &'a BTreeMap<String, String>,
+}
+
+impl GenerateInput<'_> {
+    pub fn render(&self, text: &str) -> Result<String, String> {
+        super::template::render(text, self.vars)
+    }
+
+    pub fn render_map(&self, m: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
+        m.iter().map(|(k, v)| Ok((k.clone(), self.render(v)?))).collect()
+    }
+
+    pub fn render_list(&self, l: &[String]) -> Result<Vec<String>, String> {
+        l.iter().map(|t| self.render(t)).collect()
+    }
+}
+
+/// One user-data flavor, as a scenario names it.
+pub trait Flavor: std::fmt::Debug + Send + Sync {
+    /// Its key under `userData`.
+    fn key(&self) -> &'static str;
+    /// Every text in its spec that may hold placeholders (checked when the scenario loads).
+    fn texts(&self) -> Vec<String>;
+    /// What its spec needs beyond its types, checked when the scenario loads.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The user data it writes for one node.
+    fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String>;
+    /// The CloudFormation stack (and resource) that launched the group, when the flavor is a template's.
+    fn stack(&self) -> Option<(String, String)> {
+        None
+    }
+}
+
+/// A flavor's spec type: what it is called under `userData`.
+pub trait FlavorSpec: Flavor + serde::de::DeserializeOwned + schemars::JsonSchema + 'static {
+    const KEY: &'static str;
+}
+
+/// The flavor a node group's `userData` names.
+#[derive(Debug, Clone)]
+pub struct Generator(pub Arc<dyn Flavor>);
+
+impl std::ops::Deref for Generator {
+    type Target = dyn Flavor;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+/// The registry: one line per flavor (its module and spec type). It gives the keys, the typed reading of each
+/// flavor's spec and their schemas.
+macro_rules! registry {
+    ($($module:ident :: $spec:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every flavor's key, in the registry's order.
+        pub const KEYS: &[&str] = &[$(<$module::$spec as FlavorSpec>::KEY),*];
+
+        /// Reads the flavor called `key` from the map's next value, typed (so an error in it carries its own
+        /// line); `None` when no flavor has that key.
+        pub(crate) fn next_flavor<'de, A: serde::de::MapAccess<'de>>(
+            key: &str,
+            map: &mut A,
+        ) -> Option<Result<Generator, A::Error>> {
+            $(
+                if key == <$module::$spec as FlavorSpec>::KEY {
+                    return Some(map.next_value::<$module::$spec>().map(|f| Generator(Arc::new(f))));
+                }
+            )*
+            None
+        }
+
+        /// Each flavor's key and schema.
+        pub(crate) fn schemas(generator: &mut schemars::SchemaGenerator) -> Vec<(&'static str, schemars::Schema)> {
+            vec![$((<$module::$spec as FlavorSpec>::KEY, generator.subschema_for::<$module::$spec>())),*]
+        }
+    };
+}
+
+registry! {
+    eks_managed::EksManagedSpec,
+    cloud_formation::CloudFormationSpec,
+    eksctl::EksctlSpec,
+    nodeadm::NodeadmSpec,
+}
