@@ -21,6 +21,9 @@ pub const DOCKER_CLI: Duration = Duration::from_secs(120);
 pub const TOOL_PROBE: Duration = Duration::from_secs(30);
 /// systemd finishing its boot in a node container: about 1 s alone, 50 s for 50 nodes started at once on 2 cores.
 pub const SYSTEMD_BOOT: Duration = Duration::from_secs(120);
+/// etcd, kube-apiserver or kube-controller-manager of the local provider getting ready: ~10 s here, 40-55 s in
+/// an emulated (QEMU TCG) guest and over 90 s there on a loaded host. A process that exits fails at once.
+pub const CONTROL_PLANE_START: Duration = Duration::from_secs(5 * 60);
 /// A dockerd nodejoin started must answer within this (it usually does in 1-3 s).
 pub const DOCKERD_START: Duration = Duration::from_secs(60);
 /// Waiting for another process that holds a cache lock (it may be building what the lock guards).

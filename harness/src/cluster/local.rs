@@ -71,7 +71,7 @@ pub struct LocalControlPlane {
 }
 
 /// How long kube-controller-manager has to get healthy, and then to sign a certificate.
-const KCM_READY_WITHIN: Duration = Duration::from_secs(60);
+const KCM_READY_WITHIN: Duration = crate::deadline::CONTROL_PLANE_START;
 
 /// Whether kube-controller-manager got healthy and signs certificates, checked in the background: nothing a
 /// node does before its kubelet asks for a certificate needs it, so a scenario's bootstrap runs while it starts
@@ -255,7 +255,7 @@ impl LocalControlPlane {
         wait_http_ok(
             "etcd",
             &mut processes,
-            Duration::from_secs(30),
+            crate::deadline::CONTROL_PLANE_START,
             &etcd_probe,
             &format!("{etcd_url}/health"),
         )
@@ -266,7 +266,7 @@ impl LocalControlPlane {
         wait_http_ok(
             "kube-apiserver",
             &mut processes,
-            Duration::from_secs(90),
+            crate::deadline::CONTROL_PLANE_START,
             &https,
             &readyz,
         )
@@ -476,27 +476,56 @@ async fn wait_http_ok(
     url: &str,
 ) -> Result<()> {
     wait_ready(component, processes, timeout, || async {
-        client
-            .get(url)
-            .send()
-            .await
-            .map(|r| r.status().is_success())
-            .unwrap_or(false)
+        match client.get(url).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => {
+                let status = r.status();
+                let body = r.text().await.unwrap_or_default();
+                Err(format!("{url} answered {status}{}", failing_checks(&body)))
+            }
+            Err(e) => {
+                // reqwest's own message names the URL; the cause (refused, TLS, timeout) is in its sources.
+                let mut message = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    message = format!("{message}: {cause}");
+                    source = cause.source();
+                }
+                Err(message)
+            }
+        }
     })
     .await
 }
 
-/// Polls `probe` until it succeeds; fails early (with the log tail) when the process exits.
+/// The checks a /readyz or /healthz body lists as failing (`[-]poststarthook/rbac/bootstrap-roles failed: …`),
+/// as `: failing a, b`; empty when it lists none.
+fn failing_checks(body: &str) -> String {
+    let failing: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("[-]"))
+        .map(|l| l.split_once(' ').map_or(l, |(name, _)| name))
+        .collect();
+    if failing.is_empty() {
+        String::new()
+    } else {
+        format!(": failing {}", failing.join(", "))
+    }
+}
+
+/// Polls `probe` until it succeeds; fails early (with the log tail) when the process exits, and at the deadline
+/// with the probe's last answer and the log tail.
 async fn wait_ready<F, Fut>(component: &str, processes: &mut [Supervised], timeout: Duration, probe: F) -> Result<()>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: std::future::Future<Output = std::result::Result<(), String>>,
 {
     let deadline = Instant::now() + timeout;
     loop {
-        if probe().await {
-            return Ok(());
-        }
+        let last = match probe().await {
+            Ok(()) => return Ok(()),
+            Err(answer) => answer,
+        };
         if let Some(p) = processes.iter_mut().find(|p| p.name == component) {
             if let Some(status) = p.exited() {
                 return Err(cp_err(
@@ -517,7 +546,7 @@ where
             return Err(cp_err(
                 component,
                 format!(
-                    "not ready after {}; last log lines:\n{tail}",
+                    "not ready after {} (last probe: {last}); last log lines:\n{tail}",
                     humantime::format_duration(timeout)
                 ),
             ));
@@ -574,6 +603,17 @@ impl ControlPlane for LocalControlPlane {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn readyz_bodies_name_their_failing_checks() {
+        let body = "[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n\
+                    [-]etcd failed: reason withheld\nreadyz check failed\n";
+        assert_eq!(
+            super::failing_checks(body),
+            ": failing poststarthook/rbac/bootstrap-roles, etcd"
+        );
+        assert_eq!(super::failing_checks("ok"), "");
+    }
+
     use super::*;
 
     #[tokio::test]
