@@ -30,8 +30,11 @@ fn runner(shared: &Shared, trial: nodejoin::run::trial::Trial, strict: bool) -> 
     let lazy = shared.env.clone();
     move || {
         let env = lazy.get().map_err(Failed::from)?;
-        let report = lazy.runtime().block_on(nodejoin::run::scenario::run(&env, &trial));
-        println!("{}", report.render());
+        let files = nodejoin::run::events::EventSink::to(vec![Box::new(nodejoin::reporter::text::ReportFiles)]);
+        let report = lazy
+            .runtime()
+            .block_on(nodejoin::run::scenario::run_observed(&env, &trial, &files));
+        println!("{}", nodejoin::reporter::text::full(&report));
         nodejoin::run::verdict::verdict(&report.outcome, || report.failure_lines(), strict)
     }
 }

@@ -23,6 +23,16 @@ pub struct Check {
 }
 
 impl Check {
+    /// What the check's result is called: `PASS`, `FAIL`, or `XFAIL` for a check that failed as the scenario
+    /// said it would (`failingChecks`; one of those that passed instead is a `FAIL`).
+    pub fn mark(&self) -> &'static str {
+        match (self.passed, self.xfail) {
+            (true, false) => "PASS",
+            (true, true) => "XFAIL",
+            (false, _) => "FAIL",
+        }
+    }
+
     pub fn new(name: impl Into<String>, passed: bool, expected: impl Into<String>, actual: impl Into<String>) -> Self {
         Self {
             name: name.into(),

@@ -198,7 +198,7 @@ impl Controls {
                 match crate::scenario::load_file(file) {
                     Ok(mut sc) => {
                         sc.name = format!("control-{}", sc.name);
-                        crate::run::scenario::run(env, &Trial::new(file, sc, Provider::LOCAL)).await
+                        run_scenario(env, &Trial::new(file, sc, Provider::LOCAL)).await
                     }
                     Err(e) => {
                         let mut r = ScenarioReport::new(catcher.scenario, file.to_path_buf());
@@ -258,7 +258,7 @@ pub async fn run(
             Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),
         };
-        let report = crate::run::scenario::run(env, &trial).await;
+        let report = run_scenario(env, &trial).await;
         let (hit, failed) = judge(&report, catcher);
         let outcome = match &report.outcome {
             Outcome::Error { message, .. } => return broken(format!("{}: {message}", catcher.scenario)),
@@ -303,6 +303,12 @@ pub fn summary(results: &[MutationResult]) -> String {
         out.push_str(&format!("  {}\n", r.line()));
     }
     out
+}
+
+/// One scenario run, its `report.txt` written like any other run's.
+async fn run_scenario(env: &Environment, trial: &Trial) -> ScenarioReport {
+    let files = crate::run::events::EventSink::to(vec![Box::new(crate::reporter::text::ReportFiles)]);
+    crate::run::scenario::run_observed(env, trial, &files).await
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! For people: a spinner per running scenario naming its current phase (indicatif, on stderr, hidden when stderr
 //! is not a terminal), each scenario's report on stdout as it finishes, its failures on stderr, and the summary.
+use super::text;
 use crate::run::events::{Event, Reporter};
 use crate::run::report;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -73,7 +74,7 @@ impl Reporter for Human {
                     self.multi.remove(&bar);
                 }
                 self.finished += 1;
-                self.print(&report.render_brief());
+                self.print(&text::brief(report));
                 let failures = report.failure_lines();
                 if !failures.is_empty() {
                     self.multi.suspend(|| {
@@ -101,7 +102,7 @@ impl Reporter for Human {
                 }
                 self.print(&format!(
                     "\n{}\nwall {}{rss}\n",
-                    report::summary_table(reports),
+                    text::summary(reports),
                     report::secs(*wall)
                 ));
             }

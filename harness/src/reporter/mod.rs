@@ -5,6 +5,7 @@ pub mod human;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod text;
 
 /// Writes a report whole or not at all, readable by all (CI uploads it, often as another user than the run's):
 /// [`crate::paths::write_atomically`] with 0644.

@@ -8,7 +8,8 @@ use crate::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Runs one trial and never panics: every failure ends up in the report.
+/// Runs one trial and never panics: every failure ends up in the report. Nothing is printed or written: the
+/// caller renders the report ([`run_observed`] hands it to reporters).
 pub async fn run(env: &Environment, trial: &Trial) -> ScenarioReport {
     run_observed(env, trial, &EventSink::none()).await
 }
@@ -36,11 +37,10 @@ pub async fn run_observed(env: &Environment, trial: &Trial, events: &EventSink) 
         decide(&mut report, result);
     }
     report.wall = start.elapsed();
+    // Where the whole report goes; a reporter writes it (`reporter::text::ReportFiles`).
     let dir = env.run_dir.join(&scenario.name);
-    let _ = std::fs::create_dir_all(&dir);
-    let file = dir.join("report.txt");
-    if std::fs::write(&file, format!("{}{}", report.render(), report.call_log)).is_ok() {
-        report.report_file = Some(file);
+    if std::fs::create_dir_all(&dir).is_ok() {
+        report.report_file = Some(dir.join("report.txt"));
     }
     events.emit(Event::ScenarioFinished {
         report: Arc::new(report.clone()),

@@ -95,7 +95,10 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
             return super::fail(&e);
         }
     }
-    let events = EventSink::to(vec![Box::new(Progress)]);
+    let events = EventSink::to(vec![
+        Box::new(nodejoin::reporter::text::ReportFiles),
+        Box::new(Progress),
+    ]);
     let reports = rt.block_on(nodejoin::run::runner::run_all(&env, &all, jobs, &events));
     let snapshots: Vec<Vec<ScenarioSnapshot>> = sides
         .iter()

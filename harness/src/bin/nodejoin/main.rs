@@ -404,10 +404,12 @@ fn run_scenarios(
     eprintln!("[nodejoin] run {run_id}: fakes {}", fakes.join(", "));
     let jobs = jobs.unwrap_or_else(nodejoin::run::runner::default_jobs).max(1);
     let junit_path = junit.unwrap_or_else(|| run_dir.join("junit.xml"));
-    let mut reporters: Vec<Box<dyn Reporter>> = match format {
-        Format::Human => vec![Box::new(reporter::human::Human::new())],
-        Format::Json => vec![Box::new(reporter::json::JsonLines::new(std::io::stdout()))],
-    };
+    // report.txt first: the console's brief report names it once it is written.
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(reporter::text::ReportFiles)];
+    reporters.push(match format {
+        Format::Human => Box::new(reporter::human::Human::new()),
+        Format::Json => Box::new(reporter::json::JsonLines::new(std::io::stdout())),
+    });
     reporters.push(Box::new(reporter::junit::Junit::new(
         &run_id,
         junit_path,

@@ -71,7 +71,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             snap.checks.insert(
                 unique,
                 CheckOutcome {
-                    mark: crate::run::report::check_mark(c).to_string(),
+                    mark: c.mark().to_string(),
                     actual,
                 },
             );
