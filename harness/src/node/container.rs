@@ -30,6 +30,8 @@ pub struct NodeSpec<'a> {
     pub files: Vec<NodeFile>,
     /// Environment of the entrypoint (PID 1), e.g. the instance's DMI identity.
     pub env: Vec<(String, String)>,
+    /// A host directory for its journal, bound at [`super::journal::MOUNT`].
+    pub journal: Option<super::journal::HostJournal>,
 }
 
 /// Where the archive of the harness's files goes; the node image's entrypoint unpacks it over `/`.
@@ -85,12 +87,18 @@ pub struct NodeContainer {
     pub mac: Option<String>,
     docker: Docker,
     container: Option<ContainerAsync<GenericImage>>,
+    /// Dropped after the container (field order).
+    journal: Option<super::journal::HostJournal>,
 }
 
 impl NodeContainer {
     pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<Self> {
         let name = spec.container_name.clone();
         let image = GenericImage::new(spec.image.repository(), spec.image.version());
+        let journal_bind = spec
+            .journal
+            .as_ref()
+            .map(|j| format!("{}:{}", j.dir().display(), super::journal::MOUNT));
         let mut request = image
             .with_container_name(&name)
             .with_hostname(&spec.hostname)
@@ -102,7 +110,7 @@ impl NodeContainer {
             .with_security_opt("apparmor=unconfined")
             .with_cgroupns_mode(CgroupnsMode::Private)
             .with_startup_timeout(Duration::from_secs(60))
-            .with_host_config_modifier(|hc| {
+            .with_host_config_modifier(move |hc| {
                 // No more than a node needs (node::privileges): Docker's masks, /proc/sys read-only but for net/,
                 // Docker's device rules plus the kernel log.
                 privileges::restrict(hc);
@@ -110,6 +118,9 @@ impl NodeContainer {
                 hc.binds
                     .get_or_insert_with(Vec::new)
                     .push("/lib/modules:/lib/modules:ro".to_string());
+                if let Some(dir) = &journal_bind {
+                    hc.binds.get_or_insert_with(Vec::new).push(dir.clone());
+                }
             });
         for cap in privileges::dropped_capabilities() {
             request = request.with_cap_drop(cap);
@@ -140,6 +151,7 @@ impl NodeContainer {
             mac,
             docker: docker.clone(),
             container: Some(container),
+            journal: spec.journal,
         })
     }
 
@@ -223,6 +235,11 @@ impl NodeContainer {
         let mut data = Vec::new();
         entry.read_to_end(&mut data).map_err(|e| format!("{path}: {e}"))?;
         Ok(data)
+    }
+
+    /// The host directory its journal is kept in, which outlives the container ([`super::journal`]).
+    pub fn journal_on_host(&self) -> Option<&super::journal::HostJournal> {
+        self.journal.as_ref()
     }
 
     /// The journal of a unit (or the whole journal for `None`).

@@ -5,6 +5,7 @@ pub mod dmi;
 pub mod eks_ami;
 pub mod image;
 pub mod inputs;
+pub mod journal;
 pub mod kind_image;
 pub mod privileges;
 

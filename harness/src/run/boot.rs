@@ -76,6 +76,7 @@ pub(super) async fn boot_node(
             .into_bytes(),
             mode: 0o644,
         },
+        crate::node::journal::drop_in(),
         // containerd pulls from the EKS ECR registry (nodeadm's sandbox image) go to the fake registry.
         NodeFile {
             path: format!("/etc/containerd/certs.d/{ecr_host}/hosts.toml"),
@@ -83,6 +84,9 @@ pub(super) async fn boot_node(
             mode: 0o644,
         },
     ]);
+    let container_name = format!("nodejoin-{}-{}-{label}", env.run_id, sc.name);
+    let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
+        .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
     let (instance_id, mac) = Instance::new_ids();
     // The turn is held until systemd is up (or has missed its deadline); the boot is timed from the turn on.
     let turn = env.boot_slot().await?;
@@ -90,13 +94,14 @@ pub(super) async fn boot_node(
     let container = NodeContainer::start(
         &env.docker,
         NodeSpec {
-            container_name: format!("nodejoin-{}-{}-{label}", env.run_id, sc.name),
+            container_name,
             hostname: label.clone(),
             image,
             network: &env.network,
             run_id: &env.run_id,
             files,
             env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
+            journal: Some(journal),
         },
     )
     .await?;

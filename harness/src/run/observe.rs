@@ -152,6 +152,9 @@ pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
     None
 }
 
+/// How many of a dead node's last journal lines its verdict quotes.
+const DEAD_JOURNAL_LINES: usize = 10;
+
 /// How often a waited-for node's container is asked whether it still runs (one inspect: no exec, no CPU in it).
 const LIVENESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -164,6 +167,16 @@ pub(super) async fn check_alive(n: &mut RunningNode) {
     n.liveness_checked_at = Some(Instant::now());
     if let Some(why) = n.container.exited().await {
         n.container_exit = Some(why.clone());
+        // What the node was doing when it died: its journal's last lines, from its disk.
+        let why = match n.container.journal_on_host() {
+            Some(journal) => match journal.read(None, Some(DEAD_JOURNAL_LINES)).await {
+                Ok(tail) if tail.lines().any(|l| !l.starts_with("-- ")) => {
+                    format!("{why}; the last lines of its journal:\n{}", tail.trim_end())
+                }
+                _ => why,
+            },
+            None => why,
+        };
         n.stopped.get_or_insert((
             super::failfast::Stop {
                 check: "node container",
