@@ -9,6 +9,7 @@ pub mod kind_host;
 pub mod kubeconfig;
 pub mod local;
 pub mod objects;
+mod readiness;
 
 use crate::assets::K8sAssets;
 use crate::docker::RunNetwork;
