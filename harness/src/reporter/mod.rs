@@ -45,6 +45,28 @@ impl Format {
     }
 }
 
+/// A failed scenario with a passed, a failed and an expected-to-fail check, for the reporters' tests.
+#[cfg(test)]
+fn sample_report() -> crate::run::report::ScenarioReport {
+    use crate::assert::Check;
+    let mut r = crate::run::report::ScenarioReport::new("demo", std::path::PathBuf::from("scenarios/demo.yaml"));
+    r.checks = vec![
+        Check::new("node-a/labels", true, "{team: a}", "{team: a, zone: x}"),
+        Check::new("node-a/capacity pods", false, "29", "110"),
+        Check {
+            xfail: true,
+            ..Check::new(
+                "node-a/cloud-init status",
+                true,
+                "to fail (failingChecks), i.e. not: done",
+                "error\nstage init: boom",
+            )
+        },
+    ];
+    r.outcome = crate::run::report::Outcome::Failed;
+    r
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -227,24 +227,7 @@ mod tests {
     use crate::run::report::NodeTimeline;
     use std::path::PathBuf;
 
-    fn report() -> ScenarioReport {
-        let mut r = ScenarioReport::new("demo", PathBuf::from("scenarios/demo.yaml"));
-        r.checks = vec![
-            Check::new("node-a/labels", true, "{team: a}", "{team: a, zone: x}"),
-            Check::new("node-a/capacity pods", false, "29", "110"),
-            Check {
-                xfail: true,
-                ..Check::new(
-                    "node-a/cloud-init status",
-                    true,
-                    "to fail (failingChecks), i.e. not: done",
-                    "error\nstage init: boom",
-                )
-            },
-        ];
-        r.outcome = Outcome::Failed;
-        r
-    }
+    use super::super::sample_report as report;
 
     #[test]
     fn every_check_is_listed_with_expected_and_actual() {
