@@ -256,10 +256,12 @@ pub async fn emergency_cleanup(run_id: &str) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let dir = runs_dir().join(run_id);
     kill_recorded(&dir);
-    remove_scratch(run_id);
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }
+    // Last: a node being started while the clean-up began may still have made its scratch directory (a journal's)
+    // meanwhile; none is made once `interrupted()` reads true.
+    remove_scratch(run_id);
     crate::sysctl::leave(run_id);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -29,6 +29,10 @@ pub struct HostJournal {
 impl HostJournal {
     /// A fresh directory for the node container `container` of run `run_id`.
     pub fn create(run_id: &str, container: &str) -> std::io::Result<Self> {
+        // A run being stopped by a signal exits without dropping this; its clean-up removes what exists by then.
+        if crate::reaper::interrupted() {
+            return Err(std::io::Error::other("the run is being stopped"));
+        }
         let dir =
             crate::reaper::scratch_dir().join(format!("{}{run_id}-journal-{container}", crate::reaper::SCRATCH_PREFIX));
         std::fs::create_dir_all(&dir)?;
