@@ -26,10 +26,6 @@ impl FlavorSpec for CloudFormationSpec {
 }
 
 impl Flavor for CloudFormationSpec {
-    fn key(&self) -> &'static str {
-        Self::KEY
-    }
-
     fn texts(&self) -> Vec<String> {
         vec![self.bootstrap_arguments.clone()]
     }

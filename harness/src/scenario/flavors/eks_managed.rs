@@ -39,10 +39,6 @@ impl FlavorSpec for EksManagedSpec {
 }
 
 impl Flavor for EksManagedSpec {
-    fn key(&self) -> &'static str {
-        Self::KEY
-    }
-
     fn texts(&self) -> Vec<String> {
         self.labels.values().chain(&self.taints).cloned().collect()
     }

@@ -32,10 +32,6 @@ impl FlavorSpec for EksctlSpec {
 }
 
 impl Flavor for EksctlSpec {
-    fn key(&self) -> &'static str {
-        Self::KEY
-    }
-
     fn texts(&self) -> Vec<String> {
         self.labels.values().chain(&self.taints).cloned().collect()
     }

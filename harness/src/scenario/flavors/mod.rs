@@ -45,8 +45,6 @@ impl GenerateInput<'_> {
 
 /// One user-data flavor, as a scenario names it.
 pub trait Flavor: std::fmt::Debug + Send + Sync {
-    /// Its key under `userData`.
-    fn key(&self) -> &'static str;
     /// Every text in its spec that may hold placeholders (checked when the scenario loads).
     fn texts(&self) -> Vec<String>;
     /// What its spec needs beyond its types, checked when the scenario loads.
@@ -66,14 +64,31 @@ pub trait FlavorSpec: Flavor + serde::de::DeserializeOwned + schemars::JsonSchem
     const KEY: &'static str;
 }
 
-/// The flavor a node group's `userData` names.
+/// The flavor a node group's `userData` names, with its key there.
 #[derive(Debug, Clone)]
-pub struct Generator(pub Arc<dyn Flavor>);
+pub struct Generator {
+    key: &'static str,
+    flavor: Arc<dyn Flavor>,
+}
+
+impl Generator {
+    fn of<F: FlavorSpec>(flavor: F) -> Self {
+        Self {
+            key: F::KEY,
+            flavor: Arc::new(flavor),
+        }
+    }
+
+    /// Its key under `userData`.
+    pub fn key(&self) -> &'static str {
+        self.key
+    }
+}
 
 impl std::ops::Deref for Generator {
     type Target = dyn Flavor;
     fn deref(&self) -> &Self::Target {
-        self.0.as_ref()
+        self.flavor.as_ref()
     }
 }
 
@@ -94,7 +109,7 @@ macro_rules! registry {
         ) -> Option<Result<Generator, A::Error>> {
             $(
                 if key == <$module::$spec as FlavorSpec>::KEY {
-                    return Some(map.next_value::<$module::$spec>().map(|f| Generator(Arc::new(f))));
+                    return Some(map.next_value::<$module::$spec>().map(Generator::of));
                 }
             )*
             None

@@ -57,10 +57,6 @@ impl FlavorSpec for NodeadmSpec {
 }
 
 impl Flavor for NodeadmSpec {
-    fn key(&self) -> &'static str {
-        Self::KEY
-    }
-
     /// Every string in the parts' specs, keys included.
     fn texts(&self) -> Vec<String> {
         let mut out = Vec::new();
