@@ -267,8 +267,13 @@ pub async fn emergency_cleanup(run_id: &str) {
 }
 
 /// A run's scratch directories outside its run directory are `<scratch_dir>/<SCRATCH_PREFIX><run id>-…` (the
-/// local provider's etcd data), so a killed run's are found by name.
+/// local provider's etcd data, the nodes' journals), so a killed run's are found by name.
 pub const SCRATCH_PREFIX: &str = "nodejoin-etcd-";
+
+/// The start of every scratch directory name of run `run_id` ([`SCRATCH_PREFIX`]).
+pub fn scratch_prefix(run_id: &str) -> String {
+    format!("{SCRATCH_PREFIX}{run_id}-")
+}
 
 /// Where scratch directories go: /dev/shm (tmpfs, where etcd is fastest) when it exists.
 pub fn scratch_dir() -> PathBuf {
@@ -280,9 +285,9 @@ pub fn scratch_dir() -> PathBuf {
     }
 }
 
-/// Removes a run's scratch directories outside the run directory (etcd data on tmpfs).
+/// Removes a run's scratch directories outside the run directory (etcd data and journals on tmpfs).
 fn remove_scratch(run_id: &str) {
-    let prefix = format!("{SCRATCH_PREFIX}{run_id}-");
+    let prefix = scratch_prefix(run_id);
     if let Ok(entries) = std::fs::read_dir(scratch_dir()) {
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().starts_with(&prefix) {

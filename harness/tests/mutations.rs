@@ -10,12 +10,9 @@ fn main() {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
     let mut args = Arguments::from_args();
-    // Mutations run in parallel like `nodejoin run -j` (most of a run is waiting on nodes); `--test-threads`,
-    // RUST_TEST_THREADS or NODEJOIN_JOBS set it.
-    if args.test_threads.is_none() {
-        let from_env = std::env::var("RUST_TEST_THREADS").ok().and_then(|v| v.parse().ok());
-        args.test_threads = Some(from_env.unwrap_or_else(nodejoin::run::runner::default_jobs));
-    }
+    // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
+    args.test_threads
+        .get_or_insert_with(nodejoin::run::runner::trial_threads);
     let only: Vec<String> = std::env::var("NODEJOIN_MUTATIONS")
         .unwrap_or_default()
         .split(',')

@@ -132,12 +132,9 @@ fn main() {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
     let mut args = Arguments::from_args();
-    // Trials run in parallel like `nodejoin run -j`: most of a scenario's time is waiting. `--test-threads`,
-    // RUST_TEST_THREADS or NODEJOIN_JOBS set it.
-    if args.test_threads.is_none() {
-        let from_env = std::env::var("RUST_TEST_THREADS").ok().and_then(|v| v.parse().ok());
-        args.test_threads = Some(from_env.unwrap_or_else(nodejoin::run::runner::default_jobs));
-    }
+    // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
+    args.test_threads
+        .get_or_insert_with(nodejoin::run::runner::trial_threads);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),

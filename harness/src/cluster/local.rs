@@ -104,8 +104,8 @@ impl LocalControlPlane {
         mark("pki", &mut timings);
 
         let etcd_data = tempfile::Builder::new()
-            .prefix(&format!("{}{}-", ETCD_DATA_PREFIX, ctx.run_id))
-            .tempdir_in(shm_or_tmp())
+            .prefix(&crate::reaper::scratch_prefix(&ctx.run_id))
+            .tempdir_in(crate::reaper::scratch_dir())
             .map_err(|e| cp_err("etcd", format!("data dir: {e}")))?;
         // Every port is held by this process until the components are gone (see HeldPort): each component
         // binds it with port sharing, and no other process can take it in between.
@@ -252,10 +252,6 @@ fn hold(ports: &mut Vec<HeldPort>, ip: std::net::IpAddr) -> Result<u16> {
     ports.push(held);
     Ok(port)
 }
-
-/// etcd data directories are the reaper's scratch directories (`<scratch>/nodejoin-etcd-<run id>-XXXX`), so it
-/// can remove those of a killed run (they hold tens of MiB of tmpfs).
-pub use crate::reaper::{scratch_dir as shm_or_tmp, SCRATCH_PREFIX as ETCD_DATA_PREFIX};
 
 fn apiserver_args(
     spec: &ClusterSpec,

@@ -34,7 +34,7 @@ impl HostJournal {
             return Err(std::io::Error::other("the run is being stopped"));
         }
         let dir =
-            crate::reaper::scratch_dir().join(format!("{}{run_id}-journal-{container}", crate::reaper::SCRATCH_PREFIX));
+            crate::reaper::scratch_dir().join(format!("{}journal-{container}", crate::reaper::scratch_prefix(run_id)));
         std::fs::create_dir_all(&dir)?;
         Ok(Self { dir })
     }
@@ -101,10 +101,7 @@ mod tests {
         let dir = j.dir().to_path_buf();
         assert!(dir.is_dir());
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        assert!(
-            name.starts_with(&format!("{}testrun-0-", crate::reaper::SCRATCH_PREFIX)),
-            "{name}"
-        );
+        assert!(name.starts_with(&crate::reaper::scratch_prefix("testrun-0")), "{name}");
         drop(j);
         assert!(!dir.exists());
     }

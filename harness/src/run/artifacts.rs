@@ -69,29 +69,25 @@ pub async fn collect_node(
         write(dir, "console.log", &console);
     }
     if let Some(why) = node.exited().await {
-        // A dead node's journal is read from its disk; where it cannot be, the reason is where the log would be.
-        match node.journal_on_host().ok_or("it was started without one") {
-            Ok(journal) => {
-                for (log, unit) in [
-                    ("kubelet.log", Some("kubelet")),
-                    ("containerd.log", Some("containerd")),
-                    ("journal.log", None),
-                ] {
-                    let text = journal.read(unit, None).await.unwrap_or_else(|e| {
-                        format!("(not collected: {why}, and its journal on disk could not be read: {e})\n")
-                    });
-                    write(dir, log, &text);
-                }
-            }
-            Err(e) => {
-                let gone = format!(
-                    "(not collected: {why}, and its journal on disk could not be read: {e}. files/ has what the node \
-                     wrote to disk, console.log what it printed, if anything.)\n"
-                );
-                for log in ["kubelet.log", "containerd.log", "journal.log"] {
-                    write(dir, log, &gone);
-                }
-            }
+        // A dead node's journal is read from the host directory it kept it in; where it cannot be, the reason is
+        // where the log would be.
+        let journal = node.journal_on_host().ok_or("it was started without one");
+        for (log, unit) in [
+            ("kubelet.log", Some("kubelet")),
+            ("containerd.log", Some("containerd")),
+            ("journal.log", None),
+        ] {
+            let read = match journal {
+                Ok(j) => j.read(unit, None).await,
+                Err(e) => Err(e.to_string()),
+            };
+            let text = read.unwrap_or_else(|e| {
+                format!(
+                    "(not collected: {why}, and its journal could not be read: {e}. files/ has what the node wrote \
+                     to disk, console.log what it printed, if anything.)\n"
+                )
+            });
+            write(dir, log, &text);
         }
     } else {
         write(dir, "kubelet.log", &node.journal(Some("kubelet")).await);

@@ -28,6 +28,15 @@ pub fn default_jobs() -> usize {
     jobs_for(cpus, by_memory)
 }
 
+/// How many libtest trials run at once (scenario and mutation trials, which mostly wait on nodes, like
+/// `nodejoin run -j`): RUST_TEST_THREADS when set, else [`default_jobs`]. `--test-threads` overrides both.
+pub fn trial_threads() -> usize {
+    std::env::var("RUST_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(default_jobs)
+}
+
 fn jobs_for(cpus: usize, by_memory: usize) -> usize {
     (cpus * 2).min(8).min(by_memory).max(1)
 }

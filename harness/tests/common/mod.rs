@@ -69,10 +69,10 @@ pub fn processes_of(run: &str) -> Vec<String> {
     found
 }
 
-/// etcd data directories of the run (on tmpfs).
+/// Scratch directories of the run (etcd data, node journals; on tmpfs), which a run must not leave behind.
 pub fn etcd_data_of(run: &str) -> Vec<String> {
-    let prefix = format!("{}{run}-", nodejoin::cluster::local::ETCD_DATA_PREFIX);
-    std::fs::read_dir(nodejoin::cluster::local::shm_or_tmp())
+    let prefix = nodejoin::reaper::scratch_prefix(run);
+    std::fs::read_dir(nodejoin::reaper::scratch_dir())
         .into_iter()
         .flatten()
         .flatten()
