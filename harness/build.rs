@@ -34,7 +34,7 @@ fn main() {
     if let Err(e) = std::fs::write(&out, &bytes) {
         panic!("writing {}: {e}", out.display());
     }
-    println!("cargo:rustc-env=NODEJOIN_SHARE_HASH={hash}");
+    println!("cargo:rustc-env=EMBEDDED_SHARE_HASH={hash}");
 }
 
 /// Every file and symlink below `dir` (a missing directory packs nothing: a crate packaged without them).

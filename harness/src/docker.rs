@@ -95,11 +95,6 @@ pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork>
     }
 }
 
-/// The IPv4 address of `container` on `network`.
-pub async fn container_ip(docker: &Docker, container: &str, network: &str) -> Result<Ipv4Addr> {
-    container_address(docker, container, network).await.map(|(ip, _)| ip)
-}
-
 /// The container's IPv4 address and MAC address on `network`.
 pub async fn container_address(docker: &Docker, container: &str, network: &str) -> Result<(Ipv4Addr, Option<String>)> {
     let inspect = docker

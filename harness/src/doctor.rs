@@ -28,7 +28,10 @@ pub async fn check(version: &str) -> Vec<Finding> {
         "nodejoin's own files (fixtures, kind config)",
         share.join("bootstrap/bootstrap.sh").is_file(),
         crate::paths::share_source(),
-        "set NODEJOIN_FIXTURES to a nodejoin checkout's fixtures/, or reinstall nodejoin",
+        &format!(
+            "set {} to a nodejoin checkout's fixtures/, or reinstall nodejoin",
+            crate::settings::var::FIXTURES
+        ),
     );
     let docker = crate::docker::connect().await;
     add(
@@ -69,7 +72,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             ),
         );
     }
-    let tools = assets::tools::NodeTools::find(assets::tools::ContainerdLine::from_env());
+    let tools = assets::tools::NodeTools::find(assets::tools::ContainerdLine::from_settings());
     let image_present = match (&docker, &found, &tools) {
         (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
             Ok(img) => {
@@ -132,7 +135,8 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 crate::cluster::Availability::Fetchable(what) => (
                     false,
                     format!(
-                        "not ready: its trials are ignored unless NODEJOIN_REQUIRE_PROVIDERS={} (then fetched)",
+                        "not ready: its trials are ignored unless {}={} (then fetched)",
+                        crate::settings::var::REQUIRE_PROVIDERS,
                         r.name
                     ),
                     what,

@@ -33,7 +33,7 @@ pub enum Error {
         version: String,
         tried: String,
         /// The variable naming a binary to use instead.
-        env_bin: &'static str,
+        env_bin: String,
     },
 
     #[error("node image: {0}")]
@@ -94,6 +94,22 @@ pub enum Error {
     Host { what: String, fix: String },
 }
 
+/// Hints that name a setting's variable (`settings` is the one place its name is written).
+static ASSETS_HINT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set {} to a directory with etcd, \
+         kube-apiserver, kube-controller-manager and kubelet",
+        crate::settings::var::K8S_ASSETS
+    )
+});
+static PROVIDER_HINT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "`nodejoin doctor` says how to get what the provider needs; `{}=local` or `nodejoin run --provider local` \
+         runs without it",
+        crate::settings::var::PROVIDERS
+    )
+});
+
 impl Error {
     /// A one-line hint for the CLI: what to do about this error.
     pub fn hint(&self) -> &'static str {
@@ -107,11 +123,9 @@ impl Error {
                 std::io::ErrorKind::NotFound => "check the path exists",
                 _ => "check the path exists and is readable and writable",
             },
-            Error::AssetsUnavailable { .. } => {
-                "run `nodejoin assets` (needs Go and the Go module proxy, or internet), or set NODEJOIN_K8S_ASSETS to a directory with etcd, kube-apiserver, kube-controller-manager and kubelet"
-            }
+            Error::AssetsUnavailable { .. } => &ASSETS_HINT,
             Error::ToolUnavailable { .. } => {
-                "run `nodejoin assets` (builds nodeadm, aws-iam-authenticator and our crictl with Go from the Go module proxy), or set the NODEJOIN_<TOOL> variable the error names to a binary"
+                "run `nodejoin assets` (builds nodeadm, aws-iam-authenticator and our crictl with Go from the Go module proxy), or set the variable the error names to a binary"
             }
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",
@@ -120,7 +134,7 @@ impl Error {
             Error::Pki(_) | Error::Fake { .. } => "this is a harness bug; please report it with the run directory",
             Error::Node { .. } => "see target/nodejoin/<run>/<scenario>/ (report.txt; node journals when they could be collected)",
             Error::Kube(_) => "is the control plane still running? see its logs under target/nodejoin/<run>/control-plane-<n>/",
-            Error::ProviderUnavailable { .. } => "`nodejoin doctor` says how to get what the provider needs; `NODEJOIN_PROVIDERS=local` or `nodejoin run --provider local` runs without it",
+            Error::ProviderUnavailable { .. } => &PROVIDER_HINT,
             Error::Interrupted => "the run was interrupted; everything it started has been removed",
             Error::Mutation { .. } => {
                 "the catalogue (harness/src/mutate/catalogue.rs) no longer matches the reference bootstrap or the scenario: update its anchor text or catchers"

@@ -1,13 +1,13 @@
 //! Preparing the host, so README's two commands work on a fresh Debian/Ubuntu machine: the Debian packages the
 //! node image build needs, a running Docker engine, and inotify limits large enough for many kubelets. Each is
 //! done only when missing; what cannot be done (not root, no apt-get, no dockerd) is an error saying exactly what
-//! to run. `NODEJOIN_HOST_SETUP=never` turns the changes off (then a missing piece is only reported).
+//! to run. The host setup setting (`never`) turns the changes off (then a missing piece is only reported).
 use crate::error::{Error, Result};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `never`: report what is missing instead of installing or starting it.
-pub const ENV_HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
+pub const ENV_HOST_SETUP: &str = crate::settings::var::HOST_SETUP;
 
 /// Where a dockerd started by nodejoin logs.
 pub const DOCKERD_LOG: &str = "/var/log/nodejoin-dockerd.log";
@@ -97,7 +97,7 @@ pub fn missing_packages() -> Vec<(&'static str, &'static str)> {
 }
 
 fn may_change_host() -> bool {
-    std::env::var(ENV_HOST_SETUP).map(|v| v != "never").unwrap_or(true)
+    crate::settings::get().host_setup
 }
 
 fn is_root() -> bool {
@@ -183,8 +183,7 @@ pub async fn ensure_docker() -> Result<testcontainers::bollard::Docker> {
     }
     if !(may_change_host() && is_root()) {
         return Err(Error::Host {
-            what: "no Docker engine answers (nodejoin starts dockerd only as root, unless NODEJOIN_HOST_SETUP=never)"
-                .into(),
+            what: format!("no Docker engine answers (nodejoin starts dockerd only as root, unless {ENV_HOST_SETUP}=never)"),
             fix,
         });
     }
@@ -297,14 +296,6 @@ fn meminfo_field(meminfo: &str, field: &str) -> Option<u64> {
 /// The machine's cores (what this process may use), at least 1.
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map(usize::from).unwrap_or(1)
-}
-
-/// A count a user set in the environment variable `var` (at least 1), if any parses.
-pub fn count_from_env(var: &str) -> Option<usize> {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .map(|n| n.max(1))
 }
 
 /// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.

@@ -300,7 +300,7 @@ mod tests {
         let schema = std::fs::read_to_string(repo.path().join(SCHEMA)).unwrap();
         assert_eq!(schema, crate::scenario::schema::text());
         assert!(text.contains("script: ../../scripts/bootstrap.sh"), "{text}");
-        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
         let got = PathBuf::from(sc.nodes[0].bootstrap.script.as_deref().unwrap());
         assert_eq!(
             std::fs::canonicalize(got).unwrap(),
@@ -318,7 +318,7 @@ mod tests {
     fn without_a_script_the_reference_bootstrap_runs_and_an_overlay_is_layered() {
         let repo = tempfile::tempdir().unwrap();
         scaffold(&opts(repo.path())).unwrap();
-        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
         assert!(sc.nodes[0].bootstrap.script.is_none());
         assert!(sc.nodes[0].image.is_none());
 
@@ -327,7 +327,7 @@ mod tests {
         let mut o = opts(repo.path());
         o.overlay = Some(repo.path().join("ami"));
         scaffold(&o).unwrap();
-        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
         let overlay = sc.nodes[0].image.as_ref().unwrap().overlay.as_deref().unwrap();
         assert!(Path::new(overlay).ends_with("ami"), "{overlay}");
         assert_eq!(sc.cluster.kubernetes_version, crate::scenario::model::default_version());
@@ -352,7 +352,7 @@ mod tests {
         let mut o = opts(repo.path());
         o.overlay = Some(ami);
         let done = scaffold(&o).unwrap();
-        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO)).unwrap();
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
         assert_eq!(sc.cluster.kubernetes_version, LAST_AL2_KUBERNETES);
         assert_eq!(done.notes.len(), 1);
         assert!(

@@ -2,8 +2,8 @@
 //!
 //! Layers, bottom up. A module uses only the modules listed before it; `tests/layers.rs` reads this list and
 //! every `crate::` path outside tests, so it stays true:
-//! - `error`, `process`, `deadline`, `paths`, `progress`, `redact`: errors, child processes, time limits,
-//!   folders, progress lines;
+//! - `error`, `settings`, `process`, `deadline`, `paths`, `progress`, `redact`: errors, settings (every
+//!   variable, read once), child processes, time limits, folders, progress lines;
 //! - `pki`, `userdata`, `aws`, `eks`: derivations without I/O of their own: certificates, user-data formats,
 //!   SigV4 and IAM credentials, what EKS computes (tokens, aws-auth, access entries, DNS, max pods, the VPC);
 //! - `fakes`: the in-process AWS and EKS endpoints nodes call (they know nothing of Docker or Kubernetes);
@@ -14,6 +14,7 @@
 //!   checks on what it saw;
 //! - `compare`: snapshots of what a bootstrap did, and their differences;
 //! - `run`, `reporter`: running scenarios, and reporting their events;
+//! - `session`: a `nodejoin run` from its request to its exit code (reporters, signals, verdicts);
 //! - `mutate`, `doctor`, `init`: commands built on the rest.
 pub mod assert;
 pub mod assets;
@@ -40,6 +41,8 @@ pub mod redact;
 pub mod reporter;
 pub mod run;
 pub mod scenario;
+pub mod session;
+pub mod settings;
 pub mod signals;
 pub mod sysctl;
 pub mod userdata;
@@ -51,7 +54,7 @@ pub fn init_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Logging for the CLI and the trials: `RUST_LOG` wins, else info for nodejoin and warnings for the rest.
+/// Logging for the CLI and the trials: `RUST_LOG` wins, else warnings only (the CLI and the reporters say what matters themselves).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         // kube-client logs every non-2xx answer at ERROR (an API server's 503 while it starts, a 404 on a delete);

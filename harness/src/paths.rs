@@ -4,13 +4,13 @@ mod embedded;
 
 use std::path::{Path, PathBuf};
 
-/// `$NODEJOIN_CACHE_DIR`, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin` (home from `$HOME`, else the
+/// The cache directory setting, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin` (home from `$HOME`, else the
 /// user's passwd entry). Never a shared fallback such as `/tmp`, where another local user could create the
 /// directory first and so plant the binaries a run executes; with no home at all, `/nonexistent`, which fails
 /// with its path named.
 pub fn cache_dir() -> PathBuf {
     cache_dir_from(
-        std::env::var_os("NODEJOIN_CACHE_DIR"),
+        crate::settings::get().cache_dir.clone().map(Into::into),
         std::env::var_os("XDG_CACHE_HOME"),
         std::env::var_os("HOME"),
         passwd_home,
@@ -99,10 +99,11 @@ pub fn share_source() -> String {
     }
 }
 
-/// `fixtures/` (or `$NODEJOIN_FIXTURES`).
+/// `fixtures/` (or the fixtures setting).
 pub fn fixtures_dir() -> PathBuf {
-    std::env::var_os("NODEJOIN_FIXTURES")
-        .map(PathBuf::from)
+    crate::settings::get()
+        .fixtures
+        .clone()
         .unwrap_or_else(|| share_root().join("fixtures"))
 }
 
@@ -111,10 +112,10 @@ pub fn kind_config_dir() -> PathBuf {
     share_root().join("kind-config")
 }
 
-/// `target/nodejoin/` (honours `$NODEJOIN_ARTIFACTS_DIR`, else `CARGO_TARGET_DIR`).
+/// `target/nodejoin/` (honours the artifacts setting, else `CARGO_TARGET_DIR`).
 pub fn artifacts_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NODEJOIN_ARTIFACTS_DIR") {
-        return PathBuf::from(dir);
+    if let Some(dir) = &crate::settings::get().artifacts_dir {
+        return dir.clone();
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -196,23 +197,6 @@ pub struct CacheLock {
 }
 
 impl CacheLock {
-    /// Blocking variant, for destructors and other sync code.
-    pub fn acquire_blocking(name: &str) -> std::io::Result<Self> {
-        use std::os::unix::io::AsRawFd;
-        let dir = cache_dir();
-        std::fs::create_dir_all(&dir)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(format!("{name}.lock")))?;
-        // SAFETY: flock on a descriptor we own; blocks until the lock is free.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self { _file: file })
-    }
-
     /// Waits for the lock without blocking a runtime thread, up to `deadline::CACHE_LOCK` (its holder may be
     /// building what it guards, itself bounded by `deadline::GO_BUILD`); then a `TimedOut` error naming it.
     pub async fn acquire(name: &str) -> std::io::Result<Self> {

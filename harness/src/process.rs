@@ -196,7 +196,7 @@ impl Identity {
 /// The environment mark of processes a nodejoin process starts for builds (`go build`, the rootfs script, and
 /// everything they start, which inherits it): the owner's identity. The reaper kills marked processes whose
 /// owner is gone, however deep in a build they were.
-pub const OWNER_ENV: &str = "NODEJOIN_OWNER";
+pub const OWNER_ENV: &str = crate::settings::var::OWNER;
 
 /// Marks `cmd` (and what it starts) as this process's.
 pub fn mark(cmd: &mut tokio::process::Command) {

@@ -137,15 +137,6 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
     Ok(())
 }
 
-/// For a process that starts one environment: installs the handlers now and returns where to record the run id
-/// once the environment has started (a signal before then has nothing to clean up).
-pub fn exit_on_termination_once_started() -> std::io::Result<Arc<std::sync::OnceLock<String>>> {
-    let started: Arc<std::sync::OnceLock<String>> = Arc::default();
-    let for_signal = started.clone();
-    exit_on_termination(Arc::new(move || for_signal.get().cloned()))?;
-    Ok(started)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,10 +148,10 @@ fn main() {
     }
     let files = nodejoin::scenario::discover(&[nodejoin::paths::workspace_root().join("scenarios")])
         .unwrap_or_else(|e| exit_with(e));
-    let enabled =
-        trials::enabled(std::env::var(trials::ENV_PROVIDERS).ok().as_deref()).unwrap_or_else(|e| exit_with(e));
-    let required =
-        trials::required(std::env::var(trials::ENV_REQUIRE).ok().as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
+    let settings = nodejoin::settings::get();
+    let enabled = trials::enabled(settings.providers.as_deref()).unwrap_or_else(|e| exit_with(e));
+    let required = trials::required(settings.require_providers.as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
+    let defaults = nodejoin::scenario::Defaults::from_settings(settings).unwrap_or_else(|e| exit_with(e));
     // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
     // before exiting.
     let env =
@@ -159,7 +159,7 @@ fn main() {
     let loaded: Vec<(PathBuf, nodejoin::Result<Scenario>)> = files
         .into_iter()
         .map(|f| {
-            let s = nodejoin::scenario::load_file(&f);
+            let s = nodejoin::scenario::load_file(&f, &defaults);
             (f, s)
         })
         .collect();

@@ -99,9 +99,25 @@ fn matrix_expands_to_the_documented_cells() {
     let w = workflow();
     let job = &w["jobs"]["scenarios"];
     let cells = expand(&job["strategy"]["matrix"]);
+    // The Kubernetes versions are the workflow's own list (providers.md: changing it needs nothing else); each
+    // must be a release version.
+    let versions: Vec<String> = job["strategy"]["matrix"]["kubernetes"]
+        .as_sequence()
+        .expect("a kubernetes list")
+        .iter()
+        .map(|v| v.as_str().expect("a version string").to_string())
+        .collect();
+    assert!(!versions.is_empty(), "the matrix names at least one Kubernetes version");
+    for v in &versions {
+        let parts: Vec<&str> = v.trim_start_matches('v').split('.').collect();
+        assert!(
+            v.starts_with('v') && parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+            "{v} is not a Kubernetes release version like v1.36.3"
+        );
+    }
     let mut expected = Vec::new();
     for provider in ["local", "k3s", "kind"] {
-        for kubernetes in ["v1.34.4", "v1.35.4", "v1.36.3"] {
+        for kubernetes in &versions {
             for (flavor, shards) in [("bootstrap-sh", 2), ("user-data", 1), ("nodeadm", 1), ("al2023", 1)] {
                 // The AL2023 flavor runs on local, on both containerd lines; the others on the default line.
                 if flavor == "al2023" && provider != "local" {

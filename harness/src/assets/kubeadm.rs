@@ -1,6 +1,6 @@
 //! The Kubernetes binaries a kubeadm node needs beyond the ones the local provider and the node image use
 //! (kubeadm, kubectl, kube-scheduler, kube-proxy): what the kind node image is built from. Resolved like the
-//! others: `NODEJOIN_K8S_ASSETS` when it holds them, the cache (`<cache>/k8s/<version>-kubeadm/`), the official
+//! others: the assets directory setting when it holds them, the cache (`<cache>/k8s/<version>-kubeadm/`), the official
 //! download (checksummed), or a build from Go modules through `fixtures/k8s-build/build.sh`.
 use super::{check_version, is_executable, ReleaseUrls, ENV_DIR};
 use crate::error::{Error, Result};
@@ -41,7 +41,7 @@ pub fn cache_dir(version: &str) -> PathBuf {
 
 /// Only what needs no work: the env directory (when it holds them) and the cache.
 pub fn find(version: &str) -> Option<KubeadmBinaries> {
-    if let Some(dir) = std::env::var_os(ENV_DIR) {
+    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
         if let Some(b) = KubeadmBinaries::from_dir(version, Path::new(&dir)) {
             return Some(b);
         }
@@ -69,7 +69,7 @@ pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let downloaded = download(&ReleaseUrls::from_env(), version, &staging).await;
+    let downloaded = download(&ReleaseUrls::from_settings(), version, &staging).await;
     super::download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
     super::stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);

@@ -15,7 +15,7 @@ pub const DEFAULT_VERSION: &str = "v1.36.3";
 /// The etcd release downloaded next to official Kubernetes binaries (the one v1.36 is tested with).
 pub const ETCD_VERSION: &str = "v3.6.8";
 /// A directory with the four binaries, used as-is (like envtest's KUBEBUILDER_ASSETS).
-pub const ENV_DIR: &str = "NODEJOIN_K8S_ASSETS";
+pub const ENV_DIR: &str = crate::settings::var::K8S_ASSETS;
 pub const BINARIES: [&str; 4] = ["etcd", "kube-apiserver", "kube-controller-manager", "kubelet"];
 
 /// Resolved binaries of one version.
@@ -85,7 +85,7 @@ pub fn check_version(version: &str) -> Result<()> {
 
 /// Only the sources that need no work: the env directory and the cache.
 pub fn find(version: &str) -> Option<K8sAssets> {
-    if let Some(dir) = std::env::var_os(ENV_DIR) {
+    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
         return K8sAssets::from_dir(version, Path::new(&dir), "env");
     }
     K8sAssets::from_dir(version, &cache_dir(version), "cache")
@@ -95,8 +95,7 @@ pub fn find(version: &str) -> Option<K8sAssets> {
 pub async fn resolve(version: &str) -> Result<K8sAssets> {
     check_version(version)?;
     let mut tried = Vec::new();
-    if let Some(dir) = std::env::var_os(ENV_DIR) {
-        let dir = PathBuf::from(dir);
+    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
         let assets = K8sAssets::from_dir(version, &dir, "env").ok_or_else(|| Error::AssetsUnavailable {
             version: version.into(),
             tried: format!(
@@ -141,7 +140,7 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let downloaded = download(&ReleaseUrls::from_env(), version, &staging).await;
+    let downloaded = download(&ReleaseUrls::from_settings(), version, &staging).await;
     let source = download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
     stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
@@ -198,26 +197,24 @@ fn sha256_hex(data: &[u8]) -> String {
 
 /// Where official releases are downloaded from; overridable for mirrors (and tests).
 pub struct ReleaseUrls {
-    /// `$NODEJOIN_K8S_RELEASE_URL`, default `https://dl.k8s.io/release`.
+    /// The Kubernetes release mirror setting, default `https://dl.k8s.io/release`.
     pub kubernetes: String,
-    /// `$NODEJOIN_ETCD_RELEASE_URL`, default `https://github.com/etcd-io/etcd/releases/download`.
+    /// The etcd release mirror setting, default `https://github.com/etcd-io/etcd/releases/download`.
     pub etcd: String,
 }
 
 impl ReleaseUrls {
-    pub fn from_env() -> Self {
-        let var = |k: &str, d: &str| {
-            std::env::var(k)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| d.to_string())
-        };
+    pub fn from_settings() -> Self {
+        let s = crate::settings::get();
         Self {
-            kubernetes: var("NODEJOIN_K8S_RELEASE_URL", "https://dl.k8s.io/release"),
-            etcd: var(
-                "NODEJOIN_ETCD_RELEASE_URL",
-                "https://github.com/etcd-io/etcd/releases/download",
-            ),
+            kubernetes: s
+                .k8s_release_url
+                .clone()
+                .unwrap_or_else(|| "https://dl.k8s.io/release".into()),
+            etcd: s
+                .etcd_release_url
+                .clone()
+                .unwrap_or_else(|| "https://github.com/etcd-io/etcd/releases/download".into()),
         }
     }
 }

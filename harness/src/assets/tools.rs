@@ -1,5 +1,5 @@
 //! The Go programs the node image carries besides the kubelet, each built from a Go module and cached like the
-//! Kubernetes binaries: an explicit binary (`NODEJOIN_<TOOL>`), the cache, or a Go build through
+//! Kubernetes binaries: an explicit binary (the tool's setting), the cache, or a Go build through
 //! `fixtures/<dir>/build.sh`.
 //! - nodeadm, the AL2023 bootstrap, unmodified from its module (`/usr/bin/nodeadm`, as on AL2023);
 //! - aws-iam-authenticator, the AL2 AMI's token client (`/usr/bin/aws-iam-authenticator`, as on AL2);
@@ -25,10 +25,11 @@ pub struct GoTool {
     pub package: &'static str,
     /// The module version built by default; empty for our own sources (versioned by their hash).
     pub default_version: &'static str,
-    /// A binary to use as-is.
-    pub env_bin: &'static str,
-    /// The module version to build instead of the default.
-    pub env_version: &'static str,
+    /// Its key among the settings' tools (`settings::TOOLS`): the binary to use as-is, and the module version to
+    /// build instead of the default.
+    pub setting: &'static str,
+    /// Whether a module version may be asked for (our own sources are versioned by their hash).
+    pub versioned: bool,
     /// How many `step N/M` lines its build script prints.
     pub steps: u64,
     /// The build script's arguments before VERSION, when they are not `MODULE PACKAGE`.
@@ -43,8 +44,8 @@ pub const NODEADM: GoTool = GoTool {
     module: "github.com/awslabs/amazon-eks-ami/nodeadm",
     package: "github.com/awslabs/amazon-eks-ami/nodeadm/cmd/nodeadm",
     default_version: "v0.0.0-20240229193347-cfab22a10647",
-    env_bin: "NODEJOIN_NODEADM",
-    env_version: "NODEJOIN_NODEADM_VERSION",
+    setting: "NODEADM",
+    versioned: true,
     steps: 2,
     build_args: &[],
 };
@@ -57,8 +58,8 @@ pub const AWS_IAM_AUTHENTICATOR: GoTool = GoTool {
     module: "sigs.k8s.io/aws-iam-authenticator",
     package: "sigs.k8s.io/aws-iam-authenticator/cmd/aws-iam-authenticator",
     default_version: "v0.6.13",
-    env_bin: "NODEJOIN_AWS_IAM_AUTHENTICATOR",
-    env_version: "NODEJOIN_AWS_IAM_AUTHENTICATOR_VERSION",
+    setting: "AWS_IAM_AUTHENTICATOR",
+    versioned: true,
     steps: 2,
     build_args: &[],
 };
@@ -70,8 +71,8 @@ pub const CRICTL: GoTool = GoTool {
     module: "nodejoin.local/crictl (fixtures/cri-client)",
     package: "",
     default_version: "",
-    env_bin: "NODEJOIN_CRICTL",
-    env_version: "",
+    setting: "CRICTL",
+    versioned: false,
     steps: 2,
     build_args: &[],
 };
@@ -84,23 +85,23 @@ pub const COREDNS: GoTool = GoTool {
     module: "github.com/coredns/coredns",
     package: "github.com/coredns/coredns",
     default_version: "v1.14.2",
-    env_bin: "NODEJOIN_COREDNS",
-    env_version: "NODEJOIN_COREDNS_VERSION",
+    setting: "COREDNS",
+    versioned: true,
     steps: 2,
     build_args: &[],
 };
 
 /// containerd (`containerd`, `containerd-shim-runc-v2`, `ctr`), unmodified from its module at the version the
 /// current EKS AMI ships (release v20260714: 2.2.4 on every AL2023 AMI type). The version depends on the node
-/// group's containerd line ([`ContainerdLine`]); `NODEJOIN_CONTAINERD` names a directory holding the three.
+/// group's containerd line ([`ContainerdLine`]); its binary setting names a directory holding the three.
 pub const CONTAINERD: GoTool = GoTool {
     name: "containerd",
     build_dir: "runtime-build",
     module: "github.com/containerd/containerd/v2",
     package: "",
     default_version: "v2.2.4",
-    env_bin: "NODEJOIN_CONTAINERD",
-    env_version: "NODEJOIN_CONTAINERD_VERSION",
+    setting: "CONTAINERD",
+    versioned: true,
     steps: 2,
     build_args: &["containerd"],
 };
@@ -112,8 +113,8 @@ pub const RUNC: GoTool = GoTool {
     module: "github.com/opencontainers/runc",
     package: "",
     default_version: "v1.3.5",
-    env_bin: "NODEJOIN_RUNC",
-    env_version: "NODEJOIN_RUNC_VERSION",
+    setting: "RUNC",
+    versioned: true,
     steps: 2,
     build_args: &["runc"],
 };
@@ -156,18 +157,17 @@ impl ContainerdLine {
         }
     }
 
-    /// The line of node groups that name none: `NODEJOIN_CONTAINERD_LINE` (how `--containerd` and the CI
+    /// The line of node groups that name none: the containerd line setting (how `--containerd` and the CI
     /// matrix pick one), else 2.2.
-    pub fn from_env() -> Self {
-        std::env::var(ENV_LINE)
-            .ok()
-            .and_then(|v| Self::parse(&v))
+    pub fn from_settings() -> Self {
+        crate::settings::get()
+            .containerd_line
+            .as_deref()
+            .and_then(Self::parse)
             .unwrap_or_default()
     }
 }
 
-/// The containerd line of node groups that name none (`2.2` or `1.7`).
-pub const ENV_LINE: &str = "NODEJOIN_CONTAINERD_LINE";
 
 /// The resolved binaries the node image is built with.
 #[derive(Debug, Clone)]
@@ -228,11 +228,12 @@ impl NodeTools {
 impl GoTool {
     /// The version asked for: the environment, the default, or (our own sources) `src-<hash>`.
     pub fn version(&self) -> String {
-        if let Some(v) = std::env::var(self.env_version)
-            .ok()
-            .filter(|v| !self.env_version.is_empty() && !v.is_empty())
+        if let Some(v) = self
+            .versioned
+            .then(|| crate::settings::get().tool_versions.get(self.setting))
+            .flatten()
         {
-            return v;
+            return v.clone();
         }
         if self.default_version.is_empty() {
             return format!("src-{}", self.source_hash());
@@ -269,7 +270,7 @@ impl GoTool {
             tool: self.name,
             version: version.to_string(),
             tried: tried.into(),
-            env_bin: self.env_bin,
+            env_bin: self.env_bin(),
         }
     }
 
@@ -287,9 +288,19 @@ impl GoTool {
         super::stamp::matches(&dir, &[self.name]).then(|| dir.join(self.name))
     }
 
-    /// The binary `env_bin` names (containerd's names the directory holding its three binaries).
+    /// The variable naming a binary to use as-is (for messages).
+    pub fn env_bin(&self) -> String {
+        crate::settings::Settings::tool_bin_var(self.setting)
+    }
+
+    /// Whether the settings name a binary of this tool.
+    pub fn given(&self) -> bool {
+        crate::settings::get().tool_bins.contains_key(self.setting)
+    }
+
+    /// The binary the settings name (containerd's names the directory holding its three binaries).
     fn env_binary(&self) -> Option<PathBuf> {
-        let p = PathBuf::from(std::env::var_os(self.env_bin)?);
+        let p = crate::settings::get().tool_bins.get(self.setting)?.clone();
         Some(if p.is_dir() { p.join(self.name) } else { p })
     }
 
@@ -298,7 +309,7 @@ impl GoTool {
         format!(
             "not in {} and {} unset",
             self.cache_dir(&self.version()).display(),
-            self.env_bin
+            self.env_bin()
         )
     }
 
@@ -316,7 +327,7 @@ impl GoTool {
             } else {
                 Err(self.unavailable(
                     &version,
-                    format!("{}={} (not an executable file)", self.env_bin, p.display()),
+                    format!("{}={} (not an executable file)", self.env_bin(), p.display()),
                 ))
             };
         }
@@ -352,7 +363,7 @@ impl GoTool {
                 &version,
                 format!(
                     "{} (unset); cache {} (empty); Go module build ({e})",
-                    self.env_bin,
+                    self.env_bin(),
                     cache.display()
                 ),
             ));

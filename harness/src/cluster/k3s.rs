@@ -15,14 +15,14 @@ use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 /// Use this image instead of `rancher/k3s:<version>-k3s1`.
-pub const ENV_IMAGE: &str = "NODEJOIN_K3S_IMAGE";
+pub const ENV_IMAGE: &str = crate::settings::var::K3S_IMAGE;
 /// Where the control plane's directory is mounted in the container (webhook config, audit policy and log).
 const MOUNT: &str = "/nodejoin";
 const API_PORT: u16 = 6443;
 
 /// The k3s image for a Kubernetes version.
 pub fn image_for(version: &str) -> String {
-    super::images::override_or(std::env::var(ENV_IMAGE).ok().as_deref(), || {
+    super::images::override_or(crate::settings::get().k3s_image.as_deref(), || {
         format!("rancher/k3s:{version}-k3s1")
     })
 }
@@ -71,10 +71,6 @@ pub fn server_args(spec: &ClusterSpec, san: &str, webhook: bool) -> Vec<String> 
 pub struct K3sProvider;
 
 impl ClusterProvider for K3sProvider {
-    fn name(&self) -> &'static str {
-        "k3s"
-    }
-
     fn probe<'a>(
         &'a self,
         version: &'a str,

@@ -1,7 +1,7 @@
 //! The kind provider: a kubeadm-built control plane in a kind node container, created by the kind CLI from
 //! `kind-config/cluster.yaml` on the run's Docker network (`KIND_EXPERIMENTAL_DOCKER_NETWORK`), so the
 //! scenario's node containers reach its API server by the control-plane container's name. The kind CLI is taken
-//! from PATH or built from its Go module into the cache. The node image is `NODEJOIN_KIND_IMAGE`, else our own
+//! from PATH or built from its Go module into the cache. The node image is the kind image setting, else our own
 //! kind node image (`nodejoin image build --kind`) when built, by the content tag of the current recipe and binaries
 //! (`nodejoin-kind-node:<version>-<hash>`, rebuilt when they changed; `:<version>` only says one exists), else
 //! `kindest/node:<version>`
@@ -18,14 +18,14 @@ use std::time::Instant;
 /// The kind release built from the Go module proxy when `kind` is not on PATH.
 pub const KIND_VERSION: &str = "v0.33.0";
 /// Use this node image instead of `kindest/node:<version>`.
-pub const ENV_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
+pub const ENV_IMAGE: &str = crate::settings::var::KIND_IMAGE;
 
 pub use super::kind_host::ENV_RESTRICTED;
 
-/// The image an explicit `NODEJOIN_KIND_IMAGE` names, if set.
+/// The image the kind image setting names, if set.
 fn image_override() -> Option<String> {
-    let value = std::env::var(ENV_IMAGE).ok();
-    let chosen = super::images::override_or(value.as_deref(), String::new);
+    let value = crate::settings::get().kind_image.as_deref();
+    let chosen = super::images::override_or(value, String::new);
     (!chosen.is_empty()).then_some(chosen)
 }
 
@@ -180,10 +180,6 @@ async fn delete_cluster(kind: &Path, name: &str) {
 pub struct KindProvider;
 
 impl ClusterProvider for KindProvider {
-    fn name(&self) -> &'static str {
-        "kind"
-    }
-
     fn probe<'a>(
         &'a self,
         version: &'a str,

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 /// Whether kind's node containers get a node's privileges instead of `--privileged`: `auto`/`always` (default:
 /// the same as nodejoin's own nodes, see `node::privileges`), `never` (`0`: kind's `--privileged` as it is, for a
 /// host where the narrowed set fails; say so in an issue).
-pub const ENV_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
+pub const ENV_RESTRICTED: &str = crate::settings::var::KIND_RESTRICTED;
 
-/// How kind's `--privileged` is treated (`NODEJOIN_KIND_RESTRICTED`).
+/// How kind's `--privileged` is treated ([`ENV_RESTRICTED`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// The default: swapped (kept as a value of its own, so `auto` stays accepted).
@@ -56,14 +56,14 @@ impl Shim {
         if let Ok(joined) = std::env::join_paths(dirs) {
             cmd.env("PATH", joined);
         }
-        cmd.env("NODEJOIN_REAL_DOCKER", &self.real)
-            .env("NODEJOIN_LABELS", &self.labels)
+        cmd.env(crate::settings::var::SHIM_REAL_DOCKER, &self.real)
+            .env(crate::settings::var::SHIM_LABELS, &self.labels)
             .env(
-                "NODEJOIN_SWAP_PRIVILEGED",
+                crate::settings::var::SHIM_SWAP_PRIVILEGED,
                 if self.swaps_privileged { "1" } else { "0" },
             )
-            .env("NODEJOIN_CAP_DROP", self.cap_drop.join(" "))
-            .env("NODEJOIN_DEVICES", crate::node::privileges::devices().join(" "));
+            .env(crate::settings::var::SHIM_CAP_DROP, self.cap_drop.join(" "))
+            .env(crate::settings::var::SHIM_DEVICES, crate::node::privileges::devices().join(" "));
     }
 }
 
@@ -94,9 +94,9 @@ fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim
 }
 
 /// The shim to run kind with: `labels` on every node container, `--privileged` swapped for a node's
-/// privileges unless `NODEJOIN_KIND_RESTRICTED=never`.
+/// privileges unless [`ENV_RESTRICTED`] is `never`.
 pub async fn for_kind(labels: &HashMap<String, String>) -> Result<Shim, String> {
-    let swap = mode(std::env::var(ENV_RESTRICTED).ok().as_deref())? != Mode::Never;
+    let swap = mode(crate::settings::get().kind_restricted.as_deref())? != Mode::Never;
     shim(labels, swap)
 }
 
@@ -112,7 +112,7 @@ mod tests {
         assert_eq!(mode(Some("never")), Ok(Mode::Never));
         assert!(mode(Some("sometimes"))
             .unwrap_err()
-            .contains("NODEJOIN_KIND_RESTRICTED=sometimes"));
+            .contains(&format!("{ENV_RESTRICTED}=sometimes")));
     }
 
     fn shim_run(args: &[&str], labels: &str, swap: bool) -> Vec<String> {
@@ -124,11 +124,11 @@ mod tests {
         let shim = crate::paths::kind_config_dir().join("docker-shim/docker");
         let out = std::process::Command::new(&shim)
             .args(args)
-            .env("NODEJOIN_REAL_DOCKER", &fake)
-            .env("NODEJOIN_LABELS", labels)
-            .env("NODEJOIN_SWAP_PRIVILEGED", if swap { "1" } else { "0" })
-            .env("NODEJOIN_CAP_DROP", "SYS_MODULE SYS_RAWIO")
-            .env("NODEJOIN_DEVICES", "/dev/kmsg")
+            .env(crate::settings::var::SHIM_REAL_DOCKER, &fake)
+            .env(crate::settings::var::SHIM_LABELS, labels)
+            .env(crate::settings::var::SHIM_SWAP_PRIVILEGED, if swap { "1" } else { "0" })
+            .env(crate::settings::var::SHIM_CAP_DROP, "SYS_MODULE SYS_RAWIO")
+            .env(crate::settings::var::SHIM_DEVICES, "/dev/kmsg")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

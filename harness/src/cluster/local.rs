@@ -14,10 +14,6 @@ use std::time::{Duration, Instant};
 pub struct LocalProvider;
 
 impl ClusterProvider for LocalProvider {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-
     fn probe<'a>(
         &'a self,
         _version: &'a str,

@@ -78,7 +78,6 @@ impl Availability {
 
 /// A provider of control planes (local processes, kind, k3s).
 pub trait ClusterProvider: Send + Sync {
-    fn name(&self) -> &'static str;
     /// The list-time probe: only looks (is the image present locally, is a failed pull remembered, is the CLI
     /// there), so listing trials stays fast and never touches a registry. `docker` is `None` when the engine
     /// cannot be reached.

@@ -1,4 +1,4 @@
-//! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws --endpoint-url "$NODEJOIN_STS_ENDPOINT"
+//! Fake STS: GetCallerIdentity for credentials the fake IMDS issued (`aws --endpoint-url` with the STS endpoint a node is given,
 //! sts get-caller-identity` in a node), as the caller's regional endpoint: a signature for another region is
 //! refused. The token webhook asks the same question in-process for presigned tokens.
 use super::iam::IssuedCredentials;

@@ -177,8 +177,8 @@ pub const CATALOGUE: &[Mutation] = &[
         name: "sts-wrong-region",
         regression: "an STS call is signed for another region than the regional endpoint it goes to (STS refuses the signature)",
         target: Target::ReferenceBootstrap,
-        find: "--endpoint-url \"$NODEJOIN_STS_ENDPOINT\" --region \"$REGION\" sts",
-        replace: "--endpoint-url \"$NODEJOIN_STS_ENDPOINT\" --region eu-west-1 sts",
+        find: "_STS_ENDPOINT\" --region \"$REGION\" sts",
+        replace: "_STS_ENDPOINT\" --region eu-west-1 sts",
         caught_by: &[catcher("iam-join", "evidence in bootstrap log", "")],
     },
 ];

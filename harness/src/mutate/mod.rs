@@ -4,6 +4,9 @@
 //! unrelated reason is reported as such, not as a catch, and only when that check passes on the unmutated
 //! scenario in the same run (a control run per catcher scenario).
 pub mod catalogue;
+mod command;
+
+pub use command::command;
 
 use crate::error::{Error, Result};
 use crate::run::report::ScenarioReport;
@@ -195,7 +198,7 @@ impl Controls {
         };
         let report = cell
             .get_or_init(|| async {
-                match crate::scenario::load_file(file) {
+                match load(file) {
                     Ok(mut sc) => {
                         sc.name = format!("control-{}", sc.name);
                         run_scenario(env, &Trial::new(file, sc, Provider::LOCAL)).await
@@ -227,6 +230,12 @@ impl Controls {
     }
 }
 
+/// A catcher's scenario, with the run's defaults (the settings' Kubernetes version and containerd line).
+fn load(file: &Path) -> Result<crate::scenario::Scenario> {
+    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
+    crate::scenario::load_file(file, &defaults)
+}
+
 /// Whether `c` is the check `catcher` names (glob on its name after `node/`).
 fn matches(catcher: &Catcher, c: &crate::assert::Check) -> bool {
     let after_node = c.name.split_once('/').map(|(_, rest)| rest).unwrap_or(&c.name);
@@ -253,7 +262,7 @@ pub async fn run(
             return broken(why);
         }
         let planted =
-            crate::scenario::load_file(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
+            load(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
         let trial = match planted {
             Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),

@@ -3,6 +3,8 @@
 //! run id, removed when dropped.
 use super::image::NodeImage;
 use super::privileges;
+pub use super::seed::NodeFile;
+use super::seed::seed_archive;
 use crate::docker::{self, ExecOutput, RunNetwork};
 use crate::error::{Error, Result};
 use std::net::Ipv4Addr;
@@ -12,13 +14,6 @@ use testcontainers::core::CgroupnsMode;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::CopyTargetOptions;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
-
-/// A file placed in the container before it starts.
-pub struct NodeFile {
-    pub path: String,
-    pub content: Vec<u8>,
-    pub mode: u32,
-}
 
 /// What to start.
 pub struct NodeSpec<'a> {
@@ -57,26 +52,6 @@ async fn unpacks_seed(docker: &Docker, image: &str) -> bool {
         .as_ref()
         .is_some_and(|l| l.get(SEED_LABEL).map(String::as_str) == Some("1"));
     labelled && config.entrypoint.as_deref() == Some(&[ENTRYPOINT.to_string()][..])
-}
-
-/// The files as one tar (owned by root, with their modes), unpacked relative to `/`.
-fn seed_archive(files: &[NodeFile]) -> std::io::Result<Vec<u8>> {
-    let mut tar = tar::Builder::new(Vec::new());
-    let mtime = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    for f in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(f.content.len() as u64);
-        header.set_mode(f.mode);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(mtime);
-        header.set_entry_type(tar::EntryType::Regular);
-        tar.append_data(&mut header, f.path.trim_start_matches('/'), &f.content[..])?;
-    }
-    tar.into_inner()
 }
 
 pub struct NodeContainer {

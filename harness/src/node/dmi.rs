@@ -1,7 +1,7 @@
 //! The identity an EC2 instance shows its software, derived from its instance id and type: the DMI in
 //! `/sys/class/dmi/id` (Nitro: `product_uuid` starting with `ec2` and equal to `product_serial`, board asset tag =
 //! instance id) and `/sys/hypervisor/uuid` (Xen instances: the same uuid, lower case). The node entrypoint writes
-//! them from `NODEJOIN_DMI_<FILE>` and `NODEJOIN_HYPERVISOR_UUID`. cloud-init 22.4 ignores DMI inside a container
+//! them from the variables `settings::var::NODE_DMI_PREFIX` and `NODE_HYPERVISOR_UUID` name. cloud-init 22.4 ignores DMI inside a container
 //! but reads the hypervisor uuid, so that is how it recognises AWS (and uses IMDSv2) in a node.
 use sha2::{Digest, Sha256};
 
@@ -39,8 +39,8 @@ pub fn entrypoint_env(instance_id: &str, instance_type: &str) -> Vec<(String, St
         .map(|(_, v)| v.to_lowercase())
         .unwrap_or_default();
     dmi.into_iter()
-        .map(|(file, value)| (format!("NODEJOIN_DMI_{}", file.to_uppercase()), value))
-        .chain([("NODEJOIN_HYPERVISOR_UUID".to_string(), uuid)])
+        .map(|(file, value)| (format!("{}{}", crate::settings::var::NODE_DMI_PREFIX, file.to_uppercase()), value))
+        .chain([(crate::settings::var::NODE_HYPERVISOR_UUID.to_string(), uuid)])
         .collect()
 }
 
@@ -65,10 +65,10 @@ mod tests {
         assert_eq!(ec2_identity("i-0123456789abcdef0", "m5.large"), id);
         assert_ne!(ec2_identity("i-0fedcba9876543210", "m5.large")[6], id[6]);
         let env = entrypoint_env("i-0123456789abcdef0", "m5.large");
-        assert!(env.iter().any(|(k, v)| k == "NODEJOIN_DMI_PRODUCT_UUID" && *v == uuid));
+        assert!(env.iter().any(|(k, v)| *k == format!("{}PRODUCT_UUID", crate::settings::var::NODE_DMI_PREFIX) && *v == uuid));
         // cloud-init reads /sys/hypervisor/uuid in containers, lower-cases it and wants an "ec2" prefix.
         assert!(env
             .iter()
-            .any(|(k, v)| k == "NODEJOIN_HYPERVISOR_UUID" && *v == uuid.to_lowercase() && v.starts_with("ec2")));
+            .any(|(k, v)| k == crate::settings::var::NODE_HYPERVISOR_UUID && *v == uuid.to_lowercase() && v.starts_with("ec2")));
     }
 }

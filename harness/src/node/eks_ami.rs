@@ -2,7 +2,7 @@
 //! files (`templates/al2023/runtime`) laid out as the AMI build lays them out, over nodejoin's node image. This is
 //! the regression-suite use: a pull request to amazon-eks-ami, or a fork, runs nodejoin against its own working
 //! tree, unmodified.
-use super::image::{copy_tree, hash_path_skipping, image_err, run, NodeImage};
+use super::image::{NODEADM_LABEL, copy_tree, hash_path_skipping, image_err, run, NodeImage};
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -194,7 +194,7 @@ pub async fn build_nodeadm(checkout: &Checkout) -> Result<PathBuf> {
             tool: "nodeadm",
             version: format!("from {source}"),
             tried: format!("Go build of the checkout ({e})"),
-            env_bin: crate::assets::tools::NODEADM.env_bin,
+            env_bin: crate::assets::tools::NODEADM.env_bin(),
         });
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -202,8 +202,6 @@ pub async fn build_nodeadm(checkout: &Checkout) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The image label carrying [`Checkout::describe`] and the source hash, so a report names what the node ran.
-pub const NODEADM_LABEL: &str = "io.nodejoin.nodeadm";
 const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 
 /// The node image of `checkout` over `base`: the checkout's nodeadm, and (for a whole checkout) the AL2023

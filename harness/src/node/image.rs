@@ -29,7 +29,7 @@ impl NodeImage {
 }
 
 /// Use this image (a local tag) instead of building ours; it must follow the node image contract (docs/src/user-guide/your-bootstrap.md).
-pub const ENV_IMAGE: &str = "NODEJOIN_NODE_IMAGE";
+pub const ENV_IMAGE: &str = crate::settings::var::NODE_IMAGE;
 
 /// A user-supplied node image, checked to exist locally; `source` says where it was named.
 pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, source: &str) -> Result<NodeImage> {
@@ -44,44 +44,16 @@ pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, 
     })
 }
 
-/// The node image for `assets` on containerd `line`: the user's (`NODEJOIN_NODE_IMAGE`, checked to exist), else
+/// The node image for `assets` on containerd `line`: the user's (the node image setting, checked to exist), else
 /// ours, built when missing.
 pub async fn for_assets(
     docker: &testcontainers::bollard::Docker,
     assets: &K8sAssets,
     line: crate::assets::tools::ContainerdLine,
 ) -> Result<NodeImage> {
-    match std::env::var(ENV_IMAGE) {
-        Ok(tag) if !tag.is_empty() => user_supplied(docker, &tag, ENV_IMAGE).await,
+    match &crate::settings::get().node_image {
+        Some(tag) => user_supplied(docker, tag, ENV_IMAGE).await,
         _ => ensure(docker, assets, &NodeTools::resolve(line).await?).await,
-    }
-}
-
-/// What a node group's own image is made from (a scenario's `image`, which names exactly one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupSource<'a> {
-    /// A user's local image, checked to exist.
-    Tag(&'a str),
-    /// The AL2023 layer built from an amazon-eks-ami checkout (or its nodeadm/ directory, or a .tar.gz of one).
-    AmazonEksAmi(&'a Path),
-    /// A directory laid out like the root file system, copied over `base`.
-    Overlay(&'a Path),
-}
-
-/// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
-/// an amazon-eks-ami checkout, or an overlay directory over `base`.
-pub async fn for_group(
-    docker: &testcontainers::bollard::Docker,
-    base: &NodeImage,
-    source: GroupSource<'_>,
-) -> Result<NodeImage> {
-    match source {
-        GroupSource::Tag(tag) => user_supplied(docker, tag, "image.tag").await,
-        GroupSource::AmazonEksAmi(path) => {
-            let checkout = super::eks_ami::Checkout::open(path).await?;
-            super::eks_ami::ensure_image(docker, base, &checkout).await
-        }
-        GroupSource::Overlay(dir) => ensure_overlay(docker, base, dir, None).await,
     }
 }
 
@@ -95,19 +67,20 @@ pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
 
 /// Use this local image as the node base instead of the debootstrap one (e.g. built from
 /// `fixtures/node-image/registry/Dockerfile` on a machine with a registry). Give it a new tag when it changes.
-pub const ENV_BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
+pub const ENV_BASE_IMAGE: &str = crate::settings::var::BASE_IMAGE;
 
-/// The base image's tag: `NODEJOIN_BASE_IMAGE`, or `nodejoin-base:<hash of the debootstrap recipe>`.
+/// The base image's tag: the base image setting, or `nodejoin-base:<hash of the debootstrap recipe>`.
 pub(crate) fn base_tag() -> Result<String> {
-    match std::env::var(ENV_BASE_IMAGE) {
-        Ok(tag) if !tag.trim().is_empty() => Ok(tag.trim().to_string()),
-        _ => debootstrap_base_tag(&std::env::var(ENV_DEBIAN_SUITE).unwrap_or_default()),
+    let settings = crate::settings::get();
+    match &settings.base_image {
+        Some(tag) => Ok(tag.clone()),
+        None => debootstrap_base_tag(settings.debian_suite.as_deref().unwrap_or_default()),
     }
 }
 
 /// The Debian suite the debootstrap base is built from (default bookworm); naming one, even bookworm, makes a
 /// base and node image of their own (a side build, like [`ENV_BASE_IMAGE`]: it prunes nothing of ours).
-pub const ENV_DEBIAN_SUITE: &str = "NODEJOIN_DEBIAN_SUITE";
+pub const ENV_DEBIAN_SUITE: &str = crate::settings::var::DEBIAN_SUITE;
 
 /// `nodejoin-base:<hash of the debootstrap recipe and the suite named>` (`suite` empty: the default).
 pub fn debootstrap_base_tag(suite: &str) -> Result<String> {
@@ -123,9 +96,8 @@ pub fn debootstrap_base_tag(suite: &str) -> Result<String> {
 /// A build on another base than the default debootstrap one (the user's base image, or a Debian suite named):
 /// it leaves the default builds alone.
 fn side_build() -> bool {
-    [ENV_BASE_IMAGE, ENV_DEBIAN_SUITE]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|v| !v.trim().is_empty()))
+    let settings = crate::settings::get();
+    settings.base_image.is_some() || settings.debian_suite.is_some()
 }
 
 /// The tags the current recipe, kubelet and Go tools produce.
@@ -199,12 +171,12 @@ pub async fn ensure(
 }
 
 /// Makes sure the base image `tag` exists, building it with debootstrap in `work` (ours) or failing with what to
-/// do (a user's `NODEJOIN_BASE_IMAGE`).
+/// do (a user's base image setting).
 pub(crate) async fn ensure_base(docker: &testcontainers::bollard::Docker, tag: &str, work: &Path) -> Result<()> {
     if exists(docker, tag).await {
         return Ok(());
     }
-    if std::env::var(ENV_BASE_IMAGE).is_ok_and(|t| !t.trim().is_empty()) {
+    if crate::settings::get().base_image.is_some() {
         return Err(image_err(format!(
             "{ENV_BASE_IMAGE}={tag} is not a local image (build it from fixtures/node-image/registry/Dockerfile)"
         )));
@@ -496,11 +468,11 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
     let labels = [
         (BASE_LABEL, image.base.clone()),
         (VERSIONS_LABEL, versions(assets, tools)),
-        (super::eks_ami::NODEADM_LABEL, nodeadm_source(tools)),
+        (NODEADM_LABEL, nodeadm_source(tools)),
     ];
     docker_build(&image.tag, "node", &labels, &[format!("BASE={}", image.base)], &ctx).await?;
     steps.finish("built");
-    // A build on a base of the user's (NODEJOIN_BASE_IMAGE) or a suite named is a side build: it leaves ours alone.
+    // A build on a base of the user's (the base image setting) or a suite named is a side build: it leaves ours alone.
     if !side_build() {
         prune_superseded(image).await;
     }
@@ -508,6 +480,10 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
 }
 
 /// The image label naming the base a node image was built on.
+/// The image label carrying where its nodeadm came from (the pinned module, a binary its setting names, or a checkout
+/// built by `eks_ami`), so a report names what the node ran.
+pub const NODEADM_LABEL: &str = "io.nodejoin.nodeadm";
+
 pub const BASE_LABEL: &str = "io.nodejoin.base";
 
 /// The image label naming the versions of the real parts a node image runs.
@@ -516,8 +492,9 @@ pub const VERSIONS_LABEL: &str = "io.nodejoin.versions";
 /// `containerd v2.2.4, runc v1.3.5, kubelet v1.36.3`: what the image's binaries were built as.
 fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
     use crate::assets::tools::{CONTAINERD, RUNC};
-    let built = |tool: &crate::assets::tools::GoTool, version: String| match std::env::var_os(tool.env_bin) {
-        Some(p) => format!("{} from {}", tool.name, PathBuf::from(p).display()),
+    let given = |tool: &crate::assets::tools::GoTool| crate::settings::get().tool_bins.get(tool.setting);
+    let built = |tool: &crate::assets::tools::GoTool, version: String| match given(tool) {
+        Some(p) => format!("{} from {}", tool.name, p.display()),
         None => format!("{} {version}", tool.name),
     };
     format!(
@@ -528,12 +505,12 @@ fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
     )
 }
 
-/// Where the image's nodeadm came from: the pinned module version, or `NODEJOIN_NODEADM`'s binary.
+/// Where the image's nodeadm came from: the pinned module version, or the binary its setting names.
 fn nodeadm_source(tools: &NodeTools) -> String {
     use crate::assets::tools::NODEADM;
-    match std::env::var_os(NODEADM.env_bin) {
-        Some(_) => format!("{} ({})", tools.nodeadm.display(), NODEADM.env_bin),
-        None => format!("module {}", NODEADM.version()),
+    match NODEADM.given() {
+        true => format!("{} ({})", tools.nodeadm.display(), NODEADM.env_bin()),
+        false => format!("module {}", NODEADM.version()),
     }
 }
 
@@ -542,7 +519,7 @@ fn nodeadm_source(tools: &NodeTools) -> String {
 pub async fn describe(docker: &testcontainers::bollard::Docker, tag: &str) -> Option<String> {
     let labels = docker.inspect_image(tag).await.ok()?.config?.labels?;
     let versions = labels.get(VERSIONS_LABEL)?;
-    Some(match labels.get(super::eks_ami::NODEADM_LABEL) {
+    Some(match labels.get(NODEADM_LABEL) {
         Some(n) => format!("{versions}, nodeadm {n}"),
         None => versions.clone(),
     })

@@ -2,7 +2,7 @@
 //! it there), and that directory is a host directory bound into the container. A node that dies (killed,
 //! OOM-killed) takes its /run and /var tmpfs with it, but its last journal lines stay readable, for its verdict
 //! and its artifacts, with the host's journalctl.
-use super::container::NodeFile;
+use super::seed::NodeFile;
 use std::path::{Path, PathBuf};
 
 /// Where journald keeps a volatile journal inside the node; the host directory is bound here.

@@ -3,11 +3,13 @@ pub mod capacity;
 pub mod container;
 pub mod dmi;
 pub mod eks_ami;
+pub mod group_image;
 pub mod image;
 pub mod inputs;
 pub mod journal;
 pub mod kind_image;
 pub mod privileges;
+pub mod seed;
 
 /// Where a node records what nodejoin's image changed for the host rather than for the bootstrap, one line each
 /// (written by the node image's kubelet wrapper; read into the scenario report).

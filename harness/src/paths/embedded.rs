@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 static ARCHIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/share.tar"));
 /// The archive's SHA-256 prefix: each build's files get their own directory.
-const HASH: &str = env!("NODEJOIN_SHARE_HASH");
+const HASH: &str = env!("EMBEDDED_SHARE_HASH");
 /// Written last: a directory without it is an unpacking that was interrupted.
 const COMPLETE: &str = ".complete";
 

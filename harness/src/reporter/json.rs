@@ -21,21 +21,11 @@ impl<W: Write + Send> Reporter for JsonLines<W> {
         let line = to_json(event);
         let _ = writeln!(self.out, "{line}");
         let _ = self.out.flush();
-        if matches!(event, Event::RunFinished { .. }) {
-            ENDED.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
     }
 }
 
-static ENDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether a `run_finished` line was written: a run that ended before its reporters existed (no scenario files,
-/// the provider unavailable, the environment failed to start) must still end its JSON with one.
-pub fn ended() -> bool {
-    ENDED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// The `run_finished` line of a run that ended before any scenario ran; the cause is on stderr.
+/// The `run_finished` line of a run that ended before its reporters existed (no scenario files, the provider
+/// unavailable, the environment failed to start): its JSON still ends with one; the cause is on stderr.
 pub fn aborted_line() -> Value {
     json!({
         "event": "run_finished", "aborted": true, "wall": 0.0,

@@ -9,14 +9,16 @@ pub struct Junit {
     path: PathBuf,
     /// Where to say what happened (stderr for `--format json`, whose stdout is JSON only).
     to_stderr: bool,
+    failures: super::WriteFailures,
 }
 
 impl Junit {
-    pub fn new(run_id: &str, path: PathBuf, to_stderr: bool) -> Self {
+    pub fn new(run_id: &str, path: PathBuf, to_stderr: bool, failures: super::WriteFailures) -> Self {
         Self {
             run_id: run_id.to_string(),
             path,
             to_stderr,
+            failures,
         }
     }
 }
@@ -27,7 +29,7 @@ impl Reporter for Junit {
             return;
         };
         let said = match xml(reports, &self.run_id) {
-            Ok(xml) => match super::write_whole(&self.path, xml.as_bytes()) {
+            Ok(xml) => match super::write_whole(&self.path, xml.as_bytes(), &self.failures) {
                 Ok(()) => format!("JUnit report: {}", self.path.display()),
                 Err(e) => format!("error: cannot write {}: {e}", self.path.display()),
             },

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 
 pub struct Markdown {
     path: PathBuf,
+    failures: super::WriteFailures,
 }
 
 impl Markdown {
-    pub fn new(path: PathBuf) -> Self {
-        Self { path }
+    pub fn new(path: PathBuf, failures: super::WriteFailures) -> Self {
+        Self { path, failures }
     }
 }
 
@@ -25,7 +26,7 @@ impl Reporter for Markdown {
         else {
             return;
         };
-        if let Err(e) = super::write_whole(&self.path, render(reports, *wall, leftovers).as_bytes()) {
+        if let Err(e) = super::write_whole(&self.path, render(reports, *wall, leftovers).as_bytes(), &self.failures) {
             eprintln!("error: cannot write {}: {e}", self.path.display());
         }
     }

@@ -1,48 +1,45 @@
 //! Reporters: what a run's events become. The human renderer (live progress for the scenarios running at once,
 //! each scenario's report when it ends, the summary table), JSON lines for tools (`--format json`), JUnit XML
 //! for CI, and a Markdown summary for pull requests (`--markdown`). They only consume `run::events::Event`s; the runner knows none of them.
+mod builder;
 pub mod human;
 pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod text;
 
+pub use builder::{ReporterBuilder, Reporters};
+
 /// Writes a report whole or not at all, readable by all (CI uploads it, often as another user than the run's):
-/// [`crate::paths::write_atomically`] with 0644.
-pub fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// [`crate::paths::write_atomically`] with 0644. A failure is recorded in `failures`.
+pub fn write_whole(path: &std::path::Path, bytes: &[u8], failures: &WriteFailures) -> std::io::Result<()> {
     let written = crate::paths::write_atomically(path, bytes, 0o644);
     if written.is_err() {
-        WRITE_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
+        failures.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     written
 }
 
-static WRITE_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Whether a report (JUnit, Markdown) of one run could not be written: the run's exit code must say so, whatever
+/// the scenarios did (CI would otherwise read a missing report as nothing to show). Shared by the reporters
+/// that write files and the run that owns them.
+#[derive(Debug, Clone, Default)]
+pub struct WriteFailures(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-/// Whether a report (JUnit, Markdown) could not be written: the run's exit code must say so, whatever the
-/// scenarios did (CI would otherwise read a missing report as nothing to show).
-pub fn write_failed() -> bool {
-    WRITE_FAILED.load(std::sync::atomic::Ordering::SeqCst)
+impl WriteFailures {
+    pub fn any(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// The console format of `nodejoin run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
     /// Progress on stderr, reports and the summary on stdout.
     #[default]
     Human,
     /// One JSON object per event on stdout, nothing else there.
     Json,
-}
-
-impl Format {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "human" => Some(Self::Human),
-            "json" => Some(Self::Json),
-            _ => None,
-        }
-    }
 }
 
 /// A failed scenario with a passed, a failed and an expected-to-fail check, for the reporters' tests.
@@ -73,12 +70,15 @@ mod tests {
     fn reports_are_written_whole_or_not_at_all() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("junit.xml");
-        super::write_whole(&f, b"<testsuites/>").unwrap();
+        let failures = super::WriteFailures::default();
+        super::write_whole(&f, b"<testsuites/>", &failures).unwrap();
+        assert!(!failures.any());
         assert_eq!(std::fs::read(&f).unwrap(), b"<testsuites/>");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode & 0o044, 0o044, "a report is readable by the uploader: {mode:o}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary left");
-        assert!(super::write_whole(&dir.path().join("missing/junit.xml"), b"x").is_err());
+        assert!(super::write_whole(&dir.path().join("missing/junit.xml"), b"x", &failures).is_err());
+        assert!(failures.any(), "the failure is recorded for the run's exit code");
     }
 }

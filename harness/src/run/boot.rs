@@ -59,7 +59,13 @@ pub(super) async fn boot_node(
     files.extend([
         NodeFile {
             path: "/etc/nodejoin/node.env".into(),
-            content: format!("NODEJOIN_IMDS={}\n{aws_env}{}\n", env.imds_addr, env.sts_endpoint_env()).into_bytes(),
+            content: format!(
+                "{}={}\n{aws_env}{}\n",
+                crate::settings::var::NODE_IMDS,
+                env.imds_addr,
+                env.sts_endpoint_env()
+            )
+            .into_bytes(),
             mode: 0o644,
         },
         // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
@@ -263,7 +269,7 @@ pub(super) async fn run_bootstrap(
         ));
     }
     if let Some(spec) = &group.user_data {
-        if let Some((stack, resource)) = spec.generator.as_ref().and_then(|g| g.stack()) {
+        if let Some((stack, resource)) = spec.signalled_stack() {
             // The stack that launched this node group, in the cluster's region: what its cfn-signal must name.
             env.cloudformation.create_stack(&stack, &resource, &sc.cluster.region);
         }

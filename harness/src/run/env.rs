@@ -82,14 +82,14 @@ pub struct Environment {
 pub const NODE_SLOTS: u32 = 16;
 
 /// Overrides [`boot_concurrency`]'s default.
-pub const ENV_BOOT_CONCURRENCY: &str = "NODEJOIN_BOOT_CONCURRENCY";
+pub const ENV_BOOT_CONCURRENCY: &str = crate::settings::var::BOOT_CONCURRENCY;
 
 /// How many node containers boot at once. A container's start is CPU-bound (runc, overlay mounts, systemd and
 /// journald coming up): fifty at once on two cores took 50-83 s each and, beside other scenarios, some missed
 /// systemd's 120 s deadline, although each alone boots in about a second. Booting in turns keeps each boot short
 /// and its deadline meaningful; the nodes still bootstrap and join all at once.
 pub fn boot_concurrency() -> usize {
-    crate::host::count_from_env(ENV_BOOT_CONCURRENCY).unwrap_or_else(|| crate::host::cpus() * 4)
+    crate::settings::get().boot_concurrency.map(|n| n.max(1)).unwrap_or_else(|| crate::host::cpus() * 4)
 }
 
 /// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.
@@ -306,7 +306,7 @@ impl Environment {
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = image::for_group(&self.docker, base, source).await?;
+        let i = crate::node::group_image::for_group(&self.docker, base, source).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }
@@ -488,11 +488,11 @@ impl Environment {
         ]
     }
 
-    /// `NODEJOIN_STS_ENDPOINT=<fake STS>`: given to the bootstrap and in `/etc/nodejoin/node.env`, never as
+    /// `<STS endpoint variable>=<fake STS>`: given to the bootstrap and in `/etc/nodejoin/node.env`, never as
     /// `AWS_ENDPOINT_URL_STS`, because `aws eks get-token` would then presign for the fake's host and the token
     /// webhook (like EKS) accepts only real STS hosts.
     pub fn sts_endpoint_env(&self) -> String {
-        format!("NODEJOIN_STS_ENDPOINT={}", self.sts_url)
+        format!("{}={}", crate::settings::var::NODE_STS_ENDPOINT, self.sts_url)
     }
 
     pub fn fake_urls(&self) -> Vec<(&'static str, String)> {

@@ -17,8 +17,9 @@ pub struct Prepared {
 /// Builds (or finds) the node images the scenarios in `paths` (files or directories) use.
 pub async fn images_for(docker: &testcontainers::bollard::Docker, paths: &[PathBuf]) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
+    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
     for file in crate::scenario::load::discover(paths)? {
-        let sc = crate::scenario::load::load_file(&file)?;
+        let sc = crate::scenario::load::load_file(&file, &defaults)?;
         let mut prepared = Prepared {
             scenario: sc.name.clone(),
             images: Vec::new(),
@@ -29,7 +30,7 @@ pub async fn images_for(docker: &testcontainers::bollard::Docker, paths: &[PathB
             for g in &sc.nodes {
                 let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
                 let own = match g.image.as_ref().and_then(|i| i.source()) {
-                    Some(source) => Some(image::for_group(docker, &base, source).await?),
+                    Some(source) => Some(crate::node::group_image::for_group(docker, &base, source).await?),
                     None => None,
                 };
                 for i in std::iter::once(base).chain(own) {

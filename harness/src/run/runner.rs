@@ -8,7 +8,7 @@ use super::trial::Trial;
 use futures::StreamExt;
 
 /// The variable that sets how many scenarios run at once (`nodejoin run -j` and the trials' default).
-pub const ENV_JOBS: &str = "NODEJOIN_JOBS";
+pub const ENV_JOBS: &str = crate::settings::var::JOBS;
 
 /// Memory a scenario may take at once, for the default: a few node containers and, for IAM scenarios on the
 /// local provider, a control plane of its own.
@@ -16,10 +16,10 @@ const MEMORY_PER_JOB_MIB: u64 = 1536;
 
 /// How many scenarios to run at once by default: much of a scenario's time is waiting (back-offs, polls, waiter
 /// intervals), so two per core, as many as memory holds, at most 8. More only stretches each scenario on a busy
-/// machine (Python AWS CLIs and cloud-init are CPU-bound) towards its deadlines. `NODEJOIN_JOBS` overrides it.
+/// machine (Python AWS CLIs and cloud-init are CPU-bound) towards its deadlines. The jobs setting overrides it.
 pub fn default_jobs() -> usize {
-    if let Some(n) = crate::host::count_from_env(ENV_JOBS) {
-        return n;
+    if let Some(n) = crate::settings::get().jobs {
+        return n.max(1);
     }
     let cpus = crate::host::cpus();
     let by_memory = crate::host::available_memory_mib()

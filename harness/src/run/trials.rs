@@ -5,10 +5,10 @@ use crate::cluster::Availability;
 use crate::scenario::model::{Provider, Scenario};
 
 /// Limits the providers trials are made for (comma-separated, e.g. `local,k3s`); default: every provider.
-pub const ENV_PROVIDERS: &str = "NODEJOIN_PROVIDERS";
+pub const ENV_PROVIDERS: &str = crate::settings::var::PROVIDERS;
 /// Providers that must run (comma-separated): their trials fetch what is missing at run time, and fail rather
 /// than skip when they cannot run. CI sets it to its cell's provider.
-pub const ENV_REQUIRE: &str = "NODEJOIN_REQUIRE_PROVIDERS";
+pub const ENV_REQUIRE: &str = crate::settings::var::REQUIRE_PROVIDERS;
 
 /// What a trial is, decided when trials are listed, so `--list` and nextest already see a skip as a skip.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub fn name(provider: Provider, version: &str, scenario: &str) -> String {
     format!("{}/{}/{scenario}", provider.as_str(), minor(version))
 }
 
-/// The providers enabled by `NODEJOIN_PROVIDERS` (its value given here), or every one.
+/// The providers enabled by [`ENV_PROVIDERS`] (its value given here), or every one.
 pub fn enabled(value: Option<&str>) -> Result<Vec<Provider>, String> {
     match value.filter(|v| !v.trim().is_empty()) {
         None => Ok(Provider::all()),
@@ -60,7 +60,7 @@ pub fn enabled(value: Option<&str>) -> Result<Vec<Provider>, String> {
     }
 }
 
-/// The providers `NODEJOIN_REQUIRE_PROVIDERS` (its value given here) requires, or none; each must be enabled.
+/// The providers [`ENV_REQUIRE`] (its value given here) requires, or none; each must be enabled.
 pub fn required(value: Option<&str>, enabled: &[Provider]) -> Result<Vec<Provider>, String> {
     let required = match value.filter(|v| !v.trim().is_empty()) {
         None => Vec::new(),
@@ -131,10 +131,10 @@ mod tests {
         );
         assert!(required(Some("minikube"), &all)
             .unwrap_err()
-            .contains("NODEJOIN_REQUIRE_PROVIDERS: unknown provider 'minikube'"));
+            .contains(&format!("{ENV_REQUIRE}: unknown provider 'minikube'")));
         let err = required(Some("kind"), &[Provider::LOCAL]).unwrap_err();
         assert!(
-            err.contains("requires kind but NODEJOIN_PROVIDERS does not enable it"),
+            err.contains(&format!("requires kind but {ENV_PROVIDERS} does not enable it")),
             "{err}"
         );
     }
@@ -155,7 +155,7 @@ mod tests {
             panic!("absent and not required is ignored");
         };
         assert!(
-            why.contains("image x is not present locally") && why.contains("NODEJOIN_REQUIRE_PROVIDERS=k3s"),
+            why.contains("image x is not present locally") && why.contains(&format!("{ENV_REQUIRE}=k3s")),
             "{why}"
         );
         assert_eq!(
@@ -165,8 +165,7 @@ mod tests {
         assert_eq!(
             plan(Provider::KIND, None, &gone, true),
             Plan::Fail(
-                "provider kind is required (NODEJOIN_REQUIRE_PROVIDERS) but cannot run here: image x cannot be pulled"
-                    .into()
+                format!("provider kind is required ({ENV_REQUIRE}) but cannot run here: image x cannot be pulled")
             )
         );
         // A version the scenario does not apply to is ignored whatever the provider's state.

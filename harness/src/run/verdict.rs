@@ -9,7 +9,7 @@ pub enum Verdict {
     Passed,
     /// It did not run, and that is allowed: why.
     Skipped(String),
-    /// It did not run, and it was required to (`NODEJOIN_REQUIRE_PROVIDERS`, `--provider`, an ignored trial run
+    /// It did not run, and it was required to (the required providers setting, `--provider`, an ignored trial run
     /// anyway): why it did not.
     NotRun(String),
     /// It failed or erred: its failure lines.

@@ -3,13 +3,57 @@ use super::model::Scenario;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// A sanity bound on a node group's size; whether the machine can hold the nodes is checked when the scenario
-/// runs (`node::capacity`).
-pub const MAX_GROUP_NODES: u32 = 1000;
+/// What a run gives every scenario it loads, beside its file: the defaults a file may leave out and the
+/// amazon-eks-ami checkout named for every group that names one. Loading reads nothing else (no environment):
+/// the same text and defaults give the same scenario.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Defaults {
+    /// The Kubernetes version of a scenario that names none (else the built-in default).
+    pub kubernetes_version: Option<String>,
+    /// The containerd line of a node group that names none (else 2.2).
+    pub containerd_line: Option<crate::assets::tools::ContainerdLine>,
+    /// The checkout every group with `image.amazonEksAmi` uses instead of its own.
+    pub eks_ami: Option<PathBuf>,
+}
 
-/// Parses scenario text; `file` names it in error messages, and its directory is what the scenario's relative
-/// paths are relative to (`scenario::relative`).
+impl Defaults {
+    /// The defaults `settings` give; a malformed version or containerd line is refused naming its variable.
+    pub fn from_settings(settings: &crate::settings::Settings) -> Result<Self> {
+        use crate::settings::var;
+        let invalid = |message: String| Error::ScenarioInvalid {
+            file: PathBuf::from("(settings)"),
+            message,
+        };
+        if let Some(v) = &settings.kubernetes_version {
+            if crate::assets::check_version(v).is_err() {
+                return Err(invalid(format!("{}='{v}' is not a version like v1.36.3", var::K8S_VERSION)));
+            }
+        }
+        let containerd_line = match &settings.containerd_line {
+            None => None,
+            Some(l) => Some(crate::assets::tools::ContainerdLine::parse(l).ok_or_else(|| {
+                invalid(format!("{}='{l}' is not a containerd line (2.2 or 1.7)", var::CONTAINERD_LINE))
+            })?),
+        };
+        Ok(Self {
+            kubernetes_version: settings.kubernetes_version.clone(),
+            containerd_line,
+            eks_ami: settings
+                .eks_ami
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        })
+    }
+}
+
+/// Parses scenario text with the built-in defaults; `file` names it in error messages, and its directory is what
+/// the scenario's relative paths are relative to (`scenario::relative`).
 pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
+    parse_with(text, file, &Defaults::default())
+}
+
+/// [`parse`] with a run's `defaults`.
+pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenario> {
     let dir = super::relative::dir_of(file);
     let _base = super::relative::enter(&dir);
     let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
@@ -25,6 +69,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
         }
     })?;
     absolute_paths(&mut scenario);
+    apply(&mut scenario, text, defaults);
     if scenario.name.is_empty() {
         scenario.name = file
             .file_stem()
@@ -46,19 +91,32 @@ fn absolute_paths(s: &mut Scenario) {
         if let Some(img) = &mut n.image {
             img.overlay.as_mut().map(abs);
             img.amazon_eks_ami.as_mut().map(abs);
-            if img.amazon_eks_ami.is_some() {
-                if let Some(other) = std::env::var_os(super::model::ENV_EKS_AMI).filter(|v| !v.is_empty()) {
-                    img.amazon_eks_ami = Some(
-                        std::path::absolute(&other)
-                            .unwrap_or(other.into())
-                            .to_string_lossy()
-                            .into_owned(),
-                    );
-                }
-            }
         }
         for f in &mut n.expect.files {
             f.golden.as_mut().map(abs);
+        }
+    }
+}
+
+/// The run's defaults where the file says nothing: its Kubernetes version (a version the file names wins), each
+/// group's containerd line, and the amazon-eks-ami checkout that replaces every group's own.
+fn apply(s: &mut Scenario, text: &str, defaults: &Defaults) {
+    if let Some(v) = &defaults.kubernetes_version {
+        let named = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text)
+            .ok()
+            .is_some_and(|doc| doc["cluster"].get("kubernetesVersion").is_some());
+        if !named {
+            s.cluster.kubernetes_version = v.clone();
+        }
+    }
+    for n in &mut s.nodes {
+        if n.containerd.is_none() {
+            n.containerd = defaults.containerd_line;
+        }
+        if let (Some(img), Some(other)) = (&mut n.image, &defaults.eks_ami) {
+            if img.amazon_eks_ami.is_some() {
+                img.amazon_eks_ami = Some(other.to_string_lossy().into_owned());
+            }
         }
     }
 }
@@ -97,9 +155,10 @@ fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
     })
 }
 
-pub fn load_file(path: &Path) -> Result<Scenario> {
+/// Loads the scenario file at `path` with a run's `defaults`.
+pub fn load_file(path: &Path, defaults: &Defaults) -> Result<Scenario> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse(&text, path)
+    parse_with(&text, path, defaults)
 }
 
 /// Every `*.yaml`/`*.yml` file of a directory, sorted; or the files given.
@@ -341,7 +400,37 @@ mod tests {
         let files = discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
         assert!(files.len() >= 5, "{files:?}");
         for f in files {
-            load_file(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            load_file(&f, &Defaults::default()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         }
+    }
+
+    #[test]
+    fn a_runs_defaults_fill_only_what_the_file_leaves_out() {
+        use crate::assets::tools::ContainerdLine;
+        let file = crate::paths::workspace_root().join("t.yaml");
+        let defaults = Defaults {
+            kubernetes_version: Some("v1.35.4".into()),
+            containerd_line: Some(ContainerdLine::V1_7),
+            eks_ami: Some(PathBuf::from("/srv/eks-ami")),
+        };
+        let unnamed = parse_with(MINIMAL, &file, &defaults).unwrap();
+        assert_eq!(unnamed.cluster.kubernetes_version, "v1.35.4");
+        assert_eq!(unnamed.nodes[0].containerd_line(), ContainerdLine::V1_7);
+        let named = "cluster: { kubernetesVersion: v1.34.4 }\nnodes:\n  - name: a\n    containerd: \"2.2\"\n    \
+                     image: { amazonEksAmi: ./mine }\n";
+        let named = parse_with(named, &file, &defaults).unwrap();
+        assert_eq!(named.cluster.kubernetes_version, "v1.34.4", "the file's version wins");
+        assert_eq!(named.nodes[0].containerd_line(), ContainerdLine::V2_2, "the group's line wins");
+        let checkout = named.nodes[0].image.as_ref().and_then(|i| i.amazon_eks_ami.as_deref());
+        assert_eq!(checkout, Some("/srv/eks-ami"), "the run's checkout replaces the group's");
+        // Without defaults, the built-in ones; and loading reads no environment.
+        assert_eq!(p(MINIMAL).unwrap().cluster.kubernetes_version, crate::assets::DEFAULT_VERSION);
+        let bad = crate::settings::Settings {
+            kubernetes_version: Some("1.35".into()),
+            ..Default::default()
+        };
+        let e = Defaults::from_settings(&bad).unwrap_err().to_string();
+        let named = format!("{}='1.35' is not a version", crate::settings::var::K8S_VERSION);
+        assert!(e.contains(&named), "{e}");
     }
 }

@@ -18,6 +18,6 @@ pub mod schema;
 pub mod template;
 pub mod user_data;
 
-pub use load::{discover, load_file};
+pub use load::{discover, load_file, Defaults};
 pub use model::Scenario;
 pub use names::unique_scenarios;

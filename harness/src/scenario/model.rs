@@ -187,12 +187,10 @@ impl Default for Cluster {
     }
 }
 
-/// `$NODEJOIN_K8S_VERSION` (how the CI matrix picks a version), else the built-in default.
+/// The built-in default; a run's own default (`run --kubernetes-version`, the CI matrix) is applied by the loader
+/// to a scenario that names none (`load::Defaults`).
 pub(crate) fn default_version() -> String {
-    std::env::var("NODEJOIN_K8S_VERSION")
-        .ok()
-        .filter(|v| crate::assets::check_version(v).is_ok())
-        .unwrap_or_else(|| crate::assets::DEFAULT_VERSION.to_string())
+    crate::assets::DEFAULT_VERSION.to_string()
 }
 fn default_region() -> String {
     "us-west-2".to_string()
@@ -265,7 +263,7 @@ pub struct NodeGroup {
     #[serde(default)]
     pub image: Option<GroupImage>,
     /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, or `"1.7"`); default
-    /// `NODEJOIN_CONTAINERD_LINE` (`nodejoin run --containerd`), else 2.2.
+    /// the run's (`nodejoin run --containerd`, applied by the loader), else 2.2.
     #[serde(default)]
     pub containerd: Option<crate::assets::tools::ContainerdLine>,
     /// Faults the fakes inject into this group's calls.
@@ -470,20 +468,20 @@ pub struct GroupImage {
     pub tag: Option<String>,
     /// An amazon-eks-ami checkout (relative to the scenario file; or its `nodeadm/` directory, or a `.tar.gz` of
     /// a checkout): nodeadm is built from it and the AL2023 AMI's runtime files and units are laid out as the AMI
-    /// build does. `NODEJOIN_EKS_AMI` (`nodejoin run --eks-ami`) names another for every group that has one.
+    /// build does. `nodejoin run --eks-ami` (or its variable) names another for every group that has one.
     /// Where it is absent the scenario is not run (reported ignored, never passed).
     #[serde(default)]
     pub amazon_eks_ami: Option<String>,
 }
 
 /// Names the amazon-eks-ami checkout every node group with `image.amazonEksAmi` uses instead of its own.
-pub const ENV_EKS_AMI: &str = "NODEJOIN_EKS_AMI";
+pub const ENV_EKS_AMI: &str = crate::settings::var::EKS_AMI;
 
 impl GroupImage {
     /// What the group's image is made from: its tag, else its amazon-eks-ami checkout, else its overlay (the
     /// loader checked that exactly one is given); `None` for none.
-    pub fn source(&self) -> Option<crate::node::image::GroupSource<'_>> {
-        use crate::node::image::GroupSource;
+    pub fn source(&self) -> Option<crate::node::group_image::GroupSource<'_>> {
+        use crate::node::group_image::GroupSource;
         if let Some(tag) = &self.tag {
             return Some(GroupSource::Tag(tag));
         }
@@ -499,8 +497,7 @@ impl GroupImage {
 impl NodeGroup {
     /// The containerd line this group's nodes run.
     pub fn containerd_line(&self) -> crate::assets::tools::ContainerdLine {
-        self.containerd
-            .unwrap_or_else(crate::assets::tools::ContainerdLine::from_env)
+        self.containerd.unwrap_or_default()
     }
 }
 

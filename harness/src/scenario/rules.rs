@@ -1,9 +1,12 @@
 //! The checks of a scenario that need more than one field (serde checks each field as it reads it), each error
 //! at the key it is about, inside its node group (`position`).
-use super::load::MAX_GROUP_NODES;
 use super::model::Scenario;
 use crate::error::{Error, Result};
 use std::path::Path;
+
+/// A sanity bound on a node group's size; whether the machine can hold the nodes is checked when the scenario
+/// runs (`node::capacity`).
+pub const MAX_GROUP_NODES: u32 = 1000;
 
 pub(super) fn invalid(file: &Path, message: String) -> Error {
     Error::ScenarioInvalid {
@@ -44,14 +47,6 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             top("name"),
             format!("name '{}' may only hold letters, digits and '-'", s.name),
         ));
-    }
-    if let Ok(v) = std::env::var("NODEJOIN_K8S_VERSION") {
-        if !v.is_empty() && crate::assets::check_version(&v).is_err() {
-            return Err(invalid(
-                file,
-                format!("NODEJOIN_K8S_VERSION='{v}' is not a version like v1.36.3"),
-            ));
-        }
     }
     let mut names = std::collections::BTreeSet::new();
     for n in &s.nodes {

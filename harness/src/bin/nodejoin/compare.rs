@@ -9,7 +9,6 @@ use nodejoin::run::report::ScenarioReport;
 use nodejoin::run::trial::Trial;
 use nodejoin::scenario::model::{Provider, Scenario};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
@@ -54,7 +53,7 @@ struct Side {
     worktree: Option<Worktree>,
 }
 
-pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
+pub fn main(rt: Arc<Runtime>, args: Args) -> u8 {
     let provider = Provider::parse(&args.provider).unwrap_or_default();
     let mut sides = Vec::new();
     for (label, text) in [("base", &args.base), ("head", &args.head)] {
@@ -63,7 +62,7 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
             Err(code) => return code,
         }
     }
-    let (lazy, env) = match super::start_environment(&rt) {
+    let (lazy, env) = match nodejoin::session::start_environment(&rt) {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -92,7 +91,7 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
         if let Err(e) = rt.block_on(images(&env, &t.scenario)) {
             drop(env);
             let _ = lazy.finish();
-            return super::fail(&e);
+            return nodejoin::session::fail(&e);
         }
     }
     let events = EventSink::to(vec![
@@ -128,17 +127,17 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> ExitCode {
     if let Some(path) = &args.markdown {
         if let Err(e) = std::fs::write(path, render::markdown(&comparison)) {
             eprintln!("error: cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
+            return 2;
         }
     }
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {}", leftovers.join(", "));
-        return ExitCode::from(2);
+        return 2;
     }
     if comparison.broken() {
-        ExitCode::from(1)
+        1
     } else {
-        ExitCode::SUCCESS
+        0
     }
 }
 
@@ -152,8 +151,8 @@ async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Re
     Ok(())
 }
 
-fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provider) -> Result<Side, ExitCode> {
-    let bad = |message: String| super::fail(&nodejoin::Error::Compare(format!("--{label} {text}: {message}")));
+fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provider) -> Result<Side, u8> {
+    let bad = |message: String| nodejoin::session::fail(&nodejoin::Error::Compare(format!("--{label} {text}: {message}")));
     let variant = Variant::parse(text).map_err(|m| bad(format!("{m} (a side is {FORMS})")))?;
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]
@@ -167,7 +166,7 @@ fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provi
         }
         _ => (None, paths),
     };
-    let (_, loaded) = super::load_scenarios(paths, provider)?;
+    let (_, loaded) = nodejoin::session::load_trials(paths, provider)?;
     let mut scenarios = Vec::new();
     for mut trial in loaded {
         variant.apply(&mut trial.scenario).map_err(&bad)?;

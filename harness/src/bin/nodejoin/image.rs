@@ -1,10 +1,9 @@
 //! `nodejoin image`: build the node image (or the kind node image, or an overlay), or every image a set of
 //! scenarios uses.
-use crate::fail;
+use nodejoin::session::fail;
 use clap::Subcommand;
 use nodejoin::assets::tools::ContainerdLine;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Subcommand)]
 pub(crate) enum ImageCommand {
@@ -32,7 +31,7 @@ pub(crate) enum ImageCommand {
     },
 }
 
-pub(crate) async fn main(command: ImageCommand) -> ExitCode {
+pub(crate) async fn main(command: ImageCommand) -> u8 {
     match command {
         ImageCommand::Build {
             version, kind: true, ..
@@ -53,10 +52,11 @@ pub(crate) async fn main(command: ImageCommand) -> ExitCode {
                         println!("  preloaded {i}");
                     }
                     println!(
-                        "  the kind provider uses it for {version} (or NODEJOIN_KIND_IMAGE={})",
+                        "  the kind provider uses it for {version} (or {}={})",
+                        nodejoin::settings::var::KIND_IMAGE,
                         img.alias
                     );
-                    ExitCode::SUCCESS
+                    0
                 }
                 Err(e) => fail(&e),
             }
@@ -66,7 +66,7 @@ pub(crate) async fn main(command: ImageCommand) -> ExitCode {
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_env()).await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_settings()).await?;
                 let docker = nodejoin::host::prepare().await?;
                 let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
                 let over = match &overlay {
@@ -84,11 +84,12 @@ pub(crate) async fn main(command: ImageCommand) -> ExitCode {
                     if let Some(o) = over {
                         println!("overlay image {} (over {})", o.tag, o.base);
                         println!(
-                            "  use it: NODEJOIN_NODE_IMAGE={} for every scenario, or `image: {{ tag: {} }}` in a node group",
+                            "  use it: {}={} for every scenario, or `image: {{ tag: {} }}` in a node group",
+                            nodejoin::settings::var::NODE_IMAGE,
                             o.tag, o.tag
                         );
                     }
-                    ExitCode::SUCCESS
+                    0
                 }
                 Err(e) => fail(&e),
             }
@@ -119,7 +120,7 @@ pub(crate) async fn main(command: ImageCommand) -> ExitCode {
                             }
                         }
                     }
-                    ExitCode::SUCCESS
+                    0
                 }
                 Err(e) => fail(&e),
             }

@@ -1,6 +1,5 @@
 //! `nodejoin init [DIR]`: the starter files for a user's repository (see `nodejoin::init`).
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,7 +22,7 @@ pub struct Args {
     force: bool,
 }
 
-pub fn main(args: Args) -> ExitCode {
+pub fn main(args: Args) -> u8 {
     let opts = nodejoin::init::InitOptions {
         dir: args.dir,
         script: args.script,
@@ -47,8 +46,8 @@ pub fn main(args: Args) -> ExitCode {
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             );
-            ExitCode::SUCCESS
+            0
         }
-        Err(e) => super::fail(&e),
+        Err(e) => nodejoin::session::fail(&e),
     }
 }

@@ -1,4 +1,4 @@
-//! `artifacts`: a failed or negative scenario (or any, with `NODEJOIN_KEEP_ARTIFACTS`) keeps the control plane's
+//! `artifacts`: a failed or negative scenario (or any, with the keep-artifacts setting) keeps the control plane's
 //! and each node's logs, files and evidence under the run directory.
 use super::{Action, Context};
 use crate::error::Result;
@@ -19,7 +19,7 @@ fn wanted(cx: &Context<'_>) -> bool {
         .nodes
         .iter()
         .any(|n| !n.expect().joins || !n.expect().evidence.is_empty());
-    cx.cluster.is_some() && (failed || negative || std::env::var_os("NODEJOIN_KEEP_ARTIFACTS").is_some())
+    cx.cluster.is_some() && (failed || negative || crate::settings::get().keep_artifacts)
 }
 
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {

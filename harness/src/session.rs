@@ -1,0 +1,296 @@
+//! A `nodejoin run` session, from the files given to the exit code (nextest's runner and its `finish()`): the
+//! scenarios loaded as trials on one provider, the decision that the provider is required and can run, the
+//! environment started (signal handlers first), the reporters assembled, the run, the reports ended even when a
+//! signal cuts it short, and the exit code. The CLI only parses its flags into a [`RunRequest`].
+use crate::cluster::Provider;
+use crate::reporter::{Format, ReporterBuilder};
+use crate::run::events::Event;
+use crate::run::report::ScenarioReport;
+use crate::run::trial::Trial;
+use crate::run::verdict::{Required, Verdict};
+use crate::run::{Environment, LazyEnvironment, Outcome};
+use crate::scenario::{Defaults, Scenario};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::runtime::Runtime;
+
+/// `nodejoin run`'s exit codes (also in the book: docs/src/reference/cli.md); a skip is never a success.
+pub const EXIT_CODES: &str = "Exit codes:
+  0    every scenario that ran passed, and at least one ran
+  1    a scenario failed, or the run left objects behind
+  2    bad input or setup (invalid scenario, Docker unreachable, missing binaries)
+  3    a given directory holds no scenario files
+  4    the provider cannot run here, and was asked for (--provider, or the required providers setting)
+  5    nothing ran: every scenario was skipped (its providers) or ignored (its Kubernetes versions)
+  129, 130, 143  ended by SIGHUP, SIGINT or SIGTERM, after removing the run's processes and containers";
+
+/// See [`EXIT_CODES`].
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_BAD_INPUT: u8 = 2;
+pub const EXIT_NO_SCENARIOS: u8 = 3;
+pub const EXIT_PROVIDER_UNAVAILABLE: u8 = 4;
+pub const EXIT_NOTHING_RAN: u8 = 5;
+
+/// What `nodejoin run` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// Files or directories (default: scenarios/).
+    pub paths: Vec<PathBuf>,
+    /// The provider named (`--provider`): it must run. Default: the local provider.
+    pub provider: Option<Provider>,
+    /// Scenarios at once (default: the settings', else by cores and memory).
+    pub jobs: Option<usize>,
+    pub reporters: ReporterBuilder,
+}
+
+/// Prints `e` with its hint, the CLI's form of a failure; the exit code of bad input or setup.
+pub fn fail(e: &crate::Error) -> u8 {
+    eprintln!("error: {e}\n  hint: {}", e.hint());
+    EXIT_BAD_INPUT
+}
+
+/// The run's environment (signal handlers installed first: a signal at any point removes what the run has
+/// created so far), started now so start-up errors come before any output.
+pub fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), u8> {
+    let lazy = LazyEnvironment::new(rt.clone()).map_err(|e| {
+        eprintln!("error: cannot install signal handlers: {e}");
+        EXIT_BAD_INPUT
+    })?;
+    match lazy.get() {
+        Ok(env) => Ok((lazy, env)),
+        Err(message) => {
+            eprintln!("error: {message}");
+            let _ = lazy.finish();
+            Err(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Runs `request`; the exit code.
+pub fn run(rt: Arc<Runtime>, request: RunRequest) -> u8 {
+    let json = request.reporters.format == Format::Json;
+    let (code, reported) = run_session(rt, request);
+    // `--format json` always ends with run_finished, even when the run stopped before its reporters existed.
+    if json && !reported {
+        println!("{}", crate::reporter::json::aborted_line());
+    }
+    code
+}
+
+/// The session; also whether its reporters were given the run's end (they always are, once they exist).
+fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
+    let settings = crate::settings::get();
+    let provider = request.provider.unwrap_or_default();
+    let enabled = Provider::all();
+    let required = match crate::run::trials::required(settings.require_providers.as_deref(), &enabled) {
+        Ok(r) => request.provider.is_some() || r.contains(&provider),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return (EXIT_BAD_INPUT, false);
+        }
+    };
+    let (files, trials) = match load_trials(request.paths, provider) {
+        Ok(loaded) => loaded,
+        Err(code) => return (code, false),
+    };
+    // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
+    let applicable: Vec<&Scenario> = trials
+        .iter()
+        .map(|t| &t.scenario)
+        .filter(|s| s.not_applicable().is_none())
+        .collect();
+    if applicable.is_empty() {
+        for t in &trials {
+            if let Some(why) = t.scenario.not_applicable() {
+                eprintln!("[nodejoin] ignoring {}: {why}", t.file.display());
+            }
+        }
+        eprintln!(
+            "error: nothing to run: all {} scenario file(s) were skipped or ignored on provider {}",
+            files.len(),
+            provider.as_str()
+        );
+        return (EXIT_NOTHING_RAN, false);
+    }
+    if required {
+        match rt.block_on(provider_unavailable(provider, &applicable)) {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                eprintln!("error: provider {} cannot run here: {why}", provider.as_str());
+                let e = crate::Error::ProviderUnavailable {
+                    provider: provider.as_str().into(),
+                    reason: why,
+                };
+                eprintln!("  hint: {}", e.hint());
+                return (EXIT_PROVIDER_UNAVAILABLE, false);
+            }
+            Err(e) => return (fail(&e), false),
+        }
+    }
+    let (lazy, env) = match start_environment(&rt) {
+        Ok(started) => started,
+        Err(code) => return (code, false),
+    };
+    let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
+    eprintln!("[nodejoin] run {}: fakes {}", env.run_id, fakes.join(", "));
+    let jobs = request.jobs.unwrap_or_else(crate::run::runner::default_jobs).max(1);
+    let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
+    let started = std::time::Instant::now();
+    end_reports_on_signal(&reporters, &trials, started);
+    reporters.sink.emit(Event::RunStarted {
+        run_id: env.run_id.clone(),
+        artifacts: env.run_dir.clone(),
+        scenarios: trials.len(),
+        jobs,
+    });
+    let reports = rt.block_on(crate::run::runner::run_all(&env, &trials, jobs, &reporters.sink));
+    drop(env);
+    let leftovers = lazy.finish();
+    reporters.sink.emit(Event::RunFinished {
+        reports: Arc::new(reports.clone()),
+        wall: started.elapsed(),
+        leftovers: leftovers.clone(),
+        cancelled: None,
+    });
+    if !leftovers.is_empty() {
+        eprintln!("error: objects left behind: {}", leftovers.join(", "));
+        return (EXIT_FAILED, true);
+    }
+    if reporters.write_failed() {
+        eprintln!("error: a report could not be written (see above)");
+        eprintln!("  hint: check the --junit/--markdown paths: their directory must exist and be writable");
+        return (EXIT_FAILED, true);
+    }
+    (exit_code(&reports, required), true)
+}
+
+/// A termination signal ends the process from its handler: the reports still end, with what finished and the
+/// rest as cancelled (`run_finished` last on stdout, JUnit and Markdown written).
+fn end_reports_on_signal(reporters: &Arc<crate::reporter::Reporters>, trials: &[Trial], started: std::time::Instant) {
+    let reporters = reporters.clone();
+    let all: Vec<(String, PathBuf)> = trials
+        .iter()
+        .map(|t| (t.scenario.name.clone(), t.file.clone()))
+        .collect();
+    crate::signals::before_exit(Box::new(move |signal| {
+        let mut reports = reporters.finished();
+        for (name, file) in all {
+            if !reports.iter().any(|r| r.name == name) {
+                let mut r = ScenarioReport::new(&name, file);
+                r.outcome = Outcome::Error {
+                    message: format!("cancelled by {signal} before it finished"),
+                    hint: "the run was stopped; run it again".into(),
+                };
+                reports.push(r);
+            }
+        }
+        reporters.sink.emit(Event::RunFinished {
+            reports: Arc::new(reports),
+            wall: started.elapsed(),
+            leftovers: Vec::new(),
+            cancelled: Some(signal),
+        });
+    }));
+}
+
+/// The scenario files under `paths` (default: scenarios/), loaded with the settings' defaults as trials on
+/// `provider`; those that run only on other providers are skipped with a line on stderr. Also returns every
+/// file found. An error has been printed; its exit code is returned.
+pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathBuf>, Vec<Trial>), u8> {
+    let defaults = Defaults::from_settings(crate::settings::get()).map_err(|e| fail(&e))?;
+    let paths = if paths.is_empty() {
+        vec![PathBuf::from("scenarios")]
+    } else {
+        paths
+    };
+    let mut files = Vec::new();
+    for p in &paths {
+        match crate::scenario::discover(std::slice::from_ref(p)) {
+            Ok(found) if found.is_empty() => {
+                eprintln!("error: {} holds no scenario files (*.yaml, *.yml)", p.display());
+                return Err(EXIT_NO_SCENARIOS);
+            }
+            Ok(found) => files.extend(found),
+            Err(e) => return Err(fail(&e)),
+        }
+    }
+    let mut trials = Vec::new();
+    for f in &files {
+        let s = crate::scenario::load_file(f, &defaults).map_err(|e| fail(&e))?;
+        if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
+            let only: Vec<&str> = s.cluster.providers.iter().map(|p| p.as_str()).collect();
+            eprintln!("[nodejoin] skipping {}: it runs only on {}", f.display(), only.join(", "));
+            continue;
+        }
+        trials.push(Trial::new(f, s, provider));
+    }
+    crate::scenario::unique_scenarios(trials.iter().map(|t| (t.file.as_path(), &t.scenario))).map_err(|e| fail(&e))?;
+    Ok((files, trials))
+}
+
+/// The exit code of a finished run, from each scenario's verdict (`run::verdict`, as the trials decide theirs):
+/// failures first, then a required provider that could not run, then a run in which nothing ran.
+pub fn exit_code(reports: &[ScenarioReport], required: bool) -> u8 {
+    let required = Required {
+        provider: required,
+        scenario: false,
+    };
+    let verdicts: Vec<(&str, Verdict)> = reports
+        .iter()
+        .map(|r| (r.name.as_str(), Verdict::of(&r.outcome, || r.failure_lines(), required)))
+        .collect();
+    if verdicts.iter().any(|(_, v)| matches!(v, Verdict::Failed(_))) {
+        return EXIT_FAILED;
+    }
+    if let Some((name, _)) = verdicts.iter().find(|(_, v)| matches!(v, Verdict::NotRun(_))) {
+        eprintln!("error: {name}: the provider cannot run here");
+        return EXIT_PROVIDER_UNAVAILABLE;
+    }
+    if !verdicts.iter().any(|(_, v)| *v == Verdict::Passed) {
+        eprintln!("error: nothing ran: every scenario was skipped or ignored");
+        return EXIT_NOTHING_RAN;
+    }
+    0
+}
+
+/// Why `provider` cannot run one of `scenarios` here (the full check: it may pull the provider's image), if it
+/// cannot; each Kubernetes version is checked once.
+async fn provider_unavailable(provider: Provider, scenarios: &[&Scenario]) -> crate::Result<Option<String>> {
+    let p = provider.get();
+    let docker = crate::docker::connect().await?;
+    let mut checked = std::collections::BTreeSet::new();
+    for s in scenarios {
+        if !checked.insert(s.cluster.kubernetes_version.clone()) {
+            continue;
+        }
+        let spec = crate::cluster::ClusterSpec {
+            provider,
+            version: s.cluster.kubernetes_version.clone(),
+            service_cidr: s.cluster.service_cidr(),
+            iam_lane: None,
+        };
+        if let Some(why) = p.unavailable(&spec, &docker).await {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_outranks_a_provider_that_did_not_run_which_outranks_nothing_run() {
+        let report = |name: &str, outcome: Outcome| {
+            let mut r = ScenarioReport::new(name, PathBuf::from(format!("{name}.yaml")));
+            r.outcome = outcome;
+            r
+        };
+        let skipped = || Outcome::Unavailable("kind cannot run here".into());
+        assert_eq!(exit_code(&[report("a", Outcome::Passed)], false), 0);
+        assert_eq!(exit_code(&[report("a", skipped())], false), EXIT_NOTHING_RAN);
+        assert_eq!(exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true), EXIT_PROVIDER_UNAVAILABLE);
+        assert_eq!(exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true), EXIT_FAILED);
+    }
+}
