@@ -183,7 +183,9 @@ pub async fn ensure_docker() -> Result<testcontainers::bollard::Docker> {
     }
     if !(may_change_host() && is_root()) {
         return Err(Error::Host {
-            what: format!("no Docker engine answers (nodejoin starts dockerd only as root, unless {ENV_HOST_SETUP}=never)"),
+            what: format!(
+                "no Docker engine answers (nodejoin starts dockerd only as root, unless {ENV_HOST_SETUP}=never)"
+            ),
             fix,
         });
     }

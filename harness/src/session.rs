@@ -219,7 +219,11 @@ pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathB
         let s = crate::scenario::load_file(f, &defaults).map_err(|e| fail(&e))?;
         if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
             let only: Vec<&str> = s.cluster.providers.iter().map(|p| p.as_str()).collect();
-            eprintln!("[nodejoin] skipping {}: it runs only on {}", f.display(), only.join(", "));
+            eprintln!(
+                "[nodejoin] skipping {}: it runs only on {}",
+                f.display(),
+                only.join(", ")
+            );
             continue;
         }
         trials.push(Trial::new(f, s, provider));
@@ -290,7 +294,13 @@ mod tests {
         let skipped = || Outcome::Unavailable("kind cannot run here".into());
         assert_eq!(exit_code(&[report("a", Outcome::Passed)], false), 0);
         assert_eq!(exit_code(&[report("a", skipped())], false), EXIT_NOTHING_RAN);
-        assert_eq!(exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true), EXIT_PROVIDER_UNAVAILABLE);
-        assert_eq!(exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true), EXIT_FAILED);
+        assert_eq!(
+            exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true),
+            EXIT_PROVIDER_UNAVAILABLE
+        );
+        assert_eq!(
+            exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true),
+            EXIT_FAILED
+        );
     }
 }

@@ -47,32 +47,84 @@ pub mod var {
 }
 
 /// The tools whose binary (`NODEJOIN_<TOOL>`) and Go module version (`NODEJOIN_<TOOL>_VERSION`) can be given.
-pub const TOOLS: [&str; 6] = ["NODEADM", "AWS_IAM_AUTHENTICATOR", "CRICTL", "COREDNS", "CONTAINERD", "RUNC"];
+pub const TOOLS: [&str; 6] = [
+    "NODEADM",
+    "AWS_IAM_AUTHENTICATOR",
+    "CRICTL",
+    "COREDNS",
+    "CONTAINERD",
+    "RUNC",
+];
 
 /// Every setting a user may give, with what it does: `--help` and the book's command-line page list these.
 pub const VARIABLES: &[(&str, &str)] = &[
-    (var::K8S_VERSION, "Kubernetes version of scenarios that name none (`run --kubernetes-version`)"),
-    (var::PROVIDERS, "providers the cargo-test trials are made for (comma-separated; default all)"),
-    (var::REQUIRE_PROVIDERS, "providers that must run: a trial that cannot is a failure, not a skip"),
+    (
+        var::K8S_VERSION,
+        "Kubernetes version of scenarios that name none (`run --kubernetes-version`)",
+    ),
+    (
+        var::PROVIDERS,
+        "providers the cargo-test trials are made for (comma-separated; default all)",
+    ),
+    (
+        var::REQUIRE_PROVIDERS,
+        "providers that must run: a trial that cannot is a failure, not a skip",
+    ),
     (var::JOBS, "scenarios run at once (`run --jobs`)"),
-    (var::CONTAINERD_LINE, "containerd line of node groups that name none: 2.2 or 1.7 (`run --containerd`)"),
-    (var::EKS_AMI, "amazon-eks-ami checkout for every group naming one (`run --eks-ami`)"),
-    (var::ARTIFACTS_DIR, "where runs write reports and artifacts (default target/nodejoin)"),
-    (var::KEEP_ARTIFACTS, "keep every scenario's artifacts, not only failed and negative ones"),
-    (var::CACHE_DIR, "the cache of binaries and builds (default ~/.cache/nodejoin)"),
-    (var::FIXTURES, "a nodejoin checkout's fixtures/ to use instead of the files built into the binary"),
-    (var::K8S_ASSETS, "a directory holding etcd, kube-apiserver, kube-controller-manager and kubelet"),
+    (
+        var::CONTAINERD_LINE,
+        "containerd line of node groups that name none: 2.2 or 1.7 (`run --containerd`)",
+    ),
+    (
+        var::EKS_AMI,
+        "amazon-eks-ami checkout for every group naming one (`run --eks-ami`)",
+    ),
+    (
+        var::ARTIFACTS_DIR,
+        "where runs write reports and artifacts (default target/nodejoin)",
+    ),
+    (
+        var::KEEP_ARTIFACTS,
+        "keep every scenario's artifacts, not only failed and negative ones",
+    ),
+    (
+        var::CACHE_DIR,
+        "the cache of binaries and builds (default ~/.cache/nodejoin)",
+    ),
+    (
+        var::FIXTURES,
+        "a nodejoin checkout's fixtures/ to use instead of the files built into the binary",
+    ),
+    (
+        var::K8S_ASSETS,
+        "a directory holding etcd, kube-apiserver, kube-controller-manager and kubelet",
+    ),
     (var::K8S_RELEASE_URL, "mirror of Kubernetes' release downloads"),
     (var::ETCD_RELEASE_URL, "mirror of etcd's release downloads"),
-    ("NODEJOIN_<TOOL>", "a binary to use for a node tool (NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, COREDNS, CONTAINERD, RUNC)"),
-    ("NODEJOIN_<TOOL>_VERSION", "the Go module version a node tool is built at"),
+    (
+        "NODEJOIN_<TOOL>",
+        "a binary to use for a node tool (NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, COREDNS, CONTAINERD, RUNC)",
+    ),
+    (
+        "NODEJOIN_<TOOL>_VERSION",
+        "the Go module version a node tool is built at",
+    ),
     (var::NODE_IMAGE, "a node image of the user's for every scenario"),
     (var::BASE_IMAGE, "the base image the node image is built on"),
-    (var::DEBIAN_SUITE, "the Debian suite the base image is bootstrapped from"),
+    (
+        var::DEBIAN_SUITE,
+        "the Debian suite the base image is bootstrapped from",
+    ),
     (var::BOOT_CONCURRENCY, "node containers started at once"),
-    (var::HOST_SETUP, "never: do not install packages or start Docker, only report what is missing"),
+    (
+        var::HOST_SETUP,
+        "never: do not install packages or start Docker, only report what is missing",
+    ),
     (var::KIND_IMAGE, "the kind node image"),
-    (var::KIND_RESTRICTED, "how kind's --privileged is replaced: always, never or sometimes"),
+    (
+        var::KIND_RESTRICTED,
+        "how kind's --privileged is replaced: always, never or sometimes",
+    ),
     (var::K3S_IMAGE, "the k3s image"),
 ];
 

@@ -339,3 +339,19 @@ fn a_relative_path_resolves_against_the_scenario_file_and_a_missing_one_names_wh
         ],
     );
 }
+
+#[test]
+fn every_setting_shows_in_help_and_on_the_books_command_line_page() {
+    let page = std::fs::read_to_string(nodejoin::paths::workspace_root().join("docs/src/reference/cli.md")).unwrap();
+    for args in [&["--help"][..], &["run", "--help"][..]] {
+        let (status, text) = nodejoin(args, &[]);
+        assert_eq!(status, Some(0), "{text}");
+        for (name, _) in nodejoin::settings::VARIABLES {
+            assert!(text.contains(name), "`nodejoin {}` lacks {name}", args.join(" "));
+        }
+    }
+    for (name, what) in nodejoin::settings::VARIABLES {
+        let row = format!("| `{name}` | {what} |");
+        assert!(page.contains(&row), "docs/src/reference/cli.md lacks the row {row}");
+    }
+}

@@ -168,7 +168,6 @@ impl ContainerdLine {
     }
 }
 
-
 /// The resolved binaries the node image is built with.
 #[derive(Debug, Clone)]
 pub struct NodeTools {

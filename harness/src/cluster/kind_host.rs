@@ -63,7 +63,10 @@ impl Shim {
                 if self.swaps_privileged { "1" } else { "0" },
             )
             .env(crate::settings::var::SHIM_CAP_DROP, self.cap_drop.join(" "))
-            .env(crate::settings::var::SHIM_DEVICES, crate::node::privileges::devices().join(" "));
+            .env(
+                crate::settings::var::SHIM_DEVICES,
+                crate::node::privileges::devices().join(" "),
+            );
     }
 }
 

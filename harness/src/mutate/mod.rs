@@ -261,8 +261,7 @@ pub async fn run(
         if let Some(why) = controls.refutes(env, catcher, &file).await {
             return broken(why);
         }
-        let planted =
-            load(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
+        let planted = load(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
         let trial = match planted {
             Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),

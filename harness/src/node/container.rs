@@ -3,8 +3,8 @@
 //! run id, removed when dropped.
 use super::image::NodeImage;
 use super::privileges;
-pub use super::seed::NodeFile;
 use super::seed::seed_archive;
+pub use super::seed::NodeFile;
 use crate::docker::{self, ExecOutput, RunNetwork};
 use crate::error::{Error, Result};
 use std::net::Ipv4Addr;

@@ -39,7 +39,12 @@ pub fn entrypoint_env(instance_id: &str, instance_type: &str) -> Vec<(String, St
         .map(|(_, v)| v.to_lowercase())
         .unwrap_or_default();
     dmi.into_iter()
-        .map(|(file, value)| (format!("{}{}", crate::settings::var::NODE_DMI_PREFIX, file.to_uppercase()), value))
+        .map(|(file, value)| {
+            (
+                format!("{}{}", crate::settings::var::NODE_DMI_PREFIX, file.to_uppercase()),
+                value,
+            )
+        })
         .chain([(crate::settings::var::NODE_HYPERVISOR_UUID.to_string(), uuid)])
         .collect()
 }
@@ -65,10 +70,12 @@ mod tests {
         assert_eq!(ec2_identity("i-0123456789abcdef0", "m5.large"), id);
         assert_ne!(ec2_identity("i-0fedcba9876543210", "m5.large")[6], id[6]);
         let env = entrypoint_env("i-0123456789abcdef0", "m5.large");
-        assert!(env.iter().any(|(k, v)| *k == format!("{}PRODUCT_UUID", crate::settings::var::NODE_DMI_PREFIX) && *v == uuid));
-        // cloud-init reads /sys/hypervisor/uuid in containers, lower-cases it and wants an "ec2" prefix.
         assert!(env
             .iter()
-            .any(|(k, v)| k == crate::settings::var::NODE_HYPERVISOR_UUID && *v == uuid.to_lowercase() && v.starts_with("ec2")));
+            .any(|(k, v)| *k == format!("{}PRODUCT_UUID", crate::settings::var::NODE_DMI_PREFIX) && *v == uuid));
+        // cloud-init reads /sys/hypervisor/uuid in containers, lower-cases it and wants an "ec2" prefix.
+        assert!(env.iter().any(|(k, v)| k == crate::settings::var::NODE_HYPERVISOR_UUID
+            && *v == uuid.to_lowercase()
+            && v.starts_with("ec2")));
     }
 }

@@ -2,7 +2,7 @@
 //! files (`templates/al2023/runtime`) laid out as the AMI build lays them out, over nodejoin's node image. This is
 //! the regression-suite use: a pull request to amazon-eks-ami, or a fork, runs nodejoin against its own working
 //! tree, unmodified.
-use super::image::{NODEADM_LABEL, copy_tree, hash_path_skipping, image_err, run, NodeImage};
+use super::image::{copy_tree, hash_path_skipping, image_err, run, NodeImage, NODEADM_LABEL};
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -1,30 +1,16 @@
-//! Running scenarios: the shared environment of a process (network, fakes, control planes), the per-scenario
-//! pipeline of small named actions, and the reports.
-mod actions;
-pub mod artifacts;
-mod boot;
-mod clusters;
+//! Running scenarios, in three rooms: the shared environment of a process (`env`: network, fakes, control
+//! planes), the driver (`driver`: trials, the runner, verdicts) and the per-scenario pipeline (`pipeline`: one
+//! folder per step, named as the report shows its phases); with what they share: the node while it runs, the
+//! events reporters consume, and the report.
+pub mod driver;
 pub mod env;
 pub mod events;
-pub mod failfast;
-pub mod files;
-pub mod iam;
-mod journal;
-pub mod lazy;
 mod node;
-mod node_checks;
-mod observe;
-pub mod pod;
-pub mod prepare;
+pub mod pipeline;
 pub mod report;
-pub mod runner;
-pub mod scenario;
 pub mod timeline;
-pub mod trial;
-pub mod trials;
-pub mod userdata;
-pub mod verdict;
 
-pub use env::Environment;
+pub use driver::{runner, scenario, trial, trials, verdict};
+pub use env::{lazy, prepare, Environment};
 pub use lazy::LazyEnvironment;
 pub use report::{Outcome, ScenarioReport};

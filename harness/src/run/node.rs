@@ -13,63 +13,63 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A node of the scenario, from container start to teardown.
-pub(super) struct RunningNode {
-    pub(super) group: NodeGroup,
+pub(crate) struct RunningNode {
+    pub(crate) group: NodeGroup,
     /// The group's expectation, its placeholders filled in with this node's values once they are all known
     /// (before its bootstrap runs); until then, as the scenario wrote it.
-    pub(super) expect: Expect,
-    pub(super) container: NodeContainer,
-    pub(super) instance: Arc<Instance>,
-    pub(super) node_name: String,
-    pub(super) vars: BTreeMap<String, String>,
-    pub(super) bootstrap: Option<ExecOutput>,
-    pub(super) bootstrap_error: Option<String>,
+    pub(crate) expect: Expect,
+    pub(crate) container: NodeContainer,
+    pub(crate) instance: Arc<Instance>,
+    pub(crate) node_name: String,
+    pub(crate) vars: BTreeMap<String, String>,
+    pub(crate) bootstrap: Option<ExecOutput>,
+    pub(crate) bootstrap_error: Option<String>,
     /// When the bootstrap finished (≈ when it started the kubelet).
-    pub(super) kubelet_start: Instant,
-    pub(super) timeline: NodeTimeline,
-    pub(super) node: Option<Node>,
-    pub(super) serving: Option<assert::serving::ServingCert>,
-    pub(super) serving_error: String,
-    pub(super) client_csr: Option<assert::csr::CsrState>,
-    pub(super) serving_csr: Option<assert::csr::CsrState>,
-    pub(super) evidence: Vec<Option<String>>,
+    pub(crate) kubelet_start: Instant,
+    pub(crate) timeline: NodeTimeline,
+    pub(crate) node: Option<Node>,
+    pub(crate) serving: Option<assert::serving::ServingCert>,
+    pub(crate) serving_error: String,
+    pub(crate) client_csr: Option<assert::csr::CsrState>,
+    pub(crate) serving_csr: Option<assert::csr::CsrState>,
+    pub(crate) evidence: Vec<Option<String>>,
     /// When the last expected piece of evidence was found: a negative scenario keeps watching from then on.
-    pub(super) evidence_complete_at: Option<Instant>,
+    pub(crate) evidence_complete_at: Option<Instant>,
     /// When the node was last probed for a decided failure (see `observe::failure_probe_every`).
-    pub(super) failure_probed_at: Option<Instant>,
+    pub(crate) failure_probed_at: Option<Instant>,
     /// When the container was last asked whether it still runs, and why it does not (exit code, OOM kill): a
     /// dead node ends its wait at once, and nothing that needs it running is asked of it afterwards.
-    pub(super) liveness_checked_at: Option<Instant>,
-    pub(super) container_exit: Option<String>,
+    pub(crate) liveness_checked_at: Option<Instant>,
+    pub(crate) container_exit: Option<String>,
     /// The name a Node carrying this instance's providerID registered under, when it is not the expected one.
-    pub(super) registered_as: Option<String>,
-    pub(super) done: bool,
+    pub(crate) registered_as: Option<String>,
+    pub(crate) done: bool,
     /// `userData` nodes: what the user data was, and what cloud-init reported.
-    pub(super) user_data_note: Option<String>,
-    pub(super) cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
-    pub(super) nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
+    pub(crate) user_data_note: Option<String>,
+    pub(crate) cloud_init: Option<crate::assert::cloud_init::CloudInitReport>,
+    pub(crate) nodeadm: Option<crate::assert::nodeadm::NodeadmReport>,
     /// When the container was started: the origin of the call log's times.
-    pub(super) booted: Instant,
+    pub(crate) booted: Instant,
     /// The harness-run bootstrap's command and environment, for the idempotency re-run.
-    pub(super) invocation: Option<(Vec<String>, Vec<String>)>,
+    pub(crate) invocation: Option<(Vec<String>, Vec<String>)>,
     /// The bootstrap's exec trace, or why there is none (`None`: it did not run under the harness).
-    pub(super) executables: Option<assert::executables::Trace>,
+    pub(crate) executables: Option<assert::executables::Trace>,
     /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
     /// started, or the bootstrap or cloud-init finished).
-    pub(super) stopped: Option<(super::failfast::Stop, Duration)>,
+    pub(crate) stopped: Option<(crate::run::pipeline::observe::failfast::Stop, Duration)>,
 }
 
 impl RunningNode {
-    pub(super) fn expect(&self) -> &Expect {
+    pub(crate) fn expect(&self) -> &Expect {
         &self.expect
     }
 }
 
-pub(super) fn bootstrap_failed(n: &RunningNode) -> bool {
+pub(crate) fn bootstrap_failed(n: &RunningNode) -> bool {
     n.bootstrap_error.is_some() || n.bootstrap.as_ref().is_some_and(|b| b.exit_code != 0)
 }
 
-pub(super) fn bootstrap_text(n: &RunningNode) -> String {
+pub(crate) fn bootstrap_text(n: &RunningNode) -> String {
     match (&n.bootstrap, &n.bootstrap_error) {
         (Some(b), _) => format!(
             "exit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
@@ -81,7 +81,7 @@ pub(super) fn bootstrap_text(n: &RunningNode) -> String {
 }
 
 /// The node's calls to the fakes, one line each, timed from its container's start.
-pub(super) fn calls_text(env: &Environment, n: &RunningNode) -> String {
+pub(crate) fn calls_text(env: &Environment, n: &RunningNode) -> String {
     env.calls
         .of(&n.instance.instance_id)
         .iter()
@@ -90,7 +90,7 @@ pub(super) fn calls_text(env: &Environment, n: &RunningNode) -> String {
         .join("\n")
 }
 
-pub(super) fn imds_text(env: &Environment, n: &RunningNode) -> String {
+pub(crate) fn imds_text(env: &Environment, n: &RunningNode) -> String {
     env.instances
         .requests_from(std::net::IpAddr::V4(n.instance.private_ip))
         .iter()

@@ -26,13 +26,19 @@ impl Defaults {
         };
         if let Some(v) = &settings.kubernetes_version {
             if crate::assets::check_version(v).is_err() {
-                return Err(invalid(format!("{}='{v}' is not a version like v1.36.3", var::K8S_VERSION)));
+                return Err(invalid(format!(
+                    "{}='{v}' is not a version like v1.36.3",
+                    var::K8S_VERSION
+                )));
             }
         }
         let containerd_line = match &settings.containerd_line {
             None => None,
             Some(l) => Some(crate::assets::tools::ContainerdLine::parse(l).ok_or_else(|| {
-                invalid(format!("{}='{l}' is not a containerd line (2.2 or 1.7)", var::CONTAINERD_LINE))
+                invalid(format!(
+                    "{}='{l}' is not a containerd line (2.2 or 1.7)",
+                    var::CONTAINERD_LINE
+                ))
             })?),
         };
         Ok(Self {
@@ -420,11 +426,22 @@ mod tests {
                      image: { amazonEksAmi: ./mine }\n";
         let named = parse_with(named, &file, &defaults).unwrap();
         assert_eq!(named.cluster.kubernetes_version, "v1.34.4", "the file's version wins");
-        assert_eq!(named.nodes[0].containerd_line(), ContainerdLine::V2_2, "the group's line wins");
+        assert_eq!(
+            named.nodes[0].containerd_line(),
+            ContainerdLine::V2_2,
+            "the group's line wins"
+        );
         let checkout = named.nodes[0].image.as_ref().and_then(|i| i.amazon_eks_ami.as_deref());
-        assert_eq!(checkout, Some("/srv/eks-ami"), "the run's checkout replaces the group's");
+        assert_eq!(
+            checkout,
+            Some("/srv/eks-ami"),
+            "the run's checkout replaces the group's"
+        );
         // Without defaults, the built-in ones; and loading reads no environment.
-        assert_eq!(p(MINIMAL).unwrap().cluster.kubernetes_version, crate::assets::DEFAULT_VERSION);
+        assert_eq!(
+            p(MINIMAL).unwrap().cluster.kubernetes_version,
+            crate::assets::DEFAULT_VERSION
+        );
         let bad = crate::settings::Settings {
             kubernetes_version: Some("1.35".into()),
             ..Default::default()

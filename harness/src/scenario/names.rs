@@ -90,7 +90,10 @@ mod tests {
         assert!(unique_scenarios([(fa.as_path(), &a)]).is_ok());
         // The bundled scenarios have names of their own.
         let files = crate::scenario::discover(&[root.join("scenarios")]).unwrap();
-        let loaded: Vec<_> = files.iter().map(|f| crate::scenario::load_file(f, &Default::default()).unwrap()).collect();
+        let loaded: Vec<_> = files
+            .iter()
+            .map(|f| crate::scenario::load_file(f, &Default::default()).unwrap())
+            .collect();
         unique_scenarios(files.iter().map(|f| f.as_path()).zip(loaded.iter())).unwrap();
     }
 

@@ -152,7 +152,8 @@ async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Re
 }
 
 fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provider) -> Result<Side, u8> {
-    let bad = |message: String| nodejoin::session::fail(&nodejoin::Error::Compare(format!("--{label} {text}: {message}")));
+    let bad =
+        |message: String| nodejoin::session::fail(&nodejoin::Error::Compare(format!("--{label} {text}: {message}")));
     let variant = Variant::parse(text).map_err(|m| bad(format!("{m} (a side is {FORMS})")))?;
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]

@@ -1,8 +1,8 @@
 //! `nodejoin image`: build the node image (or the kind node image, or an overlay), or every image a set of
 //! scenarios uses.
-use nodejoin::session::fail;
 use clap::Subcommand;
 use nodejoin::assets::tools::ContainerdLine;
+use nodejoin::session::fail;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -86,7 +86,8 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
                         println!(
                             "  use it: {}={} for every scenario, or `image: {{ tag: {} }}` in a node group",
                             nodejoin::settings::var::NODE_IMAGE,
-                            o.tag, o.tag
+                            o.tag,
+                            o.tag
                         );
                     }
                     0

@@ -175,7 +175,12 @@ async fn assets(version: &str) -> u8 {
     .await;
     match result {
         Ok((a, tools)) => {
-            println!("Kubernetes {} binaries in {} (source: {})", a.version, a.dir.display(), a.source);
+            println!(
+                "Kubernetes {} binaries in {} (source: {})",
+                a.version,
+                a.dir.display(),
+                a.source
+            );
             for (name, bin) in tools.binaries() {
                 println!("{name} at {}", bin.display());
             }

@@ -26,7 +26,7 @@ pub struct SharedCluster {
     pub approver: Arc<Approver>,
     pub created_in: Duration,
     pub step_timings: Vec<(String, Duration)>,
-    pub(super) tasks: Vec<JoinHandle<()>>,
+    pub(crate) tasks: Vec<JoinHandle<()>>,
 }
 
 type Map = HashMap<ClusterSpec, Arc<SharedCluster>>;
@@ -34,7 +34,7 @@ type Map = HashMap<ClusterSpec, Arc<SharedCluster>>;
 /// How often an idle watcher looks whether its control plane is in use.
 const IDLE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-pub(super) struct Clusters {
+pub(crate) struct Clusters {
     map: Arc<Mutex<Map>>,
     authenticator: Arc<Authenticator>,
     watchers: std::sync::Mutex<Vec<JoinHandle<()>>>,
@@ -43,7 +43,7 @@ pub(super) struct Clusters {
 }
 
 impl Clusters {
-    pub(super) fn new(authenticator: Arc<Authenticator>) -> Self {
+    pub(crate) fn new(authenticator: Arc<Authenticator>) -> Self {
         Self {
             map: Default::default(),
             authenticator,
@@ -53,7 +53,7 @@ impl Clusters {
     }
 
     /// The map, locked: a control plane is looked up, replaced or created under this lock.
-    pub(super) async fn lock(&self) -> MutexGuard<'_, Map> {
+    pub(crate) async fn lock(&self) -> MutexGuard<'_, Map> {
         self.map.lock().await
     }
 
@@ -61,7 +61,7 @@ impl Clusters {
     /// still takes about 9 % of a core (the API server's and etcd's housekeeping), and a run whose later
     /// scenarios need other specs kept each such one alive to its end. A scenario that needs it again gets a new
     /// one.
-    pub(super) fn stop_when_idle(&self, spec: ClusterSpec, cluster: &Arc<SharedCluster>, idle: Duration) {
+    pub(crate) fn stop_when_idle(&self, spec: ClusterSpec, cluster: &Arc<SharedCluster>, idle: Duration) {
         let watcher = watch_idle(
             self.map.clone(),
             self.authenticator.clone(),
@@ -77,7 +77,7 @@ impl Clusters {
     }
 
     /// Stops every control plane, and waits for any an idle watcher is stopping.
-    pub(super) async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let _ = self.closing.send(true);
         let all: Vec<Arc<SharedCluster>> = self.map.lock().await.drain().map(|(_, c)| c).collect();
         for c in all {
@@ -95,7 +95,7 @@ impl Clusters {
 
 /// How many IAM lanes a run has: more than scenarios ever run at once by default (`-j` is at most 8 unless given),
 /// and since the lowest free lane is taken, lanes beyond the IAM scenarios running at once are never created.
-pub(super) const IAM_LANES: u32 = 16;
+pub(crate) const IAM_LANES: u32 = 16;
 
 /// Exclusive use of a control plane by one IAM scenario (aws-auth, access entries and the audit log are
 /// cluster-wide), held until dropped.
@@ -131,20 +131,20 @@ impl Drop for Lane {
 
 /// The free IAM lanes; the lowest is taken first, so consecutive IAM scenarios land on a control plane that
 /// already runs.
-pub(super) struct Lanes {
+pub(crate) struct Lanes {
     permits: Arc<tokio::sync::Semaphore>,
     free: Arc<std::sync::Mutex<BTreeSet<u32>>>,
 }
 
 impl Lanes {
-    pub(super) fn new(n: u32) -> Self {
+    pub(crate) fn new(n: u32) -> Self {
         Self {
             permits: Arc::new(tokio::sync::Semaphore::new(n as usize)),
             free: Arc::new(std::sync::Mutex::new((0..n).collect())),
         }
     }
 
-    pub(super) async fn take(&self) -> Result<Lane> {
+    pub(crate) async fn take(&self) -> Result<Lane> {
         let permit = self
             .permits
             .clone()
@@ -166,7 +166,7 @@ impl Lanes {
 }
 
 /// Ends what the harness runs for a control plane: its controllers and its token-webhook binding.
-pub(super) fn detach(c: &SharedCluster, authenticator: &Authenticator) {
+pub(crate) fn detach(c: &SharedCluster, authenticator: &Authenticator) {
     authenticator.unbind(&c.id);
     for t in &c.tasks {
         t.abort();
@@ -175,7 +175,7 @@ pub(super) fn detach(c: &SharedCluster, authenticator: &Authenticator) {
 
 /// Stops a control plane no longer handed out: its controllers, its token-webhook binding, its processes or
 /// containers.
-pub(super) async fn stop(c: Arc<SharedCluster>, authenticator: &Authenticator) {
+pub(crate) async fn stop(c: Arc<SharedCluster>, authenticator: &Authenticator) {
     detach(&c, authenticator);
     match Arc::try_unwrap(c) {
         Ok(c) => c.control_plane.into_inner().stop().await,

@@ -1,14 +1,14 @@
 //! Starting a scenario's nodes: each container with its EC2 identity (instance, DMI, files the node reads), then
 //! its bootstrap, run by the harness (traced) or by the node's own cloud-init from user data.
-use super::env::Environment;
-use super::node::RunningNode;
-use super::report::NodeTimeline;
 use crate::assert::executables::Trace;
 use crate::cluster::objects::BootstrapToken;
 use crate::error::{Error, Result};
 use crate::fakes::iam::{CredentialMode, CredentialPolicy};
 use crate::fakes::instances::Instance;
 use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
+use crate::run::env::Environment;
+use crate::run::node::RunningNode;
+use crate::run::report::NodeTimeline;
 use crate::scenario::model::{AuthMode, CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, Scenario};
 use crate::scenario::template::render;
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Instant, SystemTime};
 
 /// Starts one node container, gives it an EC2 identity and waits for systemd. Needs no control plane.
-pub(super) async fn boot_node(
+pub(crate) async fn boot_node(
     env: &Environment,
     sc: &Scenario,
     image: &crate::node::image::NodeImage,
@@ -229,9 +229,9 @@ pub(super) async fn boot_node(
 }
 
 /// Runs the bootstrap in a booted node, with the cluster's placeholders filled in.
-pub(super) async fn run_bootstrap(
+pub(crate) async fn run_bootstrap(
     env: &Environment,
-    trial: &super::trial::Trial,
+    trial: &crate::run::driver::trial::Trial,
     node: &mut RunningNode,
     cluster_vars: &BTreeMap<String, String>,
     token: &BootstrapToken,
@@ -273,7 +273,7 @@ pub(super) async fn run_bootstrap(
             // The stack that launched this node group, in the cluster's region: what its cfn-signal must name.
             env.cloudformation.create_stack(&stack, &resource, &sc.cluster.region);
         }
-        let (served, description) = super::userdata::build(
+        let (served, description) = crate::run::pipeline::bootstrap::userdata::build(
             sc,
             &group,
             spec,
@@ -288,7 +288,9 @@ pub(super) async fn run_bootstrap(
         node.instance = env.instances.register(with_data);
         node.user_data_note = Some(description);
         let t1 = Instant::now();
-        match super::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm).await {
+        match crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm)
+            .await
+        {
             Ok(run) => {
                 node.bootstrap = Some(run.output);
                 node.cloud_init = Some(run.report);

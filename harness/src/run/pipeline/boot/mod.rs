@@ -1,10 +1,11 @@
 //! `boot`: the control plane and the node containers start in parallel (a container needs no cluster until its
 //! bootstrap runs).
+pub(crate) mod nodes;
 use super::{Action, Context};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "control plane + nodes booted (in parallel)",
     applies: super::always,
     wait: false,
@@ -22,7 +23,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 .iter()
                 .zip(&cx.group_images)
                 .flat_map(|(g, img)| (0..g.count).map(move |i| (g, img, i)))
-                .map(|(g, img, i)| crate::run::boot::boot_node(env, sc, img, g, i)),
+                .map(|(g, img, i)| crate::run::pipeline::boot::nodes::boot_node(env, sc, img, g, i)),
         );
         let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(assets)), boots);
         let mut first_error = None;

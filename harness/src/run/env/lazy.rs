@@ -1,6 +1,6 @@
 //! The environment the trials of one test process share (scenario trials, mutation trials): started by the
 //! first trial that needs it, cleaned up on SIGINT, SIGTERM or SIGHUP, shut down after the last trial.
-use super::Environment;
+use crate::run::Environment;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 use tokio::sync::OnceCell;

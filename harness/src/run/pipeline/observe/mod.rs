@@ -1,11 +1,15 @@
 //! `join observed`: watches the cluster and the nodes until every node's expectations are settled (or its
 //! `within` runs out, or the harness can tell it never will), then notes each node's CPU time and the control
 //! plane's memory.
+pub(crate) mod failfast;
+pub(crate) mod journal;
+pub(crate) mod pod;
+pub(crate) mod watch;
 use super::{Action, Context};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: crate::run::timeline::PHASE_JOIN_OBSERVED,
     applies: super::always,
     wait: false,
@@ -15,7 +19,7 @@ pub(super) const ACTION: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let cluster = cx.cluster("observe")?;
-        if let Some(component) = crate::run::observe::observe(cx.env, &cluster, &mut cx.nodes).await {
+        if let Some(component) = crate::run::pipeline::observe::watch::observe(cx.env, &cluster, &mut cx.nodes).await {
             if crate::reaper::interrupted() {
                 return Err(Error::Interrupted);
             }

@@ -1,7 +1,10 @@
 //! The environment shared by every scenario a process runs: one Docker network, the AWS fakes, and one control
 //! plane per (provider, version, service CIDR), created on first use and stopped once unused for a while (cheap
 //! ones, see `run::clusters`) or at shutdown.
-use super::clusters::{Clusters, IamLease, Lanes, IAM_LANES};
+pub mod clusters;
+pub mod lazy;
+pub mod prepare;
+
 use crate::assets::{self, K8sAssets};
 use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
@@ -22,6 +25,7 @@ use crate::fakes::FakeServer;
 use crate::node::image::{self, NodeImage};
 use crate::reaper::RunState;
 use crate::sysctl::SysctlGuard;
+use clusters::{Clusters, IamLease, Lanes, IAM_LANES};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -30,7 +34,7 @@ use std::time::Instant;
 use testcontainers::bollard::Docker;
 use tokio::sync::Mutex;
 
-pub use super::clusters::SharedCluster;
+pub use clusters::SharedCluster;
 
 /// Everything the scenarios of one run share.
 pub struct Environment {
@@ -89,7 +93,10 @@ pub const ENV_BOOT_CONCURRENCY: &str = crate::settings::var::BOOT_CONCURRENCY;
 /// systemd's 120 s deadline, although each alone boots in about a second. Booting in turns keeps each boot short
 /// and its deadline meaningful; the nodes still bootstrap and join all at once.
 pub fn boot_concurrency() -> usize {
-    crate::settings::get().boot_concurrency.map(|n| n.max(1)).unwrap_or_else(|| crate::host::cpus() * 4)
+    crate::settings::get()
+        .boot_concurrency
+        .map(|n| n.max(1))
+        .unwrap_or_else(|| crate::host::cpus() * 4)
 }
 
 /// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.
@@ -321,7 +328,7 @@ impl Environment {
                 Some(why) => {
                     // A control plane that died is replaced, not handed to the next scenario.
                     tracing::warn!(provider = %spec.provider, "replacing a dead control plane: {why}");
-                    super::clusters::detach(&c, &self.authenticator);
+                    clusters::detach(&c, &self.authenticator);
                     clusters.remove(spec);
                 }
             }

@@ -1,10 +1,10 @@
 //! Runs many scenarios at once on one environment, `jobs` at a time, announcing the run to reporters: the loop
 //! `nodejoin run` uses. (Under `cargo test`, libtest-mimic's thread pool plays this part, with the same number of
 //! jobs by default, over the same environment and pipeline.)
-use super::env::Environment;
-use super::events::EventSink;
-use super::report::ScenarioReport;
-use super::trial::Trial;
+use crate::run::driver::trial::Trial;
+use crate::run::env::Environment;
+use crate::run::events::EventSink;
+use crate::run::report::ScenarioReport;
 use futures::StreamExt;
 
 /// The variable that sets how many scenarios run at once (`nodejoin run -j` and the trials' default).
@@ -59,7 +59,7 @@ async fn run_guarded(env: &Environment, trial: &Trial, events: &EventSink) -> Sc
         &trial.scenario.name,
         &trial.file,
         events,
-        super::scenario::run_observed(env, trial, events),
+        crate::run::driver::scenario::run_observed(env, trial, events),
     )
     .await
 }
@@ -80,11 +80,11 @@ async fn guarded(
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "(no message)".into());
             let mut report = ScenarioReport::new(name, file.to_path_buf());
-            report.outcome = super::Outcome::Error {
+            report.outcome = crate::run::Outcome::Error {
                 message: format!("the harness panicked while running it: {what}"),
                 hint: "a nodejoin bug: please report it with the scenario file".into(),
             };
-            events.emit(super::events::Event::ScenarioFinished {
+            events.emit(crate::run::events::Event::ScenarioFinished {
                 report: std::sync::Arc::new(report.clone()),
             });
             report
@@ -103,7 +103,7 @@ mod tests {
         let file = std::path::Path::new("scenarios/x.yaml");
         let report = guarded("x", file, &events, async { panic!("index out of bounds") }).await;
         match report.outcome {
-            super::super::Outcome::Error { message, .. } => {
+            crate::run::Outcome::Error { message, .. } => {
                 assert!(
                     message.contains("panicked") && message.contains("index out of bounds"),
                     "{message}"

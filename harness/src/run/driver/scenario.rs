@@ -1,10 +1,10 @@
 //! One scenario: the run of its pipeline of named actions (`actions`), turned into a report that never panics.
-use super::actions::Context;
-use super::env::Environment;
-use super::events::{Event, EventSink};
-use super::report::{Outcome, ScenarioReport};
-use super::trial::Trial;
 use crate::error::Error;
+use crate::run::driver::trial::Trial;
+use crate::run::env::Environment;
+use crate::run::events::{Event, EventSink};
+use crate::run::pipeline::Context;
+use crate::run::report::{Outcome, ScenarioReport};
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -1,29 +1,29 @@
-//! The actions a scenario run is made of (kind's create "actions" style): each a small named step over one
+//! The pipeline a scenario run is made of (kind's create "actions" style): each a small named step over one
 //! per-scenario [`Context`], timed by the pipeline itself, which also announces each step as an event. Teardown
 //! is not an action anyone calls by hand: the context owns what the run created and gives it back when the
 //! pipeline ends, whichever step failed (or, if the run was cancelled, when it is dropped).
 mod announce;
+mod artifacts;
+mod assertions;
 mod boot;
 mod bootstrap;
-mod check;
-mod collect;
-mod observe;
+pub(crate) mod observe;
 mod provision;
 mod snapshot;
 mod teardown;
 
-use super::clusters::IamLease;
-use super::env::{Environment, SharedCluster};
-use super::events::{Event, EventSink};
-use super::node::RunningNode;
-use super::report::ScenarioReport;
-use super::trial::Trial;
 use crate::assets::K8sAssets;
 use crate::cluster::objects::BootstrapToken;
 use crate::cluster::ClusterSpec;
 use crate::error::Result;
 use crate::fakes::authenticator::Announcement;
 use crate::node::image::NodeImage;
+use crate::run::driver::trial::Trial;
+use crate::run::env::clusters::IamLease;
+use crate::run::env::{Environment, SharedCluster};
+use crate::run::events::{Event, EventSink};
+use crate::run::node::RunningNode;
+use crate::run::report::ScenarioReport;
 use crate::scenario::model::Scenario;
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -83,9 +83,9 @@ pub(crate) const PIPELINE: &[Action] = &[
     announce::ACTION,
     bootstrap::ACTION,
     observe::ACTION,
-    check::ACTION,
+    assertions::ACTION,
     snapshot::ACTION,
-    collect::ACTION,
+    artifacts::ACTION,
 ];
 
 impl<'a> Context<'a> {
@@ -156,7 +156,7 @@ impl<'a> Context<'a> {
         // what a FAILED scenario keeps, every node's logs, calls and journal, within a bound.
         if result.is_err() && self.cluster.is_some() {
             let t = Instant::now();
-            if tokio::time::timeout(ERROR_ARTIFACTS_WITHIN, (collect::ACTION.run)(self))
+            if tokio::time::timeout(ERROR_ARTIFACTS_WITHIN, (artifacts::ACTION.run)(self))
                 .await
                 .is_err()
             {

@@ -6,14 +6,14 @@ use crate::error::{Error, Result};
 use crate::scenario::model::AuthMode;
 use futures::future::BoxFuture;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "provision",
     applies: super::always,
     wait: false,
     run,
 };
 
-pub(super) const LEASE: Action = Action {
+pub(crate) const LEASE: Action = Action {
     name: "waited for a control plane to itself (IAM: one scenario at a time on each)",
     applies: needs_lease,
     wait: true,
@@ -76,7 +76,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     })
 }
 
-pub(super) const SLOTS: Action = Action {
+pub(crate) const SLOTS: Action = Action {
     name: "waited for room for its nodes (other scenarios' nodes running)",
     applies: super::always,
     wait: true,

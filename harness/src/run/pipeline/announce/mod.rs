@@ -1,6 +1,7 @@
 //! `announce cluster`: the fake EKS learns the cluster as DescribeCluster will report it, the token webhook which
 //! cluster name tokens for this control plane carry, IAM scenarios get their role mappings, and the scenario gets
 //! a bootstrap token and the placeholders its bootstrap arguments may use.
+pub(crate) mod roles;
 use super::{Action, Context};
 use crate::cluster::objects;
 use crate::error::{Error, Result};
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "cluster announced",
     applies: super::always,
     wait: false,
@@ -29,7 +30,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let (record, served) = announce(env, sc, &cluster, &cluster_name)?;
         cx.served = Some(served);
         if sc.cluster.auth == AuthMode::Iam {
-            let notes = crate::run::iam::map_node_roles(sc, &cluster, &record).await?;
+            let notes = crate::run::pipeline::announce::roles::map_node_roles(sc, &cluster, &record).await?;
             cx.report.notes.extend(notes);
         }
         let token = objects::create_bootstrap_token(

@@ -1,12 +1,12 @@
 //! `artifacts`: a failed or negative scenario (or any, with the keep-artifacts setting) keeps the control plane's
 //! and each node's logs, files and evidence under the run directory.
+pub(crate) mod collect;
 use super::{Action, Context};
 use crate::error::Result;
-use crate::run::artifacts;
 use crate::run::node::{bootstrap_text, calls_text, imds_text};
 use futures::future::BoxFuture;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "artifacts",
     applies: wanted,
     wait: false,
@@ -29,15 +29,15 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             return Ok(());
         };
         let dir = env.run_dir.join(&cx.sc.name);
-        artifacts::collect_cluster(&dir, &cluster);
+        collect::collect_cluster(&dir, &cluster);
         for n in &cx.nodes {
-            let logs = artifacts::HarnessLogs {
+            let logs = collect::HarnessLogs {
                 bootstrap: bootstrap_text(n),
                 imds: imds_text(env, n),
-                authenticator: crate::run::iam::decision_lines(env, &n.instance.instance_id),
+                authenticator: crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id),
                 calls: calls_text(env, n),
             };
-            artifacts::collect_node(
+            collect::collect_node(
                 &dir.join(&n.node_name),
                 &n.container,
                 &n.instance,

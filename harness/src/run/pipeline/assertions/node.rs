@@ -1,9 +1,9 @@
 //! Turning what was observed of one node into checks against its expectations.
-use super::env::SharedCluster;
-use super::node::RunningNode;
-use super::report::ScenarioReport;
 use crate::assert::provenance::{self, Provenance};
 use crate::assert::{self, Check};
+use crate::run::env::SharedCluster;
+use crate::run::node::RunningNode;
+use crate::run::report::ScenarioReport;
 use crate::scenario::expect::SetBy;
 use crate::scenario::model::{CsrExpectation, ExitExpectation, Expect};
 use k8s_openapi::api::core::v1::Node;
@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
 
 /// Compares what the cluster saw with the expectations of one node.
-pub(super) async fn check_node(
+pub(crate) async fn check_node(
     cluster: &SharedCluster,
     n: &RunningNode,
     report: &mut ScenarioReport,
@@ -30,7 +30,7 @@ pub(super) async fn check_node(
         ));
         report.notes.push(format!(
             "{name}: stopped waiting {} after the bootstrap finished (of {} allowed): {} failed",
-            super::report::secs(*after),
+            crate::run::report::secs(*after),
             humantime::format_duration(e.within),
             stop.check
         ));
@@ -50,7 +50,7 @@ pub(super) async fn check_node(
             let tail = n
                 .bootstrap
                 .as_ref()
-                .map(|b| super::failfast::quote_cause(&b.stderr))
+                .map(|b| crate::run::pipeline::observe::failfast::quote_cause(&b.stderr))
                 .unwrap_or_default();
             report.checks.push(Check::new(
                 c("bootstrap exit"),
@@ -75,7 +75,7 @@ pub(super) async fn check_node(
             n.node.is_none() && n.registered_as.is_none(),
             format!("no Node {name} within {}", humantime::format_duration(e.within)),
             match (&n.timeline.registered, &n.registered_as) {
-                (Some(d), _) => format!("registered after {}", super::report::secs(*d)),
+                (Some(d), _) => format!("registered after {}", crate::run::report::secs(*d)),
                 (None, Some(other)) => format!("registered under another name: '{other}'"),
                 (None, None) => "not registered".into(),
             },
@@ -102,16 +102,17 @@ pub(super) async fn check_node(
         let waited = match &n.stopped {
             Some((stop, after)) => format!(
                 "not registered when the harness stopped waiting after {} ({} failed); nodes in the cluster: {names}",
-                super::report::secs(*after),
+                crate::run::report::secs(*after),
                 stop.check
             ),
             None => format!("nodes in the cluster: {names}"),
         };
         // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
-        let cause = match super::journal::last_error(&n.container.journal(Some("kubelet")).await) {
-            Some(line) => format!("; the kubelet's last error: {line}"),
-            None => String::new(),
-        };
+        let cause =
+            match crate::run::pipeline::observe::journal::last_error(&n.container.journal(Some("kubelet")).await) {
+                Some(line) => format!("; the kubelet's last error: {line}"),
+                None => String::new(),
+            };
         report.checks.push(Check::new(
             c("registered"),
             false,
@@ -129,7 +130,7 @@ pub(super) async fn check_node(
         format!("Ready within {}", humantime::format_duration(e.within)),
         n.timeline
             .ready
-            .map(|d| format!("Ready after {}", super::report::secs(d)))
+            .map(|d| format!("Ready after {}", crate::run::report::secs(d)))
             .unwrap_or_else(|| "not Ready".into()),
     ));
     if n.nodeadm.is_some() {
@@ -359,7 +360,7 @@ fn describe_set_by(s: SetBy) -> &'static str {
 }
 
 /// The check for one CSR expectation.
-pub(super) fn csr_check(
+pub(crate) fn csr_check(
     report: &mut ScenarioReport,
     name: String,
     expect: CsrExpectation,
@@ -384,7 +385,7 @@ pub(super) fn csr_check(
 }
 
 /// One check per expected piece of evidence, quoting the line found.
-pub(super) fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expect, found: &[Option<String>]) {
+pub(crate) fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expect, found: &[Option<String>]) {
     for (ev, line) in e.evidence.iter().zip(found) {
         report.checks.push(Check::new(
             format!("{node}/evidence in {} log", format!("{:?}", ev.source).to_lowercase()),
@@ -403,7 +404,7 @@ pub(super) fn evidence_checks(report: &mut ScenarioReport, node: &str, e: &Expec
     }
 }
 
-pub(super) async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
+pub(crate) async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
     let api: Api<Node> = Api::all(cluster.client.clone());
     api.list(&ListParams::default())
         .await
@@ -412,7 +413,7 @@ pub(super) async fn names_of_nodes(cluster: &SharedCluster) -> Vec<String> {
 }
 
 /// The kubelet's live config (`/configz`), through the API server's node proxy.
-pub(super) async fn configz(cluster: &SharedCluster, node: &str) -> std::result::Result<serde_json::Value, String> {
+pub(crate) async fn configz(cluster: &SharedCluster, node: &str) -> std::result::Result<serde_json::Value, String> {
     let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
@@ -425,7 +426,7 @@ pub(super) async fn configz(cluster: &SharedCluster, node: &str) -> std::result:
 }
 
 /// The kubelet's live `clusterDNS`, from `/configz`.
-pub(super) async fn configz_cluster_dns(
+pub(crate) async fn configz_cluster_dns(
     cluster: &SharedCluster,
     node: &str,
 ) -> std::result::Result<Vec<String>, String> {

@@ -1,9 +1,9 @@
 //! What a failed (or negative) scenario leaves for a person to read: journals, the files the bootstrap wrote,
 //! CSR and Node objects, the IMDS requests, the token webhook's and the approver's decisions, and a pointer to the
 //! control-plane logs.
-use super::env::SharedCluster;
 use crate::fakes::instances::Instance;
 use crate::node::container::NodeContainer;
+use crate::run::env::SharedCluster;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};

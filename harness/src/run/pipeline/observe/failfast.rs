@@ -71,7 +71,10 @@ pub async fn kubelet_state(container: &NodeContainer) -> Option<UnitState> {
 /// The kubelet's own error line in its journal: the last line that says why it exited (`Error: unknown flag`,
 /// `failed to run Kubelet`, a klog `E` line), without the journal's prefix.
 pub fn kubelet_error_line(journal: &str) -> Option<String> {
-    let messages: Vec<String> = journal.lines().map(super::journal::message).collect();
+    let messages: Vec<String> = journal
+        .lines()
+        .map(crate::run::pipeline::observe::journal::message)
+        .collect();
     let strong = [
         "Error:",
         "unknown flag",
@@ -83,7 +86,12 @@ pub fn kubelet_error_line(journal: &str) -> Option<String> {
         .iter()
         .rev()
         .find(|m| strong.iter().any(|s| m.contains(s)))
-        .or_else(|| messages.iter().rev().find(|m| super::journal::is_klog_error(m)))
+        .or_else(|| {
+            messages
+                .iter()
+                .rev()
+                .find(|m| crate::run::pipeline::observe::journal::is_klog_error(m))
+        })
         .cloned()
 }
 

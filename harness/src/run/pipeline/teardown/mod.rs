@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 /// call wait its read timeout; fifty nodes' calls one after another took minutes).
 const API_CLEANUP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-pub(super) async fn run(cx: &mut Context<'_>) {
+pub(crate) async fn run(cx: &mut Context<'_>) {
     use futures::StreamExt;
     let env = cx.env;
     let nodes = std::mem::take(&mut cx.nodes);
@@ -84,7 +84,7 @@ pub(super) async fn run(cx: &mut Context<'_>) {
 
 /// For a context dropped before the pipeline's teardown ran (its run was cancelled): the containers and instances
 /// go in the background.
-pub(super) fn in_background(cx: &mut Context<'_>) {
+pub(crate) fn in_background(cx: &mut Context<'_>) {
     let nodes = std::mem::take(&mut cx.nodes);
     if nodes.is_empty() {
         return;

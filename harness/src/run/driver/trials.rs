@@ -164,9 +164,9 @@ mod tests {
         );
         assert_eq!(
             plan(Provider::KIND, None, &gone, true),
-            Plan::Fail(
-                format!("provider kind is required ({ENV_REQUIRE}) but cannot run here: image x cannot be pulled")
-            )
+            Plan::Fail(format!(
+                "provider kind is required ({ENV_REQUIRE}) but cannot run here: image x cannot be pulled"
+            ))
         );
         // A version the scenario does not apply to is ignored whatever the provider's state.
         assert_eq!(

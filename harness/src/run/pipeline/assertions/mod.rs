@@ -1,5 +1,9 @@
 //! `assertions`: for each node, the evidence gathered while it joined (and what is read now: Node object, files,
 //! calls, cloud-init's and nodeadm's reports) turned into checks by `assert`, then each group's own checks.
+pub(crate) mod files;
+pub(crate) mod iam;
+pub(crate) mod node;
+pub(crate) mod userdata;
 use super::{Action, Context};
 use crate::assert;
 use crate::error::Result;
@@ -8,7 +12,7 @@ use crate::run::report::ScenarioReport;
 use crate::scenario::model::AuthMode;
 use futures::future::BoxFuture;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "assertions",
     applies: super::always,
     wait: false,
@@ -26,24 +30,31 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         for n in cx.nodes.iter_mut() {
             // A node that died after its wait ended (Ready, then killed) is named as dead, not as failed checks.
             n.liveness_checked_at = None;
-            crate::run::observe::check_alive(n).await;
+            crate::run::pipeline::observe::watch::check_alive(n).await;
             host_adaptations(n, report).await;
             // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
             // the very evidence a scenario expects, such as the runtime's error when no sandbox can be created.
             let pod = match (n.expect().pod_runs, n.node.is_some() && n.container_exit.is_none()) {
-                (true, true) => Some(crate::run::pod::check(&cluster.client, &n.node_name).await),
+                (true, true) => Some(crate::run::pipeline::observe::pod::check(&cluster.client, &n.node_name).await),
                 _ => None,
             };
             if pod.is_some() && n.evidence.iter().any(Option::is_none) {
-                crate::run::observe::gather_evidence(env, &cluster, n).await;
+                crate::run::pipeline::observe::watch::gather_evidence(env, &cluster, n).await;
             }
-            crate::run::node_checks::check_node(&cluster, n, report, &audit, pod).await;
+            crate::run::pipeline::assertions::node::check_node(&cluster, n, report, &audit, pod).await;
             calls(env, n, report);
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {
                 if n.expect().joins {
-                    let (checks, notes) =
-                        crate::run::iam::checks(env, &audit, sc, &n.group, &n.instance, &n.node_name, n.expect());
+                    let (checks, notes) = crate::run::pipeline::assertions::iam::checks(
+                        env,
+                        &audit,
+                        sc,
+                        &n.group,
+                        &n.instance,
+                        &n.node_name,
+                        n.expect(),
+                    );
                     report.checks.extend(checks);
                     report.notes.extend(notes);
                 } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {
@@ -62,7 +73,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 for n in &members {
                     outputs.push((
                         n.node_name.clone(),
-                        crate::run::files::normalised_outputs(&n.container, &n.instance).await,
+                        crate::run::pipeline::assertions::files::normalised_outputs(&n.container, &n.instance).await,
                     ));
                 }
                 report.checks.push(assert::files::determinism(&g.name, &outputs));
@@ -136,7 +147,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
         if let Some(na) = &n.nodeadm {
             report.notes.push(format!("{}: {}", n.node_name, na.summary()));
         }
-        report.checks.extend(crate::run::userdata::checks(
+        report.checks.extend(userdata::checks(
             env,
             &n.group,
             &n.node_name,
@@ -150,7 +161,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
     if nodeadm_ok || n.expect().sandbox_image {
         report
             .checks
-            .push(crate::run::userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
+            .push(userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
     }
 }
 
@@ -159,7 +170,14 @@ async fn files(n: &RunningNode, report: &mut ScenarioReport) {
     if n.expect().idempotent {
         match &n.invocation {
             Some((cmd, exec_env)) => report.checks.push(
-                crate::run::files::idempotency(&n.node_name, &n.container, cmd, exec_env, n.expect().within).await,
+                crate::run::pipeline::assertions::files::idempotency(
+                    &n.node_name,
+                    &n.container,
+                    cmd,
+                    exec_env,
+                    n.expect().within,
+                )
+                .await,
             ),
             None => report.checks.push(assert::Check::new(
                 format!("{}/idempotent bootstrap", n.node_name),
@@ -182,7 +200,7 @@ async fn files(n: &RunningNode, report: &mut ScenarioReport) {
             .extend(assert::executables::checks(&n.node_name, n.executables.as_ref(), want));
     }
     let files = n.expect().files.clone();
-    report
-        .checks
-        .extend(crate::run::files::expectations(&n.node_name, &n.container, &files, &n.vars).await);
+    report.checks.extend(
+        crate::run::pipeline::assertions::files::expectations(&n.node_name, &n.container, &files, &n.vars).await,
+    );
 }

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 
-pub(super) const ACTION: Action = Action {
+pub(crate) const ACTION: Action = Action {
     name: "snapshot",
     applies: wanted,
     wait: false,
@@ -118,14 +118,14 @@ async fn node(env: &Environment, cluster: &SharedCluster, n: &RunningNode, id: &
         ..Default::default()
     };
     if now.is_some() {
-        if let Ok(v) = crate::run::node_checks::configz(cluster, &n.node_name).await {
+        if let Ok(v) = crate::run::pipeline::assertions::node::configz(cluster, &n.node_name).await {
             let mut flat = BTreeMap::new();
             flatten_json(&v, "", &mut flat);
             s.configz = flat.into_iter().map(|(k, v)| (k, id.normalise(&v))).collect();
         }
     }
     s.kubelet_args = kubelet_args(n).await.iter().map(|a| id.normalise(a)).collect();
-    let mut files = crate::run::files::read_outputs(&n.container).await;
+    let mut files = crate::run::pipeline::assertions::files::read_outputs(&n.container).await;
     for f in MORE_FILES {
         if let Some(content) = n.container.read_file(f).await {
             files.insert(f.to_string(), content);

@@ -1,16 +1,16 @@
 //! Watching the cluster while nodes join: CSRs, the Node, readiness, the serving certificate, evidence, and the
 //! early end of the wait when a node's outcome is already decided (fail fast).
-use super::env::{Environment, SharedCluster};
-use super::node::{bootstrap_failed, bootstrap_text, calls_text, imds_text, RunningNode};
 use crate::assert;
 use crate::controllers::cache::{next_change, Snapshot};
+use crate::run::env::{Environment, SharedCluster};
+use crate::run::node::{bootstrap_failed, bootstrap_text, calls_text, imds_text, RunningNode};
 use crate::scenario::model::{CsrExpectation, EvidenceSource};
 use k8s_openapi::api::core::v1::Node;
 use std::time::{Duration, Instant};
 
 /// How long a negative scenario keeps watching after its last piece of evidence appeared, to see the node stays
 /// out (a kubelet that retries could still register).
-pub(super) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
+pub(crate) const NEGATIVE_HOLD: Duration = Duration::from_secs(5);
 
 /// How long the watches may fail before the wait gives up on the API.
 const API_AWAY: Duration = Duration::from_secs(10);
@@ -23,7 +23,7 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 
 /// Watches the cluster until every node has reached what its expectations need, or its deadline. Returns
 /// `Some(component)` if a control-plane process died meanwhile (the scenario cannot be judged then).
-pub(super) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
+pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &mut [RunningNode]) -> Option<String> {
     let mut changes = cluster.cache.subscribe();
     let mut last_evidence_check = Instant::now() - Duration::from_secs(10);
     let mut unseen_since: Option<Instant> = None;
@@ -160,7 +160,7 @@ const LIVENESS_EVERY: Duration = Duration::from_secs(1);
 
 /// A node container that exited (killed, OOM-killed, the engine restarted) cannot join: the wait ends with the
 /// exit code, the OOM kill and its last output, instead of every later probe reading "no failure".
-pub(super) async fn check_alive(n: &mut RunningNode) {
+pub(crate) async fn check_alive(n: &mut RunningNode) {
     if n.container_exit.is_some() || n.liveness_checked_at.is_some_and(|t| t.elapsed() < LIVENESS_EVERY) {
         return;
     }
@@ -178,7 +178,7 @@ pub(super) async fn check_alive(n: &mut RunningNode) {
             None => why,
         };
         n.stopped.get_or_insert((
-            super::failfast::Stop {
+            crate::run::pipeline::observe::failfast::Stop {
                 check: "node container",
                 expected: "the node container running until its join is judged".into(),
                 cause: why,
@@ -214,7 +214,7 @@ fn failure_probe_every(waiting: usize) -> Duration {
 
 /// Ends the wait for a node whose outcome is already decided (kubelet crash-looping, user data that never
 /// started it, nodeadm failed), keeping the cause.
-pub(super) async fn probe_failure(n: &mut RunningNode) {
+pub(crate) async fn probe_failure(n: &mut RunningNode) {
     let user_data = n.group.user_data.is_some();
     let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
     let cloud_init = n.cloud_init.clone();
@@ -249,14 +249,16 @@ pub(super) async fn probe_failure(n: &mut RunningNode) {
         "the bootstrap exited 0"
     };
     let finished = (origin, n.kubelet_start.elapsed());
-    if let Some(stop) = super::failfast::probe(&n.container, finished, nodeadm_failure, cause).await {
+    if let Some(stop) =
+        crate::run::pipeline::observe::failfast::probe(&n.container, finished, nodeadm_failure, cause).await
+    {
         n.stopped = Some((stop, n.kubelet_start.elapsed()));
     }
 }
 
 /// Whether a CSR has reached the state its expectation waits for (`Pending`: it exists; the approver decides
 /// once, so a refused CSR stays pending).
-pub(super) fn csr_settled(expect: CsrExpectation, state: &Option<assert::csr::CsrState>) -> bool {
+pub(crate) fn csr_settled(expect: CsrExpectation, state: &Option<assert::csr::CsrState>) -> bool {
     match expect {
         CsrExpectation::Issued => state.as_ref().is_some_and(|c| c.issued),
         CsrExpectation::Pending => state.is_some(),
@@ -265,7 +267,7 @@ pub(super) fn csr_settled(expect: CsrExpectation, state: &Option<assert::csr::Cs
 }
 
 /// Looks for each expected piece of evidence in its source; keeps the first matching line.
-pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut RunningNode) {
+pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, n: &mut RunningNode) {
     let evidence = n.expect().evidence.clone();
     let mut kubelet_log: Option<String> = None;
     for (i, e) in evidence.iter().enumerate() {
@@ -282,7 +284,9 @@ pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
             EvidenceSource::Calls => calls_text(env, n),
-            EvidenceSource::Authenticator => super::iam::decision_lines(env, &n.instance.instance_id),
+            EvidenceSource::Authenticator => {
+                crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id)
+            }
             EvidenceSource::CloudInit => {
                 let log = n
                     .container
@@ -296,7 +300,7 @@ pub(super) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
                     .unwrap_or_default();
                 format!("{log}\n{output}")
             }
-            EvidenceSource::Nodeadm => super::userdata::nodeadm_journal(&n.container).await,
+            EvidenceSource::Nodeadm => crate::run::pipeline::bootstrap::userdata::nodeadm_journal(&n.container).await,
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();

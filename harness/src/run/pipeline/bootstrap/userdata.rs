@@ -1,0 +1,194 @@
+//! The user-data side of a bootstrap: building the node's user data (a file or a generator), serving it from the
+//! fake IMDS, starting the node's own cloud-init and reading back what it and nodeadm reported.
+use crate::assert::cloud_init::CloudInitReport;
+use crate::assert::nodeadm::{self as nodeadm_report, NodeadmReport};
+use crate::docker::ExecOutput;
+use crate::error::{Error, Result};
+use crate::fakes::instances::Instance;
+use crate::node::container::NodeContainer;
+use crate::scenario::model::{NodeGroup, Scenario, UserDataSpec};
+use crate::scenario::template::render;
+use crate::userdata::generate::ClusterFacts;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The bytes IMDS serves for `spec`, and a one-line description of their format.
+pub fn build(
+    sc: &Scenario,
+    group: &NodeGroup,
+    spec: &UserDataSpec,
+    instance: &Instance,
+    vars: &BTreeMap<String, String>,
+    patch: Option<&crate::scenario::patch::TextPatch>,
+) -> std::result::Result<(Vec<u8>, String), String> {
+    let r = |t: &str| render(t, vars);
+    let var = |k: &str| vars.get(k).cloned().unwrap_or_default();
+    let facts = ClusterFacts {
+        name: var("cluster.name"),
+        endpoint: var("cluster.endpoint"),
+        ca_base64: var("cluster.caBase64"),
+        dns_ip: var("cluster.dnsIp"),
+        region: sc.cluster.region.clone(),
+        service_cidr: var("cluster.serviceIpv4Cidr"),
+    };
+    let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
+        let f = spec.file_user_data(file, r).map_err(|e| e.to_string())?;
+        (f.served, f.api_form)
+    } else if let Some(g) = &spec.generator {
+        let input = crate::scenario::flavors::GenerateInput {
+            facts: &facts,
+            group,
+            ami_id: &instance.ami_id,
+            vars,
+        };
+        let generated = g.generate(&input)?;
+        (generated.served, generated.api_form)
+    } else {
+        return Err(format!(
+            "userData needs one of file, {}",
+            crate::scenario::flavors::KEYS.join(", ")
+        ));
+    };
+    let served = match patch {
+        Some(patch) => {
+            let text = std::str::from_utf8(&served).map_err(|_| "mutation: the user data is not text".to_string())?;
+            patch
+                .apply(text)
+                .map_err(|e| format!("mutation of the user data: {e}"))?
+                .into_bytes()
+        }
+        None => served,
+    };
+    let describe = |bytes: &[u8]| match crate::userdata::format::detect(bytes) {
+        Ok(p) => p.to_string(),
+        Err(e) => format!("unreadable ({e})"),
+    };
+    let description = match &api_form {
+        Some(api) => format!("{} bytes, given to EC2 as {}", served.len(), describe(api)),
+        None => format!("{} bytes, {}", served.len(), describe(&served)),
+    };
+    Ok((served, description))
+}
+
+/// cloud-init's (and nodeadm's) results in a node after they have run.
+pub struct CloudInitRun {
+    /// Exit code of `cloud-init status --wait` (0: done, otherwise error), or 1 when nodeadm failed; the output
+    /// log (and nodeadm's) as stdout.
+    pub output: ExecOutput,
+    pub report: CloudInitReport,
+    pub nodeadm: Option<NodeadmReport>,
+}
+
+/// Starts cloud-init's boot stages in a booted node (the image keeps it disabled until the harness has put the
+/// user data in IMDS) and waits for them to finish, at most `within`. With `nodeadm`, the image's two nodeadm
+/// units run in the same systemd transaction, ordered around cloud-init's stages as on an AL2023 AMI (config
+/// before the user's scripts, run after them).
+pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
+    let mut units = "cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service".to_string();
+    if nodeadm {
+        for u in nodeadm_report::UNITS {
+            units.push(' ');
+            units.push_str(u);
+        }
+    }
+    // The AL2023 AMI's boot hook, where the image has the AMI's units (it orders itself before nodeadm-config).
+    let boot_hook = if nodeadm {
+        format!(
+            "[ -e /etc/systemd/system/{hook} ] && units=\"$units {hook}\"\n",
+            hook = nodeadm_report::BOOT_HOOK
+        )
+    } else {
+        String::new()
+    };
+    let script = format!(
+        "rm -f /etc/cloud/cloud-init.disabled\n\
+units='{units}'\n\
+{boot_hook}\
+systemctl start $units || true\n\
+cloud-init status --wait >/dev/null\n"
+    );
+    let start = ["sh", "-c", script.as_str()];
+    let mut exit_code = match node.exec_within(&start, &[], within).await {
+        Ok(out) => out.exit_code,
+        Err(Error::Timeout { after, .. }) => {
+            return Err(Error::node(
+                &node.name,
+                format!("cloud-init did not finish within {}", humantime::format_duration(after)),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut output_log = node
+        .read_file("/var/log/cloud-init-output.log")
+        .await
+        .unwrap_or_default();
+    let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
+    let status = node.read_file("/run/cloud-init/status.json").await;
+    let report = CloudInitReport::parse(status.as_deref(), &log);
+    let mut errors = report.errors.clone();
+    // cloud-init says only which part failed (`Runparts: 1 failures (part-001)`): what the part itself said last
+    // is the cause a bootstrap author needs, as a failed bootstrap script's stderr is.
+    let said = crate::assert::cloud_init::user_data_output_tail(&output_log, 3);
+    if !errors.is_empty() && !said.is_empty() {
+        errors.push(format!("the user data's output ends: {said}"));
+    }
+    let nodeadm = if nodeadm {
+        let (r, journal) = read_nodeadm(node).await?;
+        output_log.push_str("\n--- nodeadm ---\n");
+        output_log.push_str(&journal);
+        if !r.succeeded() && exit_code == 0 {
+            exit_code = 1;
+        }
+        errors.extend(r.errors.iter().map(|e| format!("nodeadm: {e}")));
+        Some(r)
+    } else {
+        None
+    };
+    Ok(CloudInitRun {
+        output: ExecOutput {
+            exit_code,
+            stdout: output_log,
+            stderr: errors.join("\n"),
+        },
+        report,
+        nodeadm,
+    })
+}
+
+/// The journal of the node's nodeadm units and the AL2023 boot hook, as JSON entries (one a line): what nodeadm
+/// logged, and systemd's own record of their start jobs.
+async fn nodeadm_journal_json(node: &NodeContainer) -> String {
+    let mut cmd = vec![
+        "journalctl",
+        "--no-pager",
+        "-o",
+        "json",
+        "-u",
+        nodeadm_report::BOOT_HOOK,
+    ];
+    for u in nodeadm_report::UNITS {
+        cmd.extend(["-u", u]);
+    }
+    node.exec(&cmd, &[]).await.map(|o| o.stdout).unwrap_or_default()
+}
+
+/// The journal of the node's nodeadm units as text, one message a line (nodeadm logs to stderr).
+pub async fn nodeadm_journal(node: &NodeContainer) -> String {
+    nodeadm_report::messages(&nodeadm_journal_json(node).await)
+}
+
+/// nodeadm's report and its journal, from one read of the units' states and one of their journal.
+async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
+    let mut cmd = vec![
+        "systemctl",
+        "show",
+        "-p",
+        nodeadm_report::SHOW_PROPERTIES,
+        nodeadm_report::BOOT_HOOK,
+    ];
+    cmd.extend(nodeadm_report::UNITS);
+    let show = node.exec(&cmd, &[]).await?.stdout;
+    let entries = nodeadm_journal_json(node).await;
+    let journal = nodeadm_report::messages(&entries);
+    Ok((NodeadmReport::parse_with_jobs(&show, &journal, &entries), journal))
+}
