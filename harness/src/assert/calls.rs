@@ -54,7 +54,7 @@ pub fn checks(
             .filter(|c| !want.allow.iter().any(|p| glob(p, &c.key())))
             .collect();
         out.push(Check::new(
-            format!("{node}/calls allowed"),
+            super::registry::CALLS_ALLOWED.on(node),
             outside.is_empty(),
             format!("only {}", want.allow.join(", ")),
             if outside.is_empty() {
@@ -90,7 +90,7 @@ pub fn checks(
             actual.push_str(&format!("\nnot in the multiset:\n{}", quote(&uncovered, since)));
         }
         out.push(Check::new(
-            format!("{node}/calls exactly"),
+            super::registry::CALLS_EXACTLY.on(node),
             passed,
             want.exactly
                 .iter()
@@ -103,7 +103,7 @@ pub fn checks(
     for (p, n) in &want.count {
         let m = matching(p);
         out.push(Check::new(
-            format!("{node}/calls {p}"),
+            super::registry::CALLS.on_with(node, p),
             m.len() as u32 == *n,
             format!("exactly {n}"),
             if m.is_empty() {
@@ -116,7 +116,7 @@ pub fn checks(
     for (p, n) in &want.max {
         let m = matching(p);
         out.push(Check::new(
-            format!("{node}/calls {p} at most {n}"),
+            super::registry::CALLS.on_with(node, format!("{p} at most {n}")),
             m.len() as u32 <= *n,
             format!("at most {n}"),
             if m.len() as u32 <= *n {
@@ -145,7 +145,7 @@ pub fn checks(
             }
         };
         out.push(Check::new(
-            format!("{node}/no calls after Ready"),
+            super::registry::NO_CALLS_AFTER_READY.on(node),
             passed,
             format!(
                 "none of {} once Ready (watched for {} after Ready)",

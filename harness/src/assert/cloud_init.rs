@@ -89,7 +89,7 @@ impl CloudInitReport {
 /// Checks `report` against `e`, one check per expectation.
 pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) -> Vec<Check> {
     let mut out = vec![Check::new(
-        format!("{node}/cloud-init status"),
+        super::registry::CLOUD_INIT_STATUS.on(node),
         report.status() == e.status,
         format!("{:?}", e.status).to_lowercase(),
         if report.errors.is_empty() {
@@ -98,10 +98,10 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
             format!("error: {}", report.errors.join(" | "))
         },
     )];
-    let contains = |what: &str, lines: &[String], wanted: &str| {
+    let contains = |def: &super::registry::CheckDef, what: &str, lines: &[String], wanted: &str| {
         let found = lines.iter().find(|l| l.contains(wanted));
         Check::new(
-            format!("{node}/cloud-init {what}"),
+            def.on(node),
             found.is_some(),
             format!("a {what} line containing {wanted:?}"),
             found.cloned().unwrap_or_else(|| {
@@ -114,14 +114,24 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
         )
     };
     for w in &e.errors {
-        out.push(contains("error", &report.errors, w));
+        out.push(contains(
+            &super::registry::CLOUD_INIT_ERRORS,
+            "error",
+            &report.errors,
+            w,
+        ));
     }
     for w in &e.warnings {
-        out.push(contains("warning", &report.warnings, w));
+        out.push(contains(
+            &super::registry::CLOUD_INIT_WARNINGS,
+            "warning",
+            &report.warnings,
+            w,
+        ));
     }
     for m in &e.modules {
         out.push(Check::new(
-            format!("{node}/cloud-init module {m}"),
+            super::registry::CLOUD_INIT_MODULE.on_with(node, m),
             report.modules.iter().any(|x| x == m),
             "ran",
             if report.modules.is_empty() {

@@ -131,7 +131,7 @@ fn usable(trace: Option<&Trace>) -> Result<&ExecTrace, String> {
 /// The trace's own check, then (only when the trace is usable) one per expectation: a forbid list checked
 /// against a trace that shows nothing would pass without having looked.
 pub fn checks(node: &str, trace: Option<&Trace>, want: &ExecutableExpectation) -> Vec<Check> {
-    let name = format!("{node}/executables trace");
+    let name = super::registry::EXECUTABLES_TRACE.on(node);
     let expected = "an exec trace of the bootstrap, every line understood";
     let t = match usable(trace) {
         Ok(t) => t,
@@ -151,7 +151,7 @@ pub fn checks(node: &str, trace: Option<&Trace>, want: &ExecutableExpectation) -
             .filter_map(|p| ran.get(p).map(|n| format!("{p} ran {n}x")))
             .collect();
         out.push(Check::new(
-            format!("{node}/executables forbidden"),
+            super::registry::EXECUTABLES_FORBIDDEN.on(node),
             found.is_empty(),
             format!("none of {} ran", want.forbid.join(", ")),
             if found.is_empty() {
@@ -164,7 +164,7 @@ pub fn checks(node: &str, trace: Option<&Trace>, want: &ExecutableExpectation) -
     if !want.only.is_empty() {
         let extra: Vec<String> = ran.keys().filter(|k| !want.only.contains(k)).cloned().collect();
         out.push(Check::new(
-            format!("{node}/executables only"),
+            super::registry::EXECUTABLES_ONLY.on(node),
             extra.is_empty(),
             format!("only {}", want.only.join(", ")),
             if extra.is_empty() {
@@ -176,7 +176,7 @@ pub fn checks(node: &str, trace: Option<&Trace>, want: &ExecutableExpectation) -
     }
     for r in &want.require {
         out.push(Check::new(
-            format!("{node}/executable {r} ran"),
+            super::registry::EXECUTABLE_RAN.on_with(node, format!("{r} ran")),
             ran.contains_key(r),
             "ran",
             match ran.get(r) {

@@ -71,7 +71,7 @@ pub fn unified_diff(a: &str, b: &str, label_a: &str, label_b: &str) -> String {
 
 /// Compares each node's files (path → content, already normalised) with the first node's.
 pub fn determinism(group: &str, nodes: &[(String, BTreeMap<String, String>)]) -> Check {
-    let name = format!("{group}/deterministic files");
+    let name = super::registry::DETERMINISTIC.on(group);
     let Some((first, reference)) = nodes.first() else {
         return Check::new(name, false, "two nodes or more", "no node");
     };
@@ -152,7 +152,7 @@ pub fn idempotency(
         actual.push_str(&format!(":\n{}", diffs.join("\n")));
     }
     Check::new(
-        format!("{node}/idempotent bootstrap"),
+        super::registry::IDEMPOTENT.on(node),
         passed,
         "running the bootstrap again exits 0 and changes no file",
         actual,
@@ -178,7 +178,7 @@ pub fn values(
     let doc = content.map(serde_yaml_ng::from_str::<serde_yaml_ng::Value>);
     want.iter()
         .map(|(path, expected)| {
-            let name = format!("{node}/file {file} {path}");
+            let name = super::registry::FILE.on_with(node, format!("{file} {path}"));
             let show = |v: &serde_yaml_ng::Value| serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"));
             match &doc {
                 None => Check::new(name, false, show(expected), "the file does not exist"),
@@ -194,7 +194,7 @@ pub fn values(
 
 /// A golden file check: `content` (normalised) must equal `golden` (its placeholders already filled).
 pub fn golden(node: &str, file: &str, content: Option<&str>, golden: &str, golden_path: &str) -> Check {
-    let name = format!("{node}/file {file} matches {golden_path}");
+    let name = super::registry::FILE.on_with(node, format!("{file} matches {golden_path}"));
     match content {
         None => Check::new(name, false, "the file", "the file does not exist"),
         Some(c) if c == golden => Check::new(name, true, "identical", "identical"),

@@ -8,6 +8,7 @@ pub mod files;
 pub mod node;
 pub mod nodeadm;
 pub mod provenance;
+pub mod registry;
 pub mod serving;
 
 /// One assertion's outcome.
@@ -73,7 +74,7 @@ pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_check
         }
         if !matched {
             checks.push(Check::new(
-                format!("{node}/failingChecks {pattern}"),
+                registry::FAILING_CHECKS.on_with(&node, pattern),
                 false,
                 "a check of this name that fails",
                 "no such check ran",

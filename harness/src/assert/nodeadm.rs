@@ -182,7 +182,7 @@ pub fn check(node: &str, r: &NodeadmReport, want: NodeadmExpectation) -> Check {
         NodeadmExpectation::Failed => !ok,
     };
     Check::new(
-        format!("{node}/nodeadm"),
+        super::registry::NODEADM.on(node),
         passed,
         format!("{want:?}").to_lowercase(),
         if ok {

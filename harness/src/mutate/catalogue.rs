@@ -2,10 +2,32 @@
 //! write, and the scenario (and check) that must catch it. Anchors are exact text of those sources, so a change
 //! to the bootstrap that moves one breaks the catalogue loudly instead of silently testing nothing.
 use super::{Catcher, Mutation, Target};
+use crate::assert::registry::{self as checks, CheckDef};
+use crate::run::pipeline::assertions::node as node_checks;
 
 /// `check` of `scenario` must fail and its finding must contain `says` (the symptom the mutation causes).
-const fn catcher(scenario: &'static str, check: &'static str, says: &'static str) -> Catcher {
-    Catcher { scenario, check, says }
+const fn catcher(scenario: &'static str, check: &'static CheckDef, says: &'static str) -> Catcher {
+    Catcher {
+        scenario,
+        check,
+        detail: "",
+        says,
+    }
+}
+
+/// [`catcher`] for one member of a check's family (`evidence in` + `bootstrap log`).
+const fn catcher_of(
+    scenario: &'static str,
+    check: &'static CheckDef,
+    detail: &'static str,
+    says: &'static str,
+) -> Catcher {
+    Catcher {
+        scenario,
+        check,
+        detail,
+        says,
+    }
 }
 
 pub const CATALOGUE: &[Mutation] = &[
@@ -15,7 +37,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "  providerID: $provider,\n",
         replace: "",
-        caught_by: &[catcher("basic-bootstrap-token", "providerID", "set by cloud-node controller")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::provider_id::DEF, "set by cloud-node controller")],
     },
     Mutation {
         name: "wrong-max-pods",
@@ -23,7 +45,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "print $2 * ($3 - 1) + 2 }' /etc/eks/eni-limits.txt",
         replace: "print $2 * ($3 - 1) }' /etc/eks/eni-limits.txt",
-        caught_by: &[catcher("basic-bootstrap-token", "capacity.pods", "27, set by kubelet")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::capacity_pods::DEF, "27, set by kubelet")],
     },
     Mutation {
         name: "lose-extra-args",
@@ -31,7 +53,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "if [[ -n \"$KUBELET_EXTRA_ARGS\" ]]; then\n  cat >",
         replace: "if false; then\n  cat >",
-        caught_by: &[catcher("basic-bootstrap-token", "labels", "team=payments (node has nothing)")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::labels::DEF, "team=payments (node has nothing)")],
     },
     Mutation {
         name: "lose-taint",
@@ -39,7 +61,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "mkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
         replace: "KUBELET_EXTRA_ARGS=$(sed -E 's/--register-with-taints=[^ ]*//' <<<\"$KUBELET_EXTRA_ARGS\")\nmkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet",
-        caught_by: &[catcher("basic-bootstrap-token", "taints", "[]")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::taints::DEF, "[]")],
     },
     Mutation {
         name: "cluster-dns-off",
@@ -47,7 +69,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "clusterDNS: [ $dns ],",
         replace: "clusterDNS: [],",
-        caught_by: &[catcher("basic-bootstrap-token", "configz clusterDNS", "no kubeletconfig.clusterDNS")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::cluster_dns::DEF, "no kubeletconfig.clusterDNS")],
     },
     Mutation {
         name: "kubelet-not-enabled",
@@ -55,7 +77,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "systemctl enable kubelet\n",
         replace: "",
-        caught_by: &[catcher("basic-bootstrap-token", "kubelet enabled", "disabled")],
+        caught_by: &[catcher("basic-bootstrap-token", &node_checks::kubelet_enabled::DEF, "disabled")],
     },
     Mutation {
         name: "wrong-ca",
@@ -63,7 +85,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "base64 -d <<<\"$B64_CLUSTER_CA\" > /etc/kubernetes/pki/ca.crt",
         replace: "cp /etc/ssl/certs/ca-certificates.crt /etc/kubernetes/pki/ca.crt",
-        caught_by: &[catcher("basic-bootstrap-token", "registered", "x509")],
+        caught_by: &[catcher("basic-bootstrap-token", &checks::REGISTERED, "x509")],
     },
     Mutation {
         name: "wrong-node-name",
@@ -71,7 +93,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "--hostname-override=$PRIVATE_DNS_NAME",
         replace: "--hostname-override=$INSTANCE_ID",
-        caught_by: &[catcher("basic-bootstrap-token", "registered", "registered as")],
+        caught_by: &[catcher("basic-bootstrap-token", &checks::REGISTERED, "registered as")],
     },
     Mutation {
         name: "extra-imds-polling",
@@ -79,7 +101,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "INSTANCE_ID=$(imds meta-data/instance-id)\n",
         replace: "INSTANCE_ID=$(imds meta-data/instance-id)\nfor _ in 1 2 3; do imds meta-data/instance-id >/dev/null; done\n",
-        caught_by: &[catcher("calls-imds-only", "calls exactly", "instance-id: 4 (want 1)")],
+        caught_by: &[catcher("calls-imds-only", &checks::CALLS_EXACTLY, "instance-id: 4 (want 1)")],
     },
     Mutation {
         name: "imds-poller-after-ready",
@@ -91,7 +113,7 @@ pub const CATALOGUE: &[Mutation] = &[
         // timer's default (1 min) lets systemd fire it anywhere in the minute after it is due, by a per-machine
         // offset, which put the first call past the 10 s the scenario watches after Ready in one CI run.
         replace: "systemd-run --quiet --timer-property=AccuracySec=100ms --on-active=4 --on-unit-active=3 curl -s -H \"X-aws-ec2-metadata-token: $IMDS_TOKEN\" \"http://$IMDS_ENDPOINT/latest/meta-data/instance-id\"\nlog \"kubelet started\"",
-        caught_by: &[catcher("calls-imds-only", "no calls after Ready", "after Ready")],
+        caught_by: &[catcher("calls-imds-only", &checks::NO_CALLS_AFTER_READY, "after Ready")],
     },
     Mutation {
         name: "extra-aws-call",
@@ -99,7 +121,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "IP_FAMILY=${IP_FAMILY:-ipv4}\n",
         replace: "IP_FAMILY=${IP_FAMILY:-ipv4}\naws ec2 describe-instances --region \"$REGION\" --instance-ids \"$INSTANCE_ID\" >/dev/null || true\n",
-        caught_by: &[catcher("calls-imds-only", "calls allowed", "DescribeInstances")],
+        caught_by: &[catcher("calls-imds-only", &checks::CALLS_ALLOWED, "DescribeInstances")],
     },
     Mutation {
         name: "timestamp-in-file",
@@ -107,7 +129,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "systemctl daemon-reload\n",
         replace: "echo \"# written $(date +%s.%N)\" >> /etc/systemd/system/kubelet.service.d/10-kubelet-args.conf\nsystemctl daemon-reload\n",
-        caught_by: &[catcher("determinism-two-nodes", "deterministic files", "# written")],
+        caught_by: &[catcher("determinism-two-nodes", &checks::DETERMINISTIC, "# written")],
     },
     Mutation {
         name: "user-data-label-lost",
@@ -115,7 +137,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "eks.amazonaws.com/capacityType=ON_DEMAND,",
         replace: "",
-        caught_by: &[catcher("userdata-eks-managed", "labels", "capacityType=ON_DEMAND (node has nothing)")],
+        caught_by: &[catcher("userdata-eks-managed", &node_checks::labels::DEF, "capacityType=ON_DEMAND (node has nothing)")],
     },
     Mutation {
         name: "user-data-wrong-dns",
@@ -123,7 +145,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "--dns-cluster-ip $K8S_CLUSTER_DNS_IP",
         replace: "--dns-cluster-ip 172.20.0.10",
-        caught_by: &[catcher("userdata-eks-managed", "configz clusterDNS", "172.20.0.10")],
+        caught_by: &[catcher("userdata-eks-managed", &node_checks::cluster_dns::DEF, "172.20.0.10")],
     },
     Mutation {
         name: "user-data-no-signal",
@@ -131,7 +153,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "/opt/aws/bin/cfn-signal --exit-code",
         replace: "true --exit-code",
-        caught_by: &[catcher("userdata-cloudformation", "cfn-signal", "no signal")],
+        caught_by: &[catcher("userdata-cloudformation", &checks::CFN_SIGNAL, "no signal")],
     },
     Mutation {
         name: "user-data-cfn-wrong-stack",
@@ -139,7 +161,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "  --stack ",
         replace: "  --stack wrong-",
-        caught_by: &[catcher("userdata-cloudformation", "cfn-signal", "no signal")],
+        caught_by: &[catcher("userdata-cloudformation", &checks::CFN_SIGNAL, "no signal")],
     },
     Mutation {
         name: "user-data-cfn-wrong-region",
@@ -147,7 +169,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::UserData,
         find: "  --region us-west-2",
         replace: "  --region eu-west-1",
-        caught_by: &[catcher("userdata-cloudformation", "cfn-signal", "no signal")],
+        caught_by: &[catcher("userdata-cloudformation", &checks::CFN_SIGNAL, "no signal")],
     },
     Mutation {
         name: "node-maps-itself",
@@ -155,7 +177,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "  KUBECONFIG_FLAGS=\"--kubeconfig=/var/lib/kubelet/kubeconfig\"\n",
         replace: "  KUBECONFIG_FLAGS=\"--kubeconfig=/var/lib/kubelet/kubeconfig\"\n  aws eks create-access-entry --region \"$REGION\" --cluster-name \"$CLUSTER_NAME\" --principal-arn arn:aws:iam::111122223333:role/EksNodeRole --type EC2_LINUX >/dev/null\n",
-        caught_by: &[catcher("iam-access-entries", "bootstrap exit", "AccessDeniedException")],
+        caught_by: &[catcher("iam-access-entries", &checks::BOOTSTRAP_EXIT, "AccessDeniedException")],
     },
     Mutation {
         name: "padded-token",
@@ -163,7 +185,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "      command: /usr/local/bin/aws\n      args: [\"--region\", \"$REGION\", \"eks\", \"get-token\", \"--cluster-name\", \"$CLUSTER_NAME\"]\n",
         replace: "      command: /bin/sh\n      args: [\"-c\", \"/usr/local/bin/aws --region $REGION eks get-token --cluster-name $CLUSTER_NAME | jq -c '.status.token += \\\"==\\\"'\"]\n",
-        caught_by: &[catcher("iam-join", "registered", "")],
+        caught_by: &[catcher("iam-join", &checks::REGISTERED, "")],
     },
     Mutation {
         name: "local-zone-sts-token",
@@ -171,7 +193,7 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "      args: [\"--region\", \"$REGION\", \"eks\", \"get-token\"",
         replace: "      args: [\"--region\", \"$REGION-lax-1\", \"eks\", \"get-token\"",
-        caught_by: &[catcher("iam-join", "registered", "")],
+        caught_by: &[catcher("iam-join", &checks::REGISTERED, "")],
     },
     Mutation {
         name: "sts-wrong-region",
@@ -179,6 +201,6 @@ pub const CATALOGUE: &[Mutation] = &[
         target: Target::ReferenceBootstrap,
         find: "_STS_ENDPOINT\" --region \"$REGION\" sts",
         replace: "_STS_ENDPOINT\" --region eu-west-1 sts",
-        caught_by: &[catcher("iam-join", "evidence in bootstrap log", "")],
+        caught_by: &[catcher_of("iam-join", &checks::EVIDENCE, "bootstrap log", "")],
     },
 ];

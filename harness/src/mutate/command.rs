@@ -18,7 +18,7 @@ pub fn command(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &Path) 
             let catchers: Vec<String> = m
                 .caught_by
                 .iter()
-                .map(|c| format!("{} ({})", c.scenario, c.check))
+                .map(|c| format!("{} ({})", c.scenario, c.check_name()))
                 .collect();
             println!("{:<24} {}; caught by {}", m.name, m.regression, catchers.join(", "));
         }

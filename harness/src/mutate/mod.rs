@@ -30,11 +30,14 @@ pub enum Target {
     UserData,
 }
 
-/// A scenario that must catch a mutation, and the check (glob on its name after `node/`) that must fail.
+/// A scenario that must catch a mutation, and the check (a registered one, or one member of its family) that must
+/// fail.
 #[derive(Debug, Clone, Copy)]
 pub struct Catcher {
     pub scenario: &'static str,
-    pub check: &'static str,
+    pub check: &'static crate::assert::registry::CheckDef,
+    /// The member of the check's family (`bootstrap log` of `evidence in`); empty: the check itself.
+    pub detail: &'static str,
     /// Text the failed check's finding must contain (empty: any), e.g. who set a field.
     pub says: &'static str,
 }
@@ -219,7 +222,8 @@ impl Controls {
             (Outcome::Passed, false) if named.iter().all(|c| c.passed) => None,
             (Outcome::Passed, true) => Some(format!(
                 "control: {} unmutated has no check '{}'",
-                catcher.scenario, catcher.check
+                catcher.scenario,
+                catcher.check_name()
             )),
             _ => Some(format!(
                 "control: {} unmutated did not pass: {}",
@@ -236,10 +240,21 @@ fn load(file: &Path) -> Result<crate::scenario::Scenario> {
     crate::scenario::load_file(file, &defaults)
 }
 
-/// Whether `c` is the check `catcher` names (glob on its name after `node/`).
+impl Catcher {
+    /// The check's name after `node/`, as reports show it.
+    pub fn check_name(&self) -> String {
+        if self.detail.is_empty() {
+            self.check.name.to_string()
+        } else {
+            format!("{} {}", self.check.name, self.detail)
+        }
+    }
+}
+
+/// Whether `c` is the check `catcher` names (its name after `node/`).
 fn matches(catcher: &Catcher, c: &crate::assert::Check) -> bool {
     let after_node = c.name.split_once('/').map(|(_, rest)| rest).unwrap_or(&c.name);
-    crate::fakes::calls::glob(catcher.check, after_node)
+    after_node == catcher.check_name()
 }
 
 /// Runs `m` against its catchers on the local provider, in order, until one catches it; each catcher's check
@@ -277,7 +292,7 @@ pub async fn run(
                     mutation: *m,
                     verdict: Verdict::Caught {
                         scenario: catcher.scenario.into(),
-                        check: catcher.check.into(),
+                        check: catcher.check_name(),
                         failed,
                     },
                 }
@@ -286,7 +301,7 @@ pub async fn run(
             _ => format!(
                 "{} failed, but not on '{}'{}: {}",
                 catcher.scenario,
-                catcher.check,
+                catcher.check_name(),
                 if catcher.says.is_empty() {
                     String::new()
                 } else {
@@ -371,13 +386,15 @@ mod tests {
         report
             .checks
             .push(crate::assert::Check::new("ip-1/labels", false, "team=a", "nothing"));
+        use crate::run::pipeline::assertions::node;
         let labels = Catcher {
             scenario: "s",
-            check: "labels",
+            check: &node::labels::DEF,
+            detail: "",
             says: "",
         };
         let taints = Catcher {
-            check: "taints",
+            check: &node::taints::DEF,
             ..labels
         };
         let says_more = Catcher {
@@ -390,5 +407,21 @@ mod tests {
         let (hit, failed) = judge(&report, &taints);
         assert!(!hit);
         assert_eq!(failed, ["ip-1/labels: expected team=a, got nothing"]);
+    }
+
+    #[test]
+    fn every_catcher_names_a_registered_check() {
+        let all = crate::run::pipeline::assertions::all_checks();
+        for m in super::CATALOGUE {
+            for c in m.caught_by {
+                assert!(
+                    all.iter().any(|d| *d == c.check),
+                    "{}: {} is not in the checks registry",
+                    m.name,
+                    c.check.name
+                );
+                assert!(c.check.names(&c.check_name()));
+            }
+        }
     }
 }

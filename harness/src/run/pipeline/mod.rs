@@ -4,7 +4,7 @@
 //! pipeline ends, whichever step failed (or, if the run was cancelled, when it is dropped).
 mod announce;
 mod artifacts;
-mod assertions;
+pub mod assertions;
 mod boot;
 mod bootstrap;
 pub(crate) mod observe;

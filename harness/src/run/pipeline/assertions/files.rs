@@ -58,7 +58,7 @@ pub async fn idempotency(
         Ok(o) => o.exit_code,
         Err(crate::error::Error::Timeout { after, .. }) => {
             return Check::new(
-                format!("{node_name}/idempotent bootstrap"),
+                crate::assert::registry::IDEMPOTENT.on(node_name),
                 false,
                 "a second run",
                 format!(
@@ -69,7 +69,7 @@ pub async fn idempotency(
         }
         Err(e) => {
             return Check::new(
-                format!("{node_name}/idempotent bootstrap"),
+                crate::assert::registry::IDEMPOTENT.on(node_name),
                 false,
                 "a second run",
                 format!("could not run it: {e}"),
@@ -95,7 +95,7 @@ pub async fn expectations(
         for wanted in &f.contains {
             let found = content.as_deref().is_some_and(|c| c.contains(wanted.as_str()));
             out.push(Check::new(
-                format!("{node_name}/file {} contains \"{wanted}\"", f.path),
+                crate::assert::registry::FILE.on_with(node_name, format!("{} contains \"{wanted}\"", f.path)),
                 found,
                 "present",
                 match (&content, found) {
@@ -108,7 +108,7 @@ pub async fn expectations(
         if f.values.is_empty() && f.contains.is_empty() && f.golden.is_none() {
             // A path alone: the file must exist (an expectation that emitted no check would prove nothing).
             out.push(Check::new(
-                format!("{node_name}/file {} exists", f.path),
+                crate::assert::registry::FILE.on_with(node_name, format!("{} exists", f.path)),
                 content.is_some(),
                 "present",
                 if content.is_some() {
@@ -125,7 +125,12 @@ pub async fn expectations(
                 .and_then(|t| render(&t, vars));
             out.push(match golden {
                 Ok(text) => files::golden(node_name, &f.path, content.as_deref(), &text, g),
-                Err(e) => Check::new(format!("{node_name}/file {} golden", f.path), false, g.clone(), e),
+                Err(e) => Check::new(
+                    crate::assert::registry::FILE.on_with(node_name, format!("{} golden", f.path)),
+                    false,
+                    g.clone(),
+                    e,
+                ),
             });
         }
     }

@@ -58,7 +58,6 @@ pub fn checks(
     let instance_id = instance.instance_id.as_str();
     let mut checks = Vec::new();
     let mut notes = Vec::new();
-    let c = |what: &str| format!("{node_name}/{what}");
     let created = audit::node_created(events, node_name, instance.launch_time);
     let decisions = env.authenticator.decisions_for(instance_id);
     let accepted = decisions.iter().find(|d| d.granted.is_some());
@@ -71,14 +70,17 @@ pub fn checks(
                 m.source
             ));
         }
-        checks.push(token_format_check(c("IAM token format"), &decisions));
+        checks.push(token_format_check(
+            crate::assert::registry::IAM_TOKEN_FORMAT.on(node_name),
+            &decisions,
+        ));
     } else if sc.cluster.auth == crate::scenario::model::AuthMode::Iam {
         let last = decisions
             .last()
             .map(|d| d.line())
             .unwrap_or_else(|| "no TokenReview for this instance".into());
         checks.push(Check::new(
-            c("IAM token accepted"),
+            crate::assert::registry::IAM_TOKEN_ACCEPTED.on(node_name),
             false,
             "the webhook accepts the node's token",
             last,
@@ -90,7 +92,7 @@ pub fn checks(
             .unwrap_or_default();
         if let Some(u) = want.username.clone() {
             checks.push(Check::new(
-                c("identity.username"),
+                crate::assert::registry::IDENTITY_USERNAME.on(node_name),
                 user == u,
                 u,
                 if created.is_some() {
@@ -103,7 +105,7 @@ pub fn checks(
         if !want.groups.is_empty() {
             let missing: Vec<&String> = want.groups.iter().filter(|g| !groups.contains(g)).collect();
             checks.push(Check::new(
-                c("identity.groups"),
+                crate::assert::registry::IDENTITY_GROUPS.on(node_name),
                 created.is_some() && missing.is_empty(),
                 format!("[{}] (subset)", want.groups.join(", ")),
                 format!("[{}]", groups.join(", ")),
@@ -137,7 +139,7 @@ pub fn checks(
             ),
         };
         checks.push(Check::new(
-            c("aws-auth changed by"),
+            crate::assert::registry::AWS_AUTH_CHANGED_BY.on(node_name),
             by.is_some() && before,
             format!("{who} added {role_arn} before the Node registered"),
             actual,

@@ -180,7 +180,7 @@ async fn files(n: &RunningNode, report: &mut ScenarioReport) {
                 .await,
             ),
             None => report.checks.push(assert::Check::new(
-                format!("{}/idempotent bootstrap", n.node_name),
+                crate::assert::registry::IDEMPOTENT.on(&n.node_name),
                 false,
                 "a second run",
                 "the bootstrap never ran",
@@ -203,4 +203,28 @@ async fn files(n: &RunningNode, report: &mut ScenarioReport) {
     report.checks.extend(
         crate::run::pipeline::assertions::files::expectations(&n.node_name, &n.container, &files, &n.vars).await,
     );
+}
+
+/// Every check's definition: the registry's own (`assert::registry::CORE`) with each check on a registered Node
+/// after `ready`, in report order. The book's checks page is this table (`tests/book.rs`).
+pub fn all_checks() -> Vec<&'static crate::assert::registry::CheckDef> {
+    use crate::assert::registry::{CORE, READY};
+    let mut all = Vec::new();
+    for def in CORE {
+        all.push(*def);
+        if **def == READY {
+            all.extend(node::NODE_CHECKS.iter().map(|c| c.def()));
+        }
+    }
+    all
+}
+
+/// The book's table of the checks.
+pub fn checks_table() -> String {
+    let mut table = String::from("| check | when | real-world rule |\n|---|---|---|\n");
+    for def in all_checks() {
+        table.push_str(&def.row());
+        table.push('\n');
+    }
+    table
 }

@@ -34,7 +34,7 @@ fn with_default_tag(image: &str) -> String {
 /// token signed by this instance (the 2024 nodeadm does that); a local one (current nodeadm's
 /// `localhost/kubernetes/pause`) must only be in containerd's image store.
 pub async fn sandbox_check(env: &Environment, container: &NodeContainer, node: &str, instance_id: &str) -> Check {
-    let name = format!("{node}/sandbox image");
+    let name = crate::assert::registry::SANDBOX_IMAGE.on(node);
     let config = container
         .read_file("/etc/containerd/config.toml")
         .await
@@ -111,7 +111,7 @@ pub fn checks(
     match report {
         Some(r) => out.extend(cloud_init::checks(node, r, &expect)),
         None => out.push(Check::new(
-            format!("{node}/cloud-init status"),
+            crate::assert::registry::CLOUD_INIT_STATUS.on(node),
             false,
             format!("{:?}", expect.status).to_lowercase(),
             "cloud-init did not run",
@@ -126,7 +126,7 @@ pub fn checks(
             out.push(nodeadm_report::check(node, r, want));
         }
         (None, Some(want)) if group.expect.nodeadm.is_some() => out.push(Check::new(
-            format!("{node}/nodeadm"),
+            crate::assert::registry::NODEADM.on(node),
             false,
             format!("{want:?}").to_lowercase(),
             "nodeadm did not run (the user data carries no NodeConfig, or cloud-init never ran)",
@@ -149,7 +149,7 @@ pub fn checks(
             SignalExpectation::None => signals.is_empty(),
         };
         out.push(Check::new(
-            format!("{node}/cfn-signal"),
+            crate::assert::registry::CFN_SIGNAL.on(node),
             passed,
             format!("{want:?}").to_uppercase(),
             if seen.is_empty() {

@@ -12,8 +12,8 @@ pub const NEVER_STARTED_GRACE: Duration = Duration::from_secs(5);
 /// Why a node was given up on, as the first failing check of that node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stop {
-    /// The check's name after `node/`.
-    pub check: &'static str,
+    /// The check that failed.
+    pub check: &'static crate::assert::registry::CheckDef,
     pub expected: String,
     /// The cause, quoted from the node (journal, cloud-init, nodeadm).
     pub cause: String,
@@ -148,7 +148,7 @@ pub async fn probe(
 ) -> Option<Stop> {
     if let Some(cause) = nodeadm_failure {
         return Some(Stop {
-            check: "nodeadm",
+            check: &crate::assert::registry::NODEADM,
             expected: "nodeadm's config and run phases succeed".into(),
             cause,
         });
@@ -165,7 +165,7 @@ pub async fn probe(
     if kubelet_crash_looping(&state) || deterministic {
         let line = error_line.unwrap_or_else(|| "no error line in the kubelet's journal".into());
         return Some(Stop {
-            check: "kubelet running",
+            check: &crate::assert::registry::KUBELET_RUNNING,
             expected: format!(
                 "kubelet.service running (fewer than {KUBELET_RESTARTS} restarts, no startup config error)"
             ),
@@ -188,7 +188,7 @@ pub async fn probe(
     let (origin, done_for) = finished;
     if !state.ever_started && done_for >= NEVER_STARTED_GRACE {
         return Some(Stop {
-            check: "kubelet started",
+            check: &crate::assert::registry::KUBELET_STARTED,
             expected: "the bootstrap starts kubelet.service".into(),
             cause: format!(
                 "{origin} {:.1}s ago and kubelet.service never started: {}",

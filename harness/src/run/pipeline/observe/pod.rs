@@ -96,7 +96,7 @@ fn sandbox_refusals(events: &[Event]) -> (i32, Option<String>) {
 
 /// Runs a pod on `node` and reports whether it ran with a pod IP; the pod is deleted afterwards.
 pub async fn check(client: &kube::Client, node: &str) -> Check {
-    let name = format!("{node}/pod runs");
+    let name = crate::assert::registry::POD_RUNS.on(node);
     let expected = format!("a pod bound to the node ({IMAGE}) Running with a pod IP within {TIMEOUT:?}");
     let pod_name = format!("nodejoin-probe-{}", crate::process::random_hex(6));
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");

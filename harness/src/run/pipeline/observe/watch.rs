@@ -179,7 +179,7 @@ pub(crate) async fn check_alive(n: &mut RunningNode) {
         };
         n.stopped.get_or_insert((
             crate::run::pipeline::observe::failfast::Stop {
-                check: "node container",
+                check: &crate::assert::registry::NODE_CONTAINER,
                 expected: "the node container running until its join is judged".into(),
                 cause: why,
             },
