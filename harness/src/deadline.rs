@@ -15,8 +15,8 @@ pub const GO_BUILD: Duration = Duration::from_secs(30 * 60);
 pub const IMAGE_BUILD: Duration = Duration::from_secs(30 * 60);
 /// `kind create cluster` (it waits up to 120 s for the control plane itself, after starting the node).
 pub const KIND_CREATE: Duration = Duration::from_secs(10 * 60);
-/// A short Docker CLI call: `docker inspect`, `docker logs`, `docker exec cat`, `kind delete cluster`.
-pub const DOCKER_CLI: Duration = Duration::from_secs(120);
+/// A short Docker API call (an inspect, a container's logs, a `cat` run in a container) or `kind delete cluster`.
+pub const DOCKER_CALL: Duration = Duration::from_secs(120);
 /// A one-shot probe of a local program, such as `kubelet --version`.
 pub const TOOL_PROBE: Duration = Duration::from_secs(30);
 /// systemd finishing its boot in a node container: about 1 s alone, 50 s for 50 nodes started at once on 2 cores.

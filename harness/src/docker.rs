@@ -1,5 +1,6 @@
 //! Thin helpers over the Docker API (bollard, as re-exported by testcontainers so both agree on one version):
-//! connecting with a clear error, run labels, per-run networks, exec with captured output.
+//! connecting with a clear error, run labels, per-run networks, exec with captured output, and image work
+//! (`images`). Every Docker call of the harness goes through here; the `docker` CLI is run by nothing of ours.
 use crate::error::{Error, Result};
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -10,7 +11,9 @@ use testcontainers::bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
     RemoveImageOptionsBuilder,
 };
-use testcontainers::bollard::Docker;
+pub use testcontainers::bollard::Docker;
+
+pub mod images;
 
 /// Label every object of a run carries: its run id.
 pub const RUN_LABEL: &str = "io.nodejoin.run";
@@ -337,38 +340,6 @@ pub async fn remove_images_except(docker: &Docker, filters: &[(&str, String)], k
     removed
 }
 
-/// The label kind puts on its node containers (value: the kind cluster's name).
-pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
-
-/// The kind node containers of a run: those kind made (its cluster label) that carry the run's label, which
-/// the docker shim kind runs with adds. A container is never taken for a run's by its name.
-async fn kind_nodes(docker: &Docker, run_id: &str) -> Result<Vec<ContainerSummary>> {
-    let (containers, _) = labelled(docker, KIND_CLUSTER_LABEL).await?;
-    Ok(containers
-        .into_iter()
-        .filter(|c| {
-            c.labels
-                .as_ref()
-                .and_then(|l| l.get(RUN_LABEL))
-                .is_some_and(|v| v == run_id)
-        })
-        .collect())
-}
-
-/// The kind node containers of a run, removed by force.
-pub async fn remove_kind_nodes(docker: &Docker, run_id: &str) -> usize {
-    let Ok(containers) = kind_nodes(docker, run_id).await else {
-        return 0;
-    };
-    let mut removed = 0;
-    for c in containers {
-        if let Some(id) = c.id {
-            removed += usize::from(remove_container_thawing(docker, &id).await);
-        }
-    }
-    removed
-}
-
 /// Removes a container by force; if the engine cannot kill it, thaws its frozen cgroups and tries once more.
 async fn remove_container_thawing(docker: &Docker, id: &str) -> bool {
     let opts = || Some(RemoveContainerOptionsBuilder::new().force(true).v(true).build());
@@ -451,7 +422,7 @@ pub async fn remove_labelled(docker: &Docker, label: &str, value: Option<&str>) 
         removed += usize::from(gone || remove_container_thawing(docker, &id).await);
     }
     // The engine releases a removed container's endpoint a moment later; until then its network is in use (seen
-    // in CI right after the kind nodes were removed).
+    // in CI right after kind's node containers were removed).
     for id in networks.into_iter().filter_map(|n| n.id) {
         match detached_network_removal(docker, &id).await {
             Some(Ok(())) => removed += 1,
@@ -491,13 +462,12 @@ where
     false
 }
 
-/// Containers and networks labelled with `run_id`, and the run's kind node containers, by name (for leak checks).
+/// Containers and networks labelled with `run_id` (a provider's own containers too: each labels what it creates,
+/// kind's nodes through its docker shim), by name (for leak checks).
 pub async fn objects_of_run(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
     let (containers, networks) = labelled(docker, &format!("{RUN_LABEL}={run_id}")).await?;
-    let kind = kind_nodes(docker, run_id).await?;
     let containers = containers
         .into_iter()
-        .chain(kind)
         .map(|c| format!("container {}", c.names.unwrap_or_default().join(",")));
     let networks = networks
         .into_iter()

@@ -165,7 +165,7 @@ async fn apt(args: &[&str]) -> Result<()> {
 
 /// A Docker engine that answers: the running one, else a `dockerd` started now (detached, logging to
 /// [`DOCKERD_LOG`]; it keeps running after nodejoin exits, like one started by systemd).
-pub async fn ensure_docker() -> Result<testcontainers::bollard::Docker> {
+pub async fn ensure_docker() -> Result<crate::docker::Docker> {
     let refused = match crate::docker::connect().await {
         Ok(d) => return Ok(d),
         Err(e) => e,
@@ -323,7 +323,7 @@ pub fn own_cpu_time() -> Option<std::time::Duration> {
 }
 
 /// All of it, before a run: packages, the Docker engine, inotify limits.
-pub async fn prepare() -> Result<testcontainers::bollard::Docker> {
+pub async fn prepare() -> Result<crate::docker::Docker> {
     ensure_packages().await?;
     let docker = ensure_docker().await?;
     ensure_inotify(0);

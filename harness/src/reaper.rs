@@ -167,7 +167,7 @@ pub(crate) fn unmount_below(dir: &Path) {
 }
 
 /// Reaps runs whose owner process is gone. `docker` may be absent (then only processes are reaped).
-pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Reaped {
+pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
     let mut reaped = Reaped::default();
     reaped.processes += reap_builds();
     if let Ok(entries) = std::fs::read_dir(runs_dir()) {
@@ -221,11 +221,11 @@ pub async fn reap_stale(docker: Option<&testcontainers::bollard::Docker>) -> Rea
 
 /// Removes a run's containers and networks, looking again until none is left (bounded): a container whose
 /// creation was in flight when its owner died can show up a moment after the first pass.
-async fn remove_run_objects(d: &testcontainers::bollard::Docker, run: &str) -> usize {
+async fn remove_run_objects(d: &crate::docker::Docker, run: &str) -> usize {
     let mut removed = 0;
     for _ in 0..20 {
-        // kind's node containers first: they hold the run network.
-        removed += docker::remove_kind_nodes(d, run).await;
+        // Every container first (kind's node containers, labelled by its docker shim, hold the run network), then
+        // the networks.
         removed += docker::remove_labelled(d, docker::RUN_LABEL, Some(run))
             .await
             .unwrap_or(0);

@@ -198,5 +198,9 @@ fn the_checks_page_is_the_checks_registry() {
         "docs/src/reference/checks.md's table is not the registry's; replace it with:\n{table}"
     );
     let rows = page.lines().filter(|l| l.starts_with("| `")).count();
-    assert_eq!(rows, nodejoin::run::pipeline::assertions::all_checks().len(), "a row with no check behind it");
+    assert_eq!(
+        rows,
+        nodejoin::run::pipeline::assertions::all_checks().len(),
+        "a row with no check behind it"
+    );
 }

@@ -1,15 +1,11 @@
 //! Cluster providers behind one trait, in the manner of kind's provider interface: a provider creates a control
 //! plane from a spec; the rest of the harness only talks to the `ControlPlane` it returns.
-pub mod apiserver;
-pub mod container;
-pub mod images;
+pub mod common;
 pub mod k3s;
 pub mod kind;
-pub mod kind_host;
-pub mod kubeconfig;
 pub mod local;
-pub mod objects;
-mod readiness;
+
+pub use common::{images, kubeconfig, objects};
 
 use crate::assets::K8sAssets;
 use crate::docker::RunNetwork;
@@ -39,7 +35,7 @@ pub struct TokenWebhook {
 
 /// What a provider gets to work with.
 pub struct ProviderContext<'a> {
-    pub docker: &'a testcontainers::bollard::Docker,
+    pub docker: &'a crate::docker::Docker,
     pub assets: Option<&'a K8sAssets>,
     pub network: &'a RunNetwork,
     /// Where logs and generated files go (`target/nodejoin/<run>/control-plane-<n>/`).
@@ -81,17 +77,13 @@ pub trait ClusterProvider: Send + Sync {
     /// The list-time probe: only looks (is the image present locally, is a failed pull remembered, is the CLI
     /// there), so listing trials stays fast and never touches a registry. `docker` is `None` when the engine
     /// cannot be reached.
-    fn probe<'a>(
-        &'a self,
-        version: &'a str,
-        docker: Option<&'a testcontainers::bollard::Docker>,
-    ) -> BoxFuture<'a, Availability>;
+    fn probe<'a>(&'a self, version: &'a str, docker: Option<&'a crate::docker::Docker>) -> BoxFuture<'a, Availability>;
     /// Why this provider cannot run `spec` on this machine, if it cannot (the trial is then reported ignored,
     /// with this reason): a missing image that cannot be pulled, a missing tool.
     fn unavailable<'a>(
         &'a self,
         spec: &'a ClusterSpec,
-        docker: &'a testcontainers::bollard::Docker,
+        docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>>;
     fn create<'a>(
         &'a self,
@@ -280,7 +272,7 @@ pub fn container_stopped(name: &str) -> Option<String> {
 /// `Some(None)` running, `Some(Some(why))` not running or gone, `None` the engine did not say.
 async fn inspect_status(name: &str) -> Option<Option<String>> {
     let docker = crate::docker::connect().await.ok()?;
-    let inspect = tokio::time::timeout(crate::deadline::DOCKER_CLI, docker.inspect_container(name, None))
+    let inspect = tokio::time::timeout(crate::deadline::DOCKER_CALL, docker.inspect_container(name, None))
         .await
         .ok()?;
     match inspect {
@@ -302,15 +294,11 @@ async fn inspect_status(name: &str) -> Option<Option<String>> {
 /// Keeps a container's own log next to the control plane's other logs (best effort, bounded, off the runtime's
 /// threads).
 pub async fn save_container_log(name: &str, path: &Path) {
-    let command = tokio::process::Command::new("docker")
-        .args(["logs", name])
-        .kill_on_drop(true)
-        .output();
-    if let Ok(Ok(out)) = tokio::time::timeout(crate::deadline::DOCKER_CLI, command).await {
-        let mut text = out.stdout;
-        text.extend_from_slice(&out.stderr);
-        let _ = std::fs::write(path, text);
-    }
+    let Ok(docker) = crate::docker::connect().await else {
+        return;
+    };
+    let text = crate::docker::logs(&docker, name, 100_000).await;
+    let _ = std::fs::write(path, text);
 }
 
 #[cfg(test)]

@@ -415,7 +415,7 @@ mod tests {
         for m in super::CATALOGUE {
             for c in m.caught_by {
                 assert!(
-                    all.iter().any(|d| *d == c.check),
+                    all.contains(&c.check),
                     "{}: {} is not in the checks registry",
                     m.name,
                     c.check.name

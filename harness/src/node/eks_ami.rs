@@ -210,11 +210,7 @@ const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
 /// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
 /// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
-pub async fn ensure_image(
-    docker: &testcontainers::bollard::Docker,
-    base: &NodeImage,
-    checkout: &Checkout,
-) -> Result<NodeImage> {
+pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, checkout: &Checkout) -> Result<NodeImage> {
     let bins = build_nodeadm(checkout).await?;
     let mut h = Sha256::new();
     h.update(base.tag.as_bytes());
@@ -264,7 +260,7 @@ pub async fn ensure_image(
         (HASH_LABEL, hash.clone()),
         (NODEADM_LABEL, format!("built from {}", checkout.describe())),
     ];
-    super::image::docker_build(&image.tag, "al2023", &labels, &[], ctx).await?;
+    super::image::docker_build(docker, &image.tag, "al2023", &labels, &[], ctx).await?;
     steps.finish("built");
     Ok(image)
 }

@@ -32,7 +32,7 @@ impl NodeImage {
 pub const ENV_IMAGE: &str = crate::settings::var::NODE_IMAGE;
 
 /// A user-supplied node image, checked to exist locally; `source` says where it was named.
-pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, source: &str) -> Result<NodeImage> {
+pub async fn user_supplied(docker: &crate::docker::Docker, tag: &str, source: &str) -> Result<NodeImage> {
     if !exists(docker, tag).await {
         return Err(image_err(format!(
             "{source} {tag} is not a local image (docker image ls); build it with `nodejoin image build --overlay DIR --tag {tag}` or `docker build`"
@@ -47,7 +47,7 @@ pub async fn user_supplied(docker: &testcontainers::bollard::Docker, tag: &str, 
 /// The node image for `assets` on containerd `line`: the user's (the node image setting, checked to exist), else
 /// ours, built when missing.
 pub async fn for_assets(
-    docker: &testcontainers::bollard::Docker,
+    docker: &crate::docker::Docker,
     assets: &K8sAssets,
     line: crate::assets::tools::ContainerdLine,
 ) -> Result<NodeImage> {
@@ -126,7 +126,7 @@ pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
 }
 
 /// Is `tag` present in the local engine?
-pub async fn exists(docker: &testcontainers::bollard::Docker, tag: &str) -> bool {
+pub async fn exists(docker: &crate::docker::Docker, tag: &str) -> bool {
     docker.inspect_image(tag).await.is_ok()
 }
 
@@ -151,11 +151,7 @@ pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(
-    docker: &testcontainers::bollard::Docker,
-    assets: &K8sAssets,
-    tools: &NodeTools,
-) -> Result<NodeImage> {
+pub async fn ensure(docker: &crate::docker::Docker, assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
     let image = expected(assets, tools)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
@@ -166,13 +162,13 @@ pub async fn ensure(
     }
     let work = work_dir("image")?;
     ensure_base(docker, &image.base, work.path()).await?;
-    build_node(&image, assets, tools, work.path()).await?;
+    build_node(docker, &image, assets, tools, work.path()).await?;
     Ok(image)
 }
 
 /// Makes sure the base image `tag` exists, building it with debootstrap in `work` (ours) or failing with what to
 /// do (a user's base image setting).
-pub(crate) async fn ensure_base(docker: &testcontainers::bollard::Docker, tag: &str, work: &Path) -> Result<()> {
+pub(crate) async fn ensure_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
     if exists(docker, tag).await {
         return Ok(());
     }
@@ -181,7 +177,7 @@ pub(crate) async fn ensure_base(docker: &testcontainers::bollard::Docker, tag: &
             "{ENV_BASE_IMAGE}={tag} is not a local image (build it from fixtures/node-image/registry/Dockerfile)"
         )));
     }
-    build_base(tag, work).await
+    build_base(docker, tag, work).await
 }
 
 /// A bootstrap author's files over a node image: `dir` is laid out like the root filesystem (for example
@@ -189,7 +185,7 @@ pub(crate) async fn ensure_base(docker: &testcontainers::bollard::Docker, tag: &
 /// without a registry. Tagged `tag`, or `nodejoin-overlay:<hash of the base and the files>`; rebuilt only when
 /// either changes. Earlier builds from the same directory are pruned.
 pub async fn ensure_overlay(
-    docker: &testcontainers::bollard::Docker,
+    docker: &crate::docker::Docker,
     base: &NodeImage,
     dir: &Path,
     tag: Option<&str>,
@@ -228,7 +224,7 @@ pub async fn ensure_overlay(
         (OVERLAY_HASH_LABEL, hash.clone()),
         (OVERLAY_DIR_LABEL, dir_label.clone()),
     ];
-    docker_build(&image.tag, "overlay", &labels, &[], work.path()).await?;
+    docker_build(docker, &image.tag, "overlay", &labels, &[], work.path()).await?;
     steps.finish("built");
     // Earlier default-tagged builds of this directory (a user's own tag is left alone). The directory's path
     // goes to the engine as a filter value, never through a shell.
@@ -247,30 +243,23 @@ pub async fn ensure_overlay(
 
 const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
 
-/// `docker build` of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
-/// labelled `io.nodejoin.image=<kind>` plus `labels`.
+/// A build of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
+/// labelled `io.nodejoin.image=<kind>` plus `labels`, through the Docker API.
 pub(crate) async fn docker_build(
+    docker: &crate::docker::Docker,
     tag: &str,
     kind: &str,
     labels: &[(&str, String)],
-    build_args: &[String],
+    build_args: &[(&str, String)],
     ctx: &Path,
 ) -> Result<()> {
-    let mut cmd = Command::new("docker");
-    cmd.env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "--force-rm", "-t", tag, "--label"])
-        .arg(format!("io.nodejoin.image={kind}"));
-    for (k, v) in labels {
-        cmd.arg("--label").arg(format!("{k}={v}"));
-    }
-    for a in build_args {
-        cmd.arg("--build-arg").arg(a);
-    }
-    run(cmd.arg(ctx), &format!("docker build ({kind})")).await
+    let mut all = vec![("io.nodejoin.image", kind.to_string())];
+    all.extend(labels.iter().cloned());
+    crate::docker::images::build(docker, ctx, tag, &all, build_args).await
 }
 
 /// Whether the image at `tag` was built from inputs hashing to `hash` (its `label` says so).
-pub(crate) async fn built_from(docker: &testcontainers::bollard::Docker, tag: &str, label: &str, hash: &str) -> bool {
+pub(crate) async fn built_from(docker: &crate::docker::Docker, tag: &str, label: &str, hash: &str) -> bool {
     let current = docker
         .inspect_image(tag)
         .await
@@ -325,8 +314,8 @@ impl Drop for WorkDir {
     }
 }
 
-async fn build_base(tag: &str, work: &Path) -> Result<()> {
-    for tool in ["debootstrap", "docker", "tar"] {
+async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
+    for tool in ["debootstrap", "tar"] {
         if crate::assets::which(tool).is_none() {
             return Err(image_err(format!("`{tool}` is not installed (apt-get install {tool})")));
         }
@@ -343,7 +332,7 @@ async fn build_base(tag: &str, work: &Path) -> Result<()> {
         return Err(image_err(format!("rootfs.sh: {e} (log: {})", kept.display())));
     }
     steps.step(5, "docker import");
-    import_tree(&rootfs, ".", &[], tag).await?;
+    crate::docker::images::import_tree(docker, &rootfs, ".", &[], tag).await?;
     let _ = std::fs::remove_dir_all(&rootfs);
     steps.finish("imported");
     Ok(())
@@ -371,57 +360,10 @@ pub(crate) async fn compile_pause(work: &Path) -> Result<PathBuf> {
 /// The tag the pause image is saved under in the node image (containerd's sandbox image).
 const PAUSE_TAG: &str = "nodejoin.local/pause:3.10";
 
-/// `tar -C dir -c what | docker import [--change C]... - tag`, as two argument vectors joined by a pipe (no
-/// shell: the paths come from the cache directory and may hold any character).
-async fn import_tree(dir: &Path, what: &str, changes: &[&str], tag: &str) -> Result<()> {
-    use std::process::Stdio;
-    let mut tar = std::process::Command::new("tar");
-    tar.arg("-C")
-        .arg(dir)
-        .args(["-c", what])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut tar = tokio::process::Command::from(tar);
-    crate::process::mark(&mut tar);
-    let mut tar = tar
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| image_err(format!("tar: {e}")))?;
-    let stream = tar
-        .stdout
-        .take()
-        .and_then(|o| o.into_owned_fd().ok())
-        .ok_or_else(|| image_err("tar: no output pipe"))?;
-    let imported = {
-        let mut import = Command::new("docker");
-        import.arg("import");
-        for change in changes {
-            import.args(["--change", change]);
-        }
-        import.args(["-", tag]).stdin(std::process::Stdio::from(stream));
-        run(&mut import, "docker import").await
-        // The command (holding the pipe's read end) goes here: a tar writing to a failed import then sees EPIPE
-        // instead of blocking.
-    };
-    let tarred = tar
-        .wait_with_output()
-        .await
-        .map_err(|e| image_err(format!("tar: {e}")))?;
-    if !tarred.status.success() {
-        return Err(image_err(format!(
-            "tar -C {} -c {what} failed ({}): {}",
-            dir.display(),
-            tarred.status,
-            String::from_utf8_lossy(&tarred.stderr).trim()
-        )));
-    }
-    imported
-}
-
 /// Compiles the pause program and saves it as a `docker save` archive tagged `nodejoin.local/pause:3.10` (the
 /// sandbox image containerd is configured with; a name of our own, so no image of the host's is retagged or
 /// removed).
-async fn build_pause(work: &Path) -> Result<PathBuf> {
+async fn build_pause(docker: &crate::docker::Docker, work: &Path) -> Result<PathBuf> {
     let root = compile_pause(work)
         .await?
         .parent()
@@ -429,32 +371,27 @@ async fn build_pause(work: &Path) -> Result<PathBuf> {
         .unwrap_or_default();
     let tmp_tag = format!("nodejoin-pause-build:{}", crate::process::random_hex(8));
     let out = work.join("pause.tar");
-    import_tree(&root, "pause", &["ENTRYPOINT [\"/pause\"]"], &tmp_tag).await?;
+    use crate::docker::images;
+    images::import_tree(docker, &root, "pause", &["ENTRYPOINT [\"/pause\"]"], &tmp_tag).await?;
     let saved = async {
-        run(
-            Command::new("docker").args(["tag", &tmp_tag, PAUSE_TAG]),
-            "docker tag (pause)",
-        )
-        .await?;
-        run(
-            Command::new("docker").arg("save").arg("-o").arg(&out).arg(PAUSE_TAG),
-            "docker save (pause)",
-        )
-        .await
+        images::tag(docker, &tmp_tag, PAUSE_TAG).await?;
+        images::save(docker, &[PAUSE_TAG], &out).await
     }
     .await;
-    let _ = run(
-        Command::new("docker").args(["rmi", &tmp_tag, PAUSE_TAG]),
-        "docker rmi (pause)",
-    )
-    .await;
+    images::remove(docker, &[&tmp_tag, PAUSE_TAG]).await;
     saved.map(|()| out)
 }
 
-async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, work: &Path) -> Result<()> {
+async fn build_node(
+    docker: &crate::docker::Docker,
+    image: &NodeImage,
+    assets: &K8sAssets,
+    tools: &NodeTools,
+    work: &Path,
+) -> Result<()> {
     let steps = Steps::new(&format!("node image {}", image.tag), 3);
     steps.step(0, "pause image");
-    build_pause(work).await?;
+    build_pause(docker, work).await?;
     steps.step(1, "build context");
     let ctx = work.to_path_buf();
     copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
@@ -470,7 +407,15 @@ async fn build_node(image: &NodeImage, assets: &K8sAssets, tools: &NodeTools, wo
         (VERSIONS_LABEL, versions(assets, tools)),
         (NODEADM_LABEL, nodeadm_source(tools)),
     ];
-    docker_build(&image.tag, "node", &labels, &[format!("BASE={}", image.base)], &ctx).await?;
+    docker_build(
+        docker,
+        &image.tag,
+        "node",
+        &labels,
+        &[("BASE", image.base.clone())],
+        &ctx,
+    )
+    .await?;
     steps.finish("built");
     // A build on a base of the user's (the base image setting) or a suite named is a side build: it leaves ours alone.
     if !side_build() {
@@ -516,7 +461,7 @@ fn nodeadm_source(tools: &NodeTools) -> String {
 
 /// One line naming what an image's nodes run (containerd, runc, kubelet, nodeadm), from its labels; `None` for
 /// an image nodejoin did not build.
-pub async fn describe(docker: &testcontainers::bollard::Docker, tag: &str) -> Option<String> {
+pub async fn describe(docker: &crate::docker::Docker, tag: &str) -> Option<String> {
     let labels = docker.inspect_image(tag).await.ok()?.config?.labels?;
     let versions = labels.get(VERSIONS_LABEL)?;
     Some(match labels.get(NODEADM_LABEL) {

@@ -7,7 +7,6 @@ pub mod group_image;
 pub mod image;
 pub mod inputs;
 pub mod journal;
-pub mod kind_image;
 pub mod privileges;
 pub mod seed;
 

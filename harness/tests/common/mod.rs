@@ -34,7 +34,7 @@ pub fn docker_lines(args: &[&str]) -> Vec<String> {
 pub fn docker_objects(run: &str) -> Vec<String> {
     let filter = format!("label={}={run}", nodejoin::docker::RUN_LABEL);
     let mut v = docker_lines(&["ps", "-a", "--filter", &filter, "--format", "container {{.Names}}"]);
-    let kind = format!("label={}", nodejoin::docker::KIND_CLUSTER_LABEL);
+    let kind = format!("label={}", nodejoin::cluster::kind::KIND_CLUSTER_LABEL);
     v.extend(
         docker_lines(&["ps", "-a", "--filter", &kind, "--format", "container {{.Names}}"])
             .into_iter()

@@ -38,7 +38,7 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
         } => {
             let result = async {
                 let docker = nodejoin::host::prepare().await?;
-                let image = nodejoin::node::kind_image::ensure(&docker, &version).await?;
+                let image = nodejoin::cluster::kind::image::ensure(&docker, &version).await?;
                 // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
                 let kind = nodejoin::cluster::kind::ensure_kind().await?;
                 Ok::<_, nodejoin::Error>((image, kind))

@@ -9,6 +9,7 @@ use crate::assets::{self, K8sAssets};
 use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
 use crate::controllers::cache::ClusterCache;
+use crate::docker::Docker;
 use crate::docker::{self, RunNetwork};
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Authenticator;
@@ -31,7 +32,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use testcontainers::bollard::Docker;
 use tokio::sync::Mutex;
 
 pub use clusters::SharedCluster;
@@ -434,7 +434,6 @@ impl Environment {
     /// Stops everything and reports what (if anything) was left behind.
     pub async fn shutdown(self: Arc<Self>) -> Vec<String> {
         self.clusters.shutdown().await;
-        docker::remove_kind_nodes(&self.docker, &self.run_id).await;
         let _ = docker::remove_labelled(&self.docker, docker::RUN_LABEL, Some(&self.run_id)).await;
         if let Ok(mut guard) = self.sysctl.lock() {
             guard.take();
@@ -463,24 +462,16 @@ impl Environment {
         if self.registry.has(SANDBOX_REPOSITORY, SANDBOX_TAG) {
             return Ok(());
         }
-        let out = crate::deadline::output(
-            tokio::process::Command::new("docker")
-                .args(["run", "--rm", "--network", "none", "--entrypoint", "/bin/cat"])
-                .args(["--label", &format!("{}={}", docker::RUN_LABEL, self.run_id)])
-                .arg(&node_image.tag)
-                .arg(PAUSE_ARCHIVE),
-            &format!("docker run {} cat {PAUSE_ARCHIVE}", node_image.tag),
-            crate::deadline::DOCKER_CLI,
-        )
-        .await?;
-        if !out.status.success() {
-            return Err(Error::Image(format!(
-                "{} has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {}",
-                node_image.tag,
-                crate::process::last_lines(&String::from_utf8_lossy(&out.stderr), 3, " | ")
-            )));
-        }
-        let image = OciImage::from_docker_archive(&out.stdout).map_err(Error::Image)?;
+        let labels = docker::run_labels(&self.run_id).into_iter().collect();
+        let archive = docker::images::read_file(&self.docker, &node_image.tag, PAUSE_ARCHIVE, labels)
+            .await
+            .map_err(|e| {
+                Error::Image(format!(
+                    "{} has no {PAUSE_ARCHIVE} to serve as the EKS sandbox image: {e}",
+                    node_image.tag
+                ))
+            })?;
+        let image = OciImage::from_docker_archive(&archive).map_err(Error::Image)?;
         self.registry.add(SANDBOX_REPOSITORY, SANDBOX_TAG, image);
         Ok(())
     }

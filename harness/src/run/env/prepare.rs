@@ -15,7 +15,7 @@ pub struct Prepared {
 }
 
 /// Builds (or finds) the node images the scenarios in `paths` (files or directories) use.
-pub async fn images_for(docker: &testcontainers::bollard::Docker, paths: &[PathBuf]) -> Result<Vec<Prepared>> {
+pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
     let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
     for file in crate::scenario::load::discover(paths)? {

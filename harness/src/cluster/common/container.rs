@@ -2,7 +2,7 @@
 //! mapped to the host, nodes that reach it by container name, client certificates from its own CA, and the
 //! run directory with the webhook config and audit policy mounted into it. Each provider supplies only how its
 //! containers are watched and removed.
-use super::{ControlPlane, ProviderContext};
+use crate::cluster::{ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
@@ -62,14 +62,14 @@ impl Started {
         } = self;
         let t0 = std::time::Instant::now();
         let ready = async {
-            let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
-            if !super::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
+            let client = crate::cluster::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
+            if !crate::cluster::objects::wait_for_csr_signing(&client, Duration::from_secs(60)).await? {
                 return Err(Error::ControlPlane {
                     component: component.into(),
                     message: "its controller manager signed no CSR within 60s".into(),
                 });
             }
-            super::objects::apply_node_bootstrap_rbac(&client).await?;
+            crate::cluster::objects::apply_node_bootstrap_rbac(&client).await?;
             Ok(client)
         }
         .await;
@@ -108,9 +108,9 @@ pub fn prepare_dir(ctx: &ProviderContext<'_>) -> Result<PathBuf> {
     let dir = ctx.dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let policy = dir.join("audit-policy.yaml");
-    std::fs::write(&policy, super::apiserver::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
+    std::fs::write(&policy, crate::cluster::common::apiserver::AUDIT_POLICY).map_err(|e| Error::io(&policy, e))?;
     if let Some(w) = &ctx.token_webhook {
-        super::apiserver::write_webhook_config(&dir, w)?;
+        crate::cluster::common::apiserver::write_webhook_config(&dir, w)?;
     }
     Ok(dir)
 }
@@ -127,7 +127,7 @@ impl ControlPlane for ContainerControlPlane {
     }
     fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
         Box::pin(async move {
-            super::client_with_cert(
+            crate::cluster::client_with_cert(
                 &self.client_ca,
                 &self.admin_server,
                 &self.ca_pem,

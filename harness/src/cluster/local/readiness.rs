@@ -73,7 +73,7 @@ async fn kcm_ready(
                 timeout.as_secs()
             )
         })?;
-    match super::objects::wait_for_csr_signing(client, timeout).await {
+    match crate::cluster::objects::wait_for_csr_signing(client, timeout).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!(
             "does not sign certificates {}s after it got healthy (see kube-controller-manager.log)",

@@ -4,8 +4,8 @@
 //! by the container's name through Docker's DNS. The token webhook, audit policy and bootstrap-token auth are
 //! passed with `--kube-apiserver-arg`; the CA and admin kubeconfig are read back and the kubeconfig is rewritten
 //! to the port Docker mapped on the host.
-use super::container::ContainerControlPlane;
-use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+use crate::cluster::common::container::ContainerControlPlane;
+use crate::cluster::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 use std::path::PathBuf;
@@ -22,7 +22,7 @@ const API_PORT: u16 = 6443;
 
 /// The k3s image for a Kubernetes version.
 pub fn image_for(version: &str) -> String {
-    super::images::override_or(crate::settings::get().k3s_image.as_deref(), || {
+    crate::cluster::common::images::override_or(crate::settings::get().k3s_image.as_deref(), || {
         format!("rancher/k3s:{version}-k3s1")
     })
 }
@@ -74,17 +74,21 @@ impl ClusterProvider for K3sProvider {
     fn probe<'a>(
         &'a self,
         version: &'a str,
-        docker: Option<&'a testcontainers::bollard::Docker>,
-    ) -> BoxFuture<'a, super::Availability> {
-        Box::pin(async move { super::images::probe(docker, &image_for(version)).await })
+        docker: Option<&'a crate::docker::Docker>,
+    ) -> BoxFuture<'a, crate::cluster::Availability> {
+        Box::pin(async move { crate::cluster::common::images::probe(docker, &image_for(version)).await })
     }
 
     fn unavailable<'a>(
         &'a self,
         spec: &'a ClusterSpec,
-        docker: &'a testcontainers::bollard::Docker,
+        docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move { super::images::ensure(docker, &image_for(&spec.version)).await.err() })
+        Box::pin(async move {
+            crate::cluster::common::images::ensure(docker, &image_for(&spec.version))
+                .await
+                .err()
+        })
     }
 
     fn create<'a>(
@@ -92,7 +96,7 @@ impl ClusterProvider for K3sProvider {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        super::container::boxed(start(spec, ctx))
+        crate::cluster::common::container::boxed(start(spec, ctx))
     }
 }
 
@@ -102,13 +106,13 @@ struct K3sServer {
     container: ContainerAsync<GenericImage>,
 }
 
-impl super::container::Containers for K3sServer {
+impl crate::cluster::common::container::Containers for K3sServer {
     fn stopped(&self) -> Option<String> {
-        super::container_stopped(&self.name).map(|why| format!("k3s server container {why}"))
+        crate::cluster::container_stopped(&self.name).map(|why| format!("k3s server container {why}"))
     }
     fn remove(self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            super::save_container_log(&self.name, &dir.join("k3s.log")).await;
+            crate::cluster::save_container_log(&self.name, &dir.join("k3s.log")).await;
             let _ = self.container.rm().await;
         })
     }
@@ -133,7 +137,7 @@ fn server_host_config(hc: &mut testcontainers::bollard::models::HostConfig) {
 }
 
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
-    let dir = super::container::prepare_dir(&ctx)?;
+    let dir = crate::cluster::common::container::prepare_dir(&ctx)?;
     let image = image_for(&spec.version);
     let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
     let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::process::random_hex(4));
@@ -168,7 +172,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let read = |path: &'static str| {
         let c = &container;
         let what = format!("reading {path} from the k3s container {name}");
-        crate::deadline::within(what, crate::deadline::DOCKER_CLI, async move {
+        crate::deadline::within(what, crate::deadline::DOCKER_CALL, async move {
             let mut out = c
                 .exec(testcontainers::core::ExecCommand::new(["cat", path]))
                 .await
@@ -182,7 +186,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     };
     let raw = read("/etc/rancher/k3s/k3s.yaml").await?;
     let admin_server = format!("https://127.0.0.1:{port}");
-    let (kubeconfig_text, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(k3s_err)?;
+    let (kubeconfig_text, ca_pem) = crate::cluster::kubeconfig::point_at(&raw, &admin_server).map_err(k3s_err)?;
     let kubeconfig = dir.join("admin.kubeconfig");
     crate::paths::write_private(&kubeconfig, kubeconfig_text.as_bytes()).map_err(|e| Error::io(&kubeconfig, e))?;
     // Client certificates for harness identities (eks:node-manager ...) come from k3s's client CA, so the
@@ -191,7 +195,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         cert_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.crt").await?,
         key_pem: read("/var/lib/rancher/k3s/server/tls/client-ca.key").await?,
     });
-    super::container::Started {
+    crate::cluster::common::container::Started {
         component: "k3s",
         endpoint: format!("https://{name}:{API_PORT}"),
         admin_server,

@@ -4,11 +4,11 @@
 //! around a binary we built, preloaded into containerd under the registry.k8s.io name kubeadm asks for. The recipe
 //! is `fixtures/kind-image/`. Tagged `nodejoin-kind-node:<version>-<hash of every input>` and, for the kind
 //! provider, `nodejoin-kind-node:<version>`; rebuilt only when an input changes.
-use super::image::{self, image_err};
 use crate::assets::kubeadm::KubeadmBinaries;
 use crate::assets::tools::COREDNS;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
+use crate::node::image::{self, image_err};
 use crate::progress::Steps;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -227,7 +227,7 @@ async fn kubeadm_images(kubeadm: &Path, version: &str) -> Result<Vec<ComponentIm
 
 /// Makes sure the kind node image for `version` exists (building what is missing: binaries, base image,
 /// component images, the node image) and that `nodejoin-kind-node:<version>` names it.
-pub async fn ensure(docker: &testcontainers::bollard::Docker, version: &str) -> Result<KindImage> {
+pub async fn ensure(docker: &crate::docker::Docker, version: &str) -> Result<KindImage> {
     let inputs = Inputs::resolve(version).await?;
     let image = KindImage {
         tag: inputs.tag()?,
@@ -242,16 +242,12 @@ pub async fn ensure(docker: &testcontainers::bollard::Docker, version: &str) -> 
             build(docker, &inputs, &image).await?;
         }
     }
-    image::run(
-        Command::new("docker").args(["tag", &image.tag, &image.alias]),
-        "docker tag (kind node image)",
-    )
-    .await?;
+    crate::docker::images::tag(docker, &image.tag, &image.alias).await?;
     prune_superseded(&image).await;
     Ok(image)
 }
 
-async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image: &KindImage) -> Result<()> {
+async fn build(docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImage) -> Result<()> {
     let work = image::work_dir("kind-image")?;
     image::ensure_base(docker, &inputs.base, work.path()).await?;
     let total = COMPONENTS.len() as u64 + 2;
@@ -264,39 +260,27 @@ async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image:
         for (n, i) in inputs.images.iter().enumerate() {
             steps.step(n as u64, &format!("image {}", i.reference));
             let build_ref = format!("nodejoin-kind-build/{}:{suffix}", i.component);
-            component_image(inputs, i, &build_ref, &work.path().join("images").join(&i.component)).await?;
+            component_image(
+                docker,
+                inputs,
+                i,
+                &build_ref,
+                &work.path().join("images").join(&i.component),
+            )
+            .await?;
             built.push((build_ref, i.reference.clone()));
         }
         steps.step(COMPONENTS.len() as u64, "docker save");
         let list: String = built.iter().map(|(from, to)| format!("{from} {to}\n")).collect();
         std::fs::write(ctx.join("images.list"), list).map_err(|e| Error::io(&ctx, e))?;
-        image::run(
-            Command::new("docker")
-                .args(["save", "-o"])
-                .arg(ctx.join("images.tar"))
-                .args(built.iter().map(|(from, _)| from)),
-            "docker save (control-plane images)",
-        )
-        .await
+        let names: Vec<&str> = built.iter().map(|(from, _)| from.as_str()).collect();
+        crate::docker::images::save(docker, &names, &ctx.join("images.tar")).await
     }
     .await;
     // The temporary names and intermediate stages go whatever happened; the images live on in the archive.
-    if !built.is_empty() {
-        let _ = crate::deadline::output(
-            Command::new("docker")
-                .arg("rmi")
-                .args(built.iter().map(|(from, _)| from)),
-            "docker rmi (temporary component images)",
-            crate::deadline::DOCKER_CLI,
-        )
-        .await;
-    }
-    let _ = crate::deadline::output(
-        Command::new("docker").args(["image", "prune", "-f", "--filter", &format!("label={BUILD_LABEL}")]),
-        "docker image prune (kind build stages)",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
+    let names: Vec<&str> = built.iter().map(|(from, _)| from.as_str()).collect();
+    crate::docker::images::remove(docker, &names).await;
+    crate::docker::images::prune_labelled(docker, BUILD_LABEL).await;
     result?;
     steps.step(total - 1, "docker build + preload");
     let stage = format!("nodejoin-kind-build/node:{suffix}");
@@ -311,28 +295,14 @@ async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image:
         .find(|i| i.component == "pause")
         .map(|i| i.reference.clone())
         .unwrap_or_default();
-    image::run(
-        Command::new("docker")
-            .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--force-rm"])
-            .arg("--build-arg")
-            .arg(format!("BASE={}", inputs.base))
-            .arg("--build-arg")
-            .arg(format!("KUBERNETES_VERSION={}", inputs.assets.version))
-            .arg("--build-arg")
-            .arg(format!("SANDBOX_IMAGE={sandbox}"))
-            .args(["-t", &stage, "--label", "io.nodejoin.image=kind-node"])
-            .arg(&ctx),
-        "docker build (kind node image)",
-    )
-    .await?;
-    let preloaded = preload(&stage, &ctx, &image.tag).await;
-    let _ = crate::deadline::output(
-        Command::new("docker").args(["rmi", &stage]),
-        "docker rmi (kind node image stage)",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
+    let args = [
+        ("BASE", inputs.base.clone()),
+        ("KUBERNETES_VERSION", inputs.assets.version.clone()),
+        ("SANDBOX_IMAGE", sandbox),
+    ];
+    image::docker_build(docker, &stage, "kind-node", &[], &args, &ctx).await?;
+    let preloaded = preload(docker, &stage, &ctx, &image.tag).await;
+    crate::docker::images::remove(docker, &[&stage]).await;
     preloaded?;
     steps.finish("built");
     Ok(())
@@ -340,42 +310,27 @@ async fn build(docker: &testcontainers::bollard::Docker, inputs: &Inputs, image:
 
 /// Loads the control-plane images into containerd's store in a container of `stage` and commits it as `tag`:
 /// the archive is mounted, not copied into a layer, so the image holds the images once.
-async fn preload(stage: &str, ctx: &Path, tag: &str) -> Result<()> {
-    let name = format!("nodejoin-kind-preload-{}", crate::process::random_hex(6));
+async fn preload(docker: &crate::docker::Docker, stage: &str, ctx: &Path, tag: &str) -> Result<()> {
     let archive = ctx.join("images.tar");
-    let ran = image::run(
-        Command::new("docker")
-            .args(["run", "--name", &name, "--label", "io.nodejoin.image=kind-preload"])
-            .arg("-v")
-            .arg(format!("{}:/preload/images.tar:ro", archive.display()))
-            .args(["--entrypoint", "/kind/bin/preload-images", stage])
-            .args(["/preload/images.tar", "/kind/images/images.list"]),
-        "preload the control-plane images into containerd",
-    )
-    .await;
-    let committed = match ran {
-        Ok(()) => {
-            image::run(
-                Command::new("docker")
-                    .args(["commit", "--change", r#"ENTRYPOINT ["/usr/local/bin/entrypoint"]"#])
-                    .args(["--change", "CMD []", &name, tag]),
-                "docker commit (kind node image)",
-            )
-            .await
-        }
-        Err(e) => Err(e),
+    let run = crate::docker::images::CommitRun {
+        image: stage,
+        entrypoint: vec!["/kind/bin/preload-images".into()],
+        cmd: vec!["/preload/images.tar".into(), "/kind/images/images.list".into()],
+        binds: vec![format!("{}:/preload/images.tar:ro", archive.display())],
+        labels: std::collections::HashMap::from([("io.nodejoin.image".to_string(), "kind-preload".to_string())]),
+        changes: "ENTRYPOINT [\"/usr/local/bin/entrypoint\"]\nCMD []",
     };
-    let _ = crate::deadline::output(
-        Command::new("docker").args(["rm", "-f", &name]),
-        "docker rm (preload container)",
-        crate::deadline::DOCKER_CLI,
-    )
-    .await;
-    committed
+    crate::docker::images::run_and_commit(docker, run, tag).await
 }
 
 /// Builds one component image FROM scratch in `dir`, tagged `build_ref`.
-async fn component_image(inputs: &Inputs, i: &ComponentImage, build_ref: &str, dir: &Path) -> Result<()> {
+async fn component_image(
+    docker: &crate::docker::Docker,
+    inputs: &Inputs,
+    i: &ComponentImage,
+    build_ref: &str,
+    dir: &Path,
+) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let bin = match inputs.binary(&i.component) {
         Some(bin) => bin,
@@ -397,14 +352,7 @@ async fn component_image(inputs: &Inputs, i: &ComponentImage, build_ref: &str, d
         component_dockerfile(&i.component, &file, &inputs.base),
     )
     .map_err(|e| Error::io(dir, e))?;
-    image::run(
-        Command::new("docker")
-            .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "--force-rm", "-t", build_ref])
-            .arg(dir),
-        &format!("docker build ({})", i.reference),
-    )
-    .await
+    crate::docker::images::build(docker, dir, build_ref, &[], &[]).await
 }
 
 /// Removes earlier builds for the same version (best effort; an image still used by a container stays).

@@ -1,8 +1,9 @@
 //! The embedded default provider: etcd, kube-apiserver and kube-controller-manager as supervised child
 //! processes on ephemeral ports. The API server binds the run network's gateway address, which both the harness
 //! and the node containers reach.
-use super::readiness::{cp_err, etcd_client, probe_client, wait_http_ok, KcmCheck, KCM_READY_WITHIN};
-use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+mod readiness;
+use crate::cluster::local::readiness::{cp_err, etcd_client, probe_client, wait_http_ok, KcmCheck, KCM_READY_WITHIN};
+use crate::cluster::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use crate::pki::{ClusterPki, PkiPaths};
 use crate::process::{HeldPort, Supervised};
@@ -17,16 +18,16 @@ impl ClusterProvider for LocalProvider {
     fn probe<'a>(
         &'a self,
         _version: &'a str,
-        _docker: Option<&'a testcontainers::bollard::Docker>,
-    ) -> BoxFuture<'a, super::Availability> {
+        _docker: Option<&'a crate::docker::Docker>,
+    ) -> BoxFuture<'a, crate::cluster::Availability> {
         // Its binaries are downloaded or built at run time, which never makes it unable to run.
-        Box::pin(async { super::Availability::Ready })
+        Box::pin(async { crate::cluster::Availability::Ready })
     }
 
     fn unavailable<'a>(
         &'a self,
         _spec: &'a ClusterSpec,
-        _docker: &'a testcontainers::bollard::Docker,
+        _docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async { None })
     }
@@ -92,9 +93,10 @@ impl LocalControlPlane {
         let pki = ClusterPki::generate(&[loopback, bind, service_ip])?;
         let paths = pki.write(&dir.join("pki"))?;
         let audit_policy = dir.join("audit-policy.yaml");
-        std::fs::write(&audit_policy, super::apiserver::AUDIT_POLICY).map_err(|e| Error::io(&audit_policy, e))?;
+        std::fs::write(&audit_policy, crate::cluster::common::apiserver::AUDIT_POLICY)
+            .map_err(|e| Error::io(&audit_policy, e))?;
         let webhook_config = match &ctx.token_webhook {
-            Some(w) => Some(super::apiserver::write_webhook_config(&dir, w)?),
+            Some(w) => Some(crate::cluster::common::apiserver::write_webhook_config(&dir, w)?),
             None => None,
         };
         mark("pki", &mut timings);
@@ -187,7 +189,7 @@ impl LocalControlPlane {
         mark("kube-apiserver ready", &mut timings);
 
         let kubeconfig = dir.join("admin.kubeconfig");
-        super::kubeconfig::write_kubeconfig(
+        crate::cluster::kubeconfig::write_kubeconfig(
             &kubeconfig,
             &endpoint,
             &pki.ca.0.cert_pem,
@@ -196,7 +198,7 @@ impl LocalControlPlane {
             "kubernetes-admin",
         )?;
         let kcm_kubeconfig = dir.join("controller-manager.kubeconfig");
-        super::kubeconfig::write_kubeconfig(
+        crate::cluster::kubeconfig::write_kubeconfig(
             &kcm_kubeconfig,
             &endpoint,
             &pki.ca.0.cert_pem,
@@ -217,12 +219,12 @@ impl LocalControlPlane {
             )?,
         );
         mark("kube-controller-manager started", &mut timings);
-        let client = super::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
+        let client = crate::cluster::kubeconfig::client_from_kubeconfig(&kubeconfig).await?;
         // kcm serves its health port with a self-signed certificate: any certificate will do for /healthz.
         let insecure = probe_client("kube-controller-manager", None)?;
         let healthz = format!("https://127.0.0.1:{kcm_port}/healthz");
         let kcm_check = KcmCheck::start(insecure, healthz, client.clone(), KCM_READY_WITHIN);
-        super::objects::apply_node_bootstrap_rbac(&client).await?;
+        crate::cluster::objects::apply_node_bootstrap_rbac(&client).await?;
         mark("rbac", &mut timings);
 
         Ok(Self {
@@ -353,7 +355,7 @@ impl ControlPlane for LocalControlPlane {
     }
     fn client_as<'a>(&'a self, user: &'a str, groups: &'a [&'a str]) -> BoxFuture<'a, Result<kube::Client>> {
         Box::pin(async move {
-            super::client_with_cert(&self.ca, &self.endpoint, &self.ca_pem, &self.dir, user, groups).await
+            crate::cluster::client_with_cert(&self.ca, &self.endpoint, &self.ca_pem, &self.dir, user, groups).await
         })
     }
     fn kubeconfig(&self) -> &Path {

@@ -1,10 +1,10 @@
 //! Whether a provider's container image can be had on this machine: present locally, or pulled now. A failed
 //! pull is remembered for a while in the cache, so that a suite of trials (one process each under nextest) asks
 //! the registry once, not once per trial, and each trial is reported ignored with the same precise reason.
+use crate::docker::Docker;
 use futures::StreamExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-use testcontainers::bollard::Docker;
 
 /// How long a failed pull is believed before the registry is asked again.
 pub const FAILED_PULL_TTL: Duration = Duration::from_secs(15 * 60);
@@ -52,8 +52,8 @@ pub fn remembered_failure(path: &Path, now: SystemTime, ttl: Duration) -> Option
 const INSPECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The list-time look at `image`: present locally, a failed pull remembered, or neither (only a pull can tell).
-pub async fn probe(docker: Option<&Docker>, image: &str) -> super::Availability {
-    use super::Availability;
+pub async fn probe(docker: Option<&Docker>, image: &str) -> crate::cluster::Availability {
+    use crate::cluster::Availability;
     let Some(docker) = docker else {
         return Availability::Unavailable(format!(
             "Docker is not reachable, so whether image {image} is present cannot be told"
@@ -77,8 +77,8 @@ pub async fn probe(docker: Option<&Docker>, image: &str) -> super::Availability 
 }
 
 /// An image Docker does not have: fetchable, unless a failed pull of it is remembered.
-fn absent(image: &str) -> super::Availability {
-    use super::Availability;
+fn absent(image: &str) -> crate::cluster::Availability {
+    use crate::cluster::Availability;
     let mark = marker(image);
     match remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
         Some(reason) => Availability::Unavailable(format!(

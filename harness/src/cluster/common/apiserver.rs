@@ -37,7 +37,7 @@ rules:
 "#;
 
 /// The kubeconfig-format file that points the API server at the token webhook.
-pub fn write_webhook_config(dir: &Path, w: &super::TokenWebhook) -> Result<PathBuf> {
+pub fn write_webhook_config(dir: &Path, w: &crate::cluster::TokenWebhook) -> Result<PathBuf> {
     use base64::Engine;
     let doc = serde_json::json!({
         "apiVersion": "v1",

@@ -8,24 +8,30 @@
 //! (pulled, or our own built in its place when the provider is required). kind runs with the docker shim in
 //! `kind-config/docker-shim/`: it labels kind's node with the run and gives it a node's privileges, not
 //! `--privileged`.
-use super::container::ContainerControlPlane;
-use super::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
+pub mod host;
+pub mod image;
+use crate::cluster::common::container::ContainerControlPlane;
+use crate::cluster::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// The label kind puts on its node containers (value: the kind cluster's name). Cleaning up needs no query of
+/// it: the docker shim gives each node the run's label too (`host.rs`), so the run's labelled objects include them.
+pub const KIND_CLUSTER_LABEL: &str = "io.x-k8s.kind.cluster";
 
 /// The kind release built from the Go module proxy when `kind` is not on PATH.
 pub const KIND_VERSION: &str = "v0.33.0";
 /// Use this node image instead of `kindest/node:<version>`.
 pub const ENV_IMAGE: &str = crate::settings::var::KIND_IMAGE;
 
-pub use super::kind_host::ENV_RESTRICTED;
+pub use crate::cluster::kind::host::ENV_RESTRICTED;
 
 /// The image the kind image setting names, if set.
 fn image_override() -> Option<String> {
     let value = crate::settings::get().kind_image.as_deref();
-    let chosen = super::images::override_or(value, String::new);
+    let chosen = crate::cluster::common::images::override_or(value, String::new);
     (!chosen.is_empty()).then_some(chosen)
 }
 
@@ -35,11 +41,11 @@ pub fn upstream_image(version: &str) -> String {
 }
 
 /// The node image for `version`: the override, ours when built, else upstream's.
-pub async fn image_for(docker: Option<&testcontainers::bollard::Docker>, version: &str) -> String {
+pub async fn image_for(docker: Option<&crate::docker::Docker>, version: &str) -> String {
     if let Some(image) = image_override() {
         return image;
     }
-    let ours = crate::node::kind_image::local_tag(version);
+    let ours = crate::cluster::kind::image::local_tag(version);
     match docker {
         Some(d) if crate::node::image::exists(d, &ours).await => ours,
         _ => upstream_image(version),
@@ -155,13 +161,13 @@ pub async fn ensure_kind() -> Result<PathBuf> {
 }
 
 /// The kind CLI at list time: present, buildable from its Go module at run time, or neither.
-fn cli_availability(present: bool, go: bool) -> super::Availability {
+fn cli_availability(present: bool, go: bool) -> crate::cluster::Availability {
     match (present, go) {
-        (true, _) => super::Availability::Ready,
-        (false, true) => super::Availability::Fetchable(format!(
+        (true, _) => crate::cluster::Availability::Ready,
+        (false, true) => crate::cluster::Availability::Fetchable(format!(
             "the kind CLI is not on PATH nor built in the cache yet (built from sigs.k8s.io/kind@{KIND_VERSION} at run time)"
         )),
-        (false, false) => super::Availability::Unavailable(format!(
+        (false, false) => crate::cluster::Availability::Unavailable(format!(
             "the kind CLI is not on PATH and Go is not there to build sigs.k8s.io/kind@{KIND_VERSION}"
         )),
     }
@@ -172,7 +178,7 @@ async fn delete_cluster(kind: &Path, name: &str) {
     let _ = crate::deadline::output(
         tokio::process::Command::new(kind).args(["delete", "cluster", "--name", name]),
         &format!("kind delete cluster --name {name}"),
-        crate::deadline::DOCKER_CLI,
+        crate::deadline::DOCKER_CALL,
     )
     .await;
 }
@@ -183,13 +189,13 @@ impl ClusterProvider for KindProvider {
     fn probe<'a>(
         &'a self,
         version: &'a str,
-        docker: Option<&'a testcontainers::bollard::Docker>,
-    ) -> BoxFuture<'a, super::Availability> {
+        docker: Option<&'a crate::docker::Docker>,
+    ) -> BoxFuture<'a, crate::cluster::Availability> {
         Box::pin(async move {
             let image = image_for(docker, version).await;
-            let found = match super::images::probe(docker, &image).await {
-                super::Availability::Fetchable(what) if image_override().is_none() => {
-                    super::Availability::Fetchable(format!(
+            let found = match crate::cluster::common::images::probe(docker, &image).await {
+                crate::cluster::Availability::Fetchable(what) if image_override().is_none() => {
+                    crate::cluster::Availability::Fetchable(format!(
                         "{what}; or build nodejoin's own with `nodejoin image build --kind --version {version}` (from Go modules, no registry)"
                     ))
                 }
@@ -205,16 +211,16 @@ impl ClusterProvider for KindProvider {
     fn unavailable<'a>(
         &'a self,
         spec: &'a ClusterSpec,
-        docker: &'a testcontainers::bollard::Docker,
+        docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let image = image_for(Some(docker), &spec.version).await;
-            if let Err(pull) = super::images::ensure(docker, &image).await {
+            if let Err(pull) = crate::cluster::common::images::ensure(docker, &image).await {
                 if image_override().is_some() {
                     return Some(pull);
                 }
                 // No upstream image to be had: build ours in its place (minutes from a cold cache).
-                if let Err(e) = crate::node::kind_image::ensure(docker, &spec.version).await {
+                if let Err(e) = crate::cluster::kind::image::ensure(docker, &spec.version).await {
                     return Some(format!(
                         "{pull}; building nodejoin's own kind node image failed too: {e}"
                     ));
@@ -234,7 +240,7 @@ impl ClusterProvider for KindProvider {
         spec: &'a ClusterSpec,
         ctx: ProviderContext<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn ControlPlane>>> {
-        super::container::boxed(start(spec, ctx))
+        crate::cluster::common::container::boxed(start(spec, ctx))
     }
 }
 
@@ -266,19 +272,19 @@ impl Drop for KindCluster {
         let _ = crate::deadline::output_blocking(
             std::process::Command::new(&self.kind).args(["delete", "cluster", "--name", &self.name]),
             &format!("kind delete cluster --name {}", self.name),
-            crate::deadline::DOCKER_CLI,
+            crate::deadline::DOCKER_CALL,
         );
     }
 }
 
-impl super::container::Containers for KindCluster {
+impl crate::cluster::common::container::Containers for KindCluster {
     fn stopped(&self) -> Option<String> {
-        super::container_stopped(&format!("{}-control-plane", self.name))
+        crate::cluster::container_stopped(&format!("{}-control-plane", self.name))
             .map(|why| format!("kind control-plane container {why}"))
     }
     fn remove(mut self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            super::save_container_log(
+            crate::cluster::save_container_log(
                 &format!("{}-control-plane", self.name),
                 &dir.join("kind-control-plane.log"),
             )
@@ -291,7 +297,7 @@ impl super::container::Containers for KindCluster {
 
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
     let kind = ensure_kind().await?;
-    let dir = super::container::prepare_dir(&ctx)?;
+    let dir = crate::cluster::common::container::prepare_dir(&ctx)?;
     let template_path = crate::paths::kind_config_dir().join("cluster.yaml");
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
     let name = format!("nj-{}-{}", ctx.run_id, crate::process::random_hex(3));
@@ -299,15 +305,17 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let image = match image_for(Some(ctx.docker), &spec.version).await {
         // Ours: the build of the current recipe and binaries by its content tag (built if they changed), never
         // the `<version>` alias another process may have re-pointed since.
-        ours if ours == crate::node::kind_image::local_tag(&spec.version) => {
-            crate::node::kind_image::ensure(ctx.docker, &spec.version).await?.tag
+        ours if ours == crate::cluster::kind::image::local_tag(&spec.version) => {
+            crate::cluster::kind::image::ensure(ctx.docker, &spec.version)
+                .await?
+                .tag
         }
         other => other,
     };
     let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
-    let shim = super::kind_host::for_kind(&crate::docker::run_labels(&ctx.run_id))
+    let shim = crate::cluster::kind::host::for_kind(&crate::docker::run_labels(&ctx.run_id))
         .await
         .map_err(kind_err)?;
     let mut create = tokio::process::Command::new(&kind);
@@ -356,25 +364,33 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
         .ok()
         .and_then(|d| d["clusters"][0]["cluster"]["server"].as_str().map(str::to_string))
         .ok_or_else(|| kind_err("kind's kubeconfig names no server"))?;
-    let (_, ca_pem) = super::kubeconfig::point_at(&raw, &admin_server).map_err(kind_err)?;
+    let (_, ca_pem) = crate::cluster::kubeconfig::point_at(&raw, &admin_server).map_err(kind_err)?;
     let cp = format!("{name}-control-plane");
-    let read = |path: &str| {
-        let out = crate::deadline::output_blocking(
-            std::process::Command::new("docker").args(["exec", &cp, "cat", path]),
-            &format!("docker exec {cp} cat {path}"),
-            crate::deadline::DOCKER_CLI,
-        );
-        match out {
-            Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).to_string()),
-            Ok(o) => Err(kind_err(format!("{cp}:{path}: {}", String::from_utf8_lossy(&o.stderr)))),
-            Err(e) => Err(kind_err(e.to_string())),
+    let read = |path: &'static str| {
+        let cp = cp.clone();
+        async move {
+            let out = crate::docker::exec(
+                ctx.docker,
+                &cp,
+                &cp,
+                &["cat", path],
+                &[],
+                None,
+                crate::deadline::DOCKER_CALL,
+            )
+            .await
+            .map_err(|e| kind_err(e.to_string()))?;
+            match out.exit_code {
+                0 => Ok(out.stdout),
+                _ => Err(kind_err(format!("{cp}:{path}: {}", out.stderr.trim()))),
+            }
         }
     };
     let client_ca = crate::pki::Ca(crate::pki::CertKey {
-        cert_pem: read("/etc/kubernetes/pki/ca.crt")?,
-        key_pem: read("/etc/kubernetes/pki/ca.key")?,
+        cert_pem: read("/etc/kubernetes/pki/ca.crt").await?,
+        key_pem: read("/etc/kubernetes/pki/ca.key").await?,
     });
-    let mut cp = super::container::Started {
+    let mut cp = crate::cluster::common::container::Started {
         component: "kind",
         endpoint: format!("https://{cp}:6443"),
         admin_server,
