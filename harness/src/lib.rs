@@ -1,9 +1,10 @@
 //! nodejoin: an end-to-end test harness for Kubernetes worker-node bootstrap, EKS first.
 //!
 //! Layers, bottom up. A module uses only the modules listed before it; `tests/layers.rs` reads this list and
-//! every `crate::` path outside tests, so it stays true:
-//! - `error`, `settings`, `process`, `deadline`, `paths`, `progress`, `redact`: errors, settings (every
-//!   variable, read once), child processes, time limits, folders, progress lines;
+//! every `crate::` path outside tests, so it stays true (and no two files of it use each other, but a module and
+//! its own children):
+//! - `settings`, `error`, `process`, `deadline`, `paths`, `progress`, `redact`: settings (every variable, read
+//!   once), errors, child processes, time limits, folders, progress lines;
 //! - `pki`, `userdata`, `aws`, `eks`: derivations without I/O of their own: certificates, user-data formats,
 //!   SigV4 and IAM credentials, what EKS computes (tokens, aws-auth, access entries, DNS, max pods, the VPC);
 //! - `fakes`: the in-process AWS and EKS endpoints nodes call (they know nothing of Docker or Kubernetes);

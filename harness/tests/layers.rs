@@ -192,3 +192,111 @@ fn a_deliberate_back_edge_is_caught_and_comments_and_tests_are_not() {
     assert!(back_edges(&order, &file("pki/ca.rs", fine)).is_empty());
     assert!(back_edges(&order, &file("run/x.rs", "use crate::pki;\n")).is_empty());
 }
+
+/// A file's module path (`node/container.rs` → `node::container`, `run/env/mod.rs` → `run::env`).
+fn module_of(rel: &str) -> Vec<String> {
+    let trimmed = rel.trim_end_matches(".rs");
+    let mut parts: Vec<String> = trimmed.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The file a module path names, if one does (the longest prefix of `path` that is a module file).
+fn file_of(path: &[String], files: &BTreeMap<String, ()>) -> Option<String> {
+    (1..=path.len()).rev().find_map(|n| {
+        let joined = path[..n].join("/");
+        [format!("{joined}.rs"), format!("{joined}/mod.rs")]
+            .into_iter()
+            .find(|f| files.contains_key(f))
+    })
+}
+
+/// The other files of the crate a file's code names (`crate::a::b`, `super::x`), as relative paths.
+fn file_uses(rel: &str, text: &str, files: &BTreeMap<String, ()>) -> std::collections::BTreeSet<String> {
+    let own = module_of(rel);
+    let code = code(text);
+    let mut used = std::collections::BTreeSet::new();
+    let word = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(|p| p.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
+            .take_while(|p| !p.is_empty())
+            .collect()
+    };
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        if let Some(f) = file_of(&word(&code[at + "crate::".len()..]), files) {
+            used.insert(f);
+        }
+    }
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut path = own.clone();
+        path.pop();
+        path.extend(word(&code[at + "super::".len()..]));
+        if let Some(f) = file_of(&path, files) {
+            used.insert(f);
+        }
+    }
+    used.remove(rel);
+    used
+}
+
+/// Pairs of files that use each other, other than a module and the files of its own children.
+fn cycles(files: &[(String, String)]) -> Vec<String> {
+    let names: BTreeMap<String, ()> = files.iter().map(|(r, _)| (r.clone(), ())).collect();
+    let uses: BTreeMap<&str, std::collections::BTreeSet<String>> =
+        files.iter().map(|(r, t)| (r.as_str(), file_uses(r, t, &names))).collect();
+    let mut found = Vec::new();
+    for (a, used) in &uses {
+        for b in used {
+            let (ma, mb) = (module_of(a), module_of(b));
+            let nested = mb.starts_with(&ma) || ma.starts_with(&mb);
+            if a < &b.as_str() && !nested && uses.get(b.as_str()).is_some_and(|u| u.contains(*a)) {
+                found.push(format!("{a} and {b} use each other"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_two_files_use_each_other() {
+    let mut files = Vec::new();
+    library_files(&src(), &mut files);
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let found = cycles(&files);
+    assert!(found.is_empty(), "{} circle(s):\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn a_deliberate_circle_is_caught_and_a_module_and_its_children_are_not() {
+    let f = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let circle = [
+        f("node/container.rs", "use super::journal::HostJournal;\n"),
+        f("node/journal.rs", "use crate::node::container::NodeFile;\n"),
+        f("node/mod.rs", "pub mod container;\npub mod journal;\n"),
+    ];
+    assert_eq!(cycles(&circle), ["node/container.rs and node/journal.rs use each other"]);
+    let family = [
+        f("run/pipeline/mod.rs", "use crate::run::pipeline::boot::ACTION;\n"),
+        f("run/pipeline/boot/mod.rs", "use super::{Action, Context};\n"),
+    ];
+    assert!(cycles(&family).is_empty(), "{:?}", cycles(&family));
+    let one_way = [
+        f("node/image.rs", "fn f() {}\n"),
+        f("node/eks_ami.rs", "use super::image::NodeImage;\n"),
+    ];
+    assert!(cycles(&one_way).is_empty());
+}

@@ -104,9 +104,7 @@ impl Reply {
     }
 }
 
-/// EC2's default `HttpPutResponseHopLimit` for EKS nodes (the node CloudFormation template's and the EKS AMI's
-/// launch templates' value): the node and the pods one hop behind it.
-pub const DEFAULT_HOP_LIMIT: u8 = 2;
+pub use super::instances::DEFAULT_HOP_LIMIT;
 
 async fn handle(
     State(imds): State<Arc<Imds>>,

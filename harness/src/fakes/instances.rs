@@ -6,6 +6,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
+/// EC2's default `HttpPutResponseHopLimit` for EKS nodes (the node CloudFormation template's and the EKS AMI's
+/// launch templates' value): the node and the pods one hop behind it.
+pub const DEFAULT_HOP_LIMIT: u8 = 2;
+
 /// One fake EC2 instance (a node container).
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -200,7 +204,7 @@ pub(crate) mod tests {
             role_name: Some("NodeRole".into()),
             user_data: None,
             imds_v2_required: true,
-            put_hop_limit: crate::fakes::imds::DEFAULT_HOP_LIMIT,
+            put_hop_limit: DEFAULT_HOP_LIMIT,
             credentials: Default::default(),
             launch_time: SystemTime::now(),
         }

@@ -7,10 +7,6 @@ use std::time::Duration;
 
 pub use super::expect::*;
 
-pub use super::flavors::cloud_formation::CloudFormationSpec;
-pub use super::flavors::eks_managed::EksManagedSpec;
-pub use super::flavors::eksctl::EksctlSpec;
-pub use super::flavors::nodeadm::{NodeadmClusterField, NodeadmPart, NodeadmSpec};
 pub use super::user_data::{FileEncoding, UserDataSpec};
 
 /// One scenario file.
