@@ -38,6 +38,8 @@ pub use clusters::SharedCluster;
 
 /// Everything the scenarios of one run share.
 pub struct Environment {
+    /// The process's settings, as every scenario of the run reads them.
+    pub settings: &'static crate::settings::Settings,
     pub run_id: String,
     pub run_dir: PathBuf,
     pub docker: Docker,
@@ -85,15 +87,12 @@ pub struct Environment {
 /// waits for the machine to itself instead of starving a dozen others of CPU and hitting their deadlines.
 pub const NODE_SLOTS: u32 = 16;
 
-/// Overrides [`boot_concurrency`]'s default.
-pub const ENV_BOOT_CONCURRENCY: &str = crate::settings::var::BOOT_CONCURRENCY;
-
 /// How many node containers boot at once. A container's start is CPU-bound (runc, overlay mounts, systemd and
 /// journald coming up): fifty at once on two cores took 50-83 s each and, beside other scenarios, some missed
 /// systemd's 120 s deadline, although each alone boots in about a second. Booting in turns keeps each boot short
 /// and its deadline meaningful; the nodes still bootstrap and join all at once.
-pub fn boot_concurrency() -> usize {
-    crate::settings::get()
+pub fn boot_concurrency(settings: &crate::settings::Settings) -> usize {
+    settings
         .boot_concurrency
         .map(|n| n.max(1))
         .unwrap_or_else(|| crate::host::cpus() * 4)
@@ -237,6 +236,7 @@ impl Environment {
         };
         let sysctl = SysctlGuard::enter(&run_id);
         Ok(Arc::new(Self {
+            settings: crate::settings::get(),
             imds_addr: at.imds,
             eks_url: at.eks,
             ec2_url: at.ec2,
@@ -271,7 +271,7 @@ impl Environment {
             sysctl: std::sync::Mutex::new(Some(sysctl)),
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
-            boot_slots: tokio::sync::Semaphore::new(boot_concurrency()),
+            boot_slots: tokio::sync::Semaphore::new(boot_concurrency(crate::settings::get())),
         }))
     }
 

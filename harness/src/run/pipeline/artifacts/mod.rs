@@ -19,7 +19,7 @@ fn wanted(cx: &Context<'_>) -> bool {
         .nodes
         .iter()
         .any(|n| !n.expect().joins || !n.expect().evidence.is_empty());
-    cx.cluster.is_some() && (failed || negative || crate::settings::get().keep_artifacts)
+    cx.cluster.is_some() && (failed || negative || cx.env.settings.keep_artifacts)
 }
 
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
