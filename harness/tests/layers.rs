@@ -220,12 +220,20 @@ fn file_uses(rel: &str, text: &str, files: &BTreeMap<String, ()>) -> std::collec
     let mut used = std::collections::BTreeSet::new();
     let word = |s: &str| -> Vec<String> {
         s.split("::")
-            .map(|p| p.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>())
+            .map(|p| {
+                p.chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
             .take_while(|p| !p.is_empty())
             .collect()
     };
     for (at, _) in code.match_indices("crate::") {
-        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        {
             continue;
         }
         if let Some(f) = file_of(&word(&code[at + "crate::".len()..]), files) {
@@ -233,7 +241,11 @@ fn file_uses(rel: &str, text: &str, files: &BTreeMap<String, ()>) -> std::collec
         }
     }
     for (at, _) in code.match_indices("super::") {
-        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        {
             continue;
         }
         let mut path = own.clone();
@@ -250,8 +262,10 @@ fn file_uses(rel: &str, text: &str, files: &BTreeMap<String, ()>) -> std::collec
 /// Pairs of files that use each other, other than a module and the files of its own children.
 fn cycles(files: &[(String, String)]) -> Vec<String> {
     let names: BTreeMap<String, ()> = files.iter().map(|(r, _)| (r.clone(), ())).collect();
-    let uses: BTreeMap<&str, std::collections::BTreeSet<String>> =
-        files.iter().map(|(r, t)| (r.as_str(), file_uses(r, t, &names))).collect();
+    let uses: BTreeMap<&str, std::collections::BTreeSet<String>> = files
+        .iter()
+        .map(|(r, t)| (r.as_str(), file_uses(r, t, &names)))
+        .collect();
     let mut found = Vec::new();
     for (a, used) in &uses {
         for b in used {
@@ -288,7 +302,10 @@ fn a_deliberate_circle_is_caught_and_a_module_and_its_children_are_not() {
         f("node/journal.rs", "use crate::node::container::NodeFile;\n"),
         f("node/mod.rs", "pub mod container;\npub mod journal;\n"),
     ];
-    assert_eq!(cycles(&circle), ["node/container.rs and node/journal.rs use each other"]);
+    assert_eq!(
+        cycles(&circle),
+        ["node/container.rs and node/journal.rs use each other"]
+    );
     let family = [
         f("run/pipeline/mod.rs", "use crate::run::pipeline::boot::ACTION;\n"),
         f("run/pipeline/boot/mod.rs", "use super::{Action, Context};\n"),

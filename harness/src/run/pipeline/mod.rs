@@ -38,21 +38,42 @@ pub(crate) struct Context<'a> {
     pub sc: &'a Scenario,
     pub report: ScenarioReport,
     pub events: &'a EventSink,
+    /// What `provision` made ready.
+    pub provisioned: Provisioned,
+    /// What the scenario holds among the scenarios running beside it, given back at teardown.
+    pub held: Held,
+    pub cluster: Option<Arc<SharedCluster>>,
+    pub nodes: Vec<RunningNode>,
+    /// What `announce` gave the bootstrap.
+    pub announced: Announced,
+}
+
+/// What `provision` made ready: binaries, images and the control plane's spec.
+#[derive(Default)]
+pub(crate) struct Provisioned {
     pub assets: Option<K8sAssets>,
     /// One image per node group, in the order of `sc.nodes`.
     pub group_images: Vec<NodeImage>,
     pub spec: Option<ClusterSpec>,
+}
+
+/// What a scenario holds while it runs.
+#[derive(Default)]
+pub(crate) struct Held {
     /// Exclusive use of a control plane (IAM scenarios: aws-auth is cluster-wide).
     pub lease: Option<IamLease>,
     /// Room for this scenario's node containers among those of the scenarios running beside it.
     pub slots: Option<tokio::sync::OwnedSemaphorePermit>,
-    pub cluster: Option<Arc<SharedCluster>>,
-    pub nodes: Vec<RunningNode>,
+    /// The token webhook serves this scenario's cluster name while this lives.
+    pub served: Option<Announcement>,
+}
+
+/// What `announce` gave the bootstrap.
+#[derive(Default)]
+pub(crate) struct Announced {
     pub token: Option<BootstrapToken>,
     /// The placeholders a bootstrap's arguments and user data may use (`{{cluster.endpoint}}`...).
     pub cluster_vars: BTreeMap<String, String>,
-    /// The token webhook serves this scenario's cluster name while this lives.
-    pub served: Option<Announcement>,
 }
 
 /// How long an erred scenario's artifacts may take to collect (a dead control plane makes every call wait).
@@ -96,16 +117,11 @@ impl<'a> Context<'a> {
             sc: &trial.scenario,
             report,
             events,
-            assets: None,
-            group_images: Vec::new(),
-            spec: None,
-            lease: None,
-            slots: None,
+            provisioned: Provisioned::default(),
+            held: Held::default(),
             cluster: None,
             nodes: Vec::new(),
-            token: None,
-            cluster_vars: BTreeMap::new(),
-            served: None,
+            announced: Announced::default(),
         }
     }
 

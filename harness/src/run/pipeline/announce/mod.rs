@@ -28,7 +28,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let cluster = cx.cluster("announce")?;
         let cluster_name = sc.cluster_name();
         let (record, served) = announce(env, sc, &cluster, &cluster_name)?;
-        cx.served = Some(served);
+        cx.held.served = Some(served);
         if sc.cluster.auth == AuthMode::Iam {
             let notes = crate::run::pipeline::announce::roles::map_node_roles(sc, &cluster, &record).await?;
             cx.report.notes.extend(notes);
@@ -42,7 +42,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let unrelated_ca = crate::pki::Ca::generate("unrelated-ca")?;
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         let dns_ip = crate::eks::dns::from_service_cidr(&ipnet::IpNet::V4(sc.cluster.service_cidr()));
-        cx.cluster_vars = BTreeMap::from([
+        cx.announced.cluster_vars = BTreeMap::from([
             ("cluster.name".to_string(), cluster_name.clone()),
             ("cluster.endpoint".to_string(), cluster.endpoint.clone()),
             ("cluster.caBase64".to_string(), b64(&cluster.ca_pem)),
@@ -55,7 +55,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             ("bootstrapToken".to_string(), token.token()),
             ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
         ]);
-        cx.token = Some(token);
+        cx.announced.token = Some(token);
         Ok(())
     })
 }

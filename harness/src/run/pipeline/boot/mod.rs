@@ -15,13 +15,13 @@ pub(crate) const ACTION: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let (env, sc) = (cx.env, cx.sc);
-        let (Some(spec), Some(assets)) = (cx.spec.clone(), cx.assets.as_ref()) else {
+        let (Some(spec), Some(assets)) = (cx.provisioned.spec.clone(), cx.provisioned.assets.as_ref()) else {
             return Err(Error::Pipeline("boot ran before provision".into()));
         };
         let boots = futures::future::join_all(
             sc.nodes
                 .iter()
-                .zip(&cx.group_images)
+                .zip(&cx.provisioned.group_images)
                 .flat_map(|(g, img)| (0..g.count).map(move |i| (g, img, i)))
                 .map(|(g, img, i)| crate::run::pipeline::boot::nodes::boot_node(env, sc, img, g, i)),
         );

@@ -15,10 +15,10 @@ pub(crate) const ACTION: Action = Action {
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let (env, trial) = (cx.env, cx.trial);
-        let Some(token) = cx.token.as_ref() else {
+        let Some(token) = cx.announced.token.as_ref() else {
             return Err(Error::Pipeline("bootstrap ran before the cluster was announced".into()));
         };
-        let vars = &cx.cluster_vars;
+        let vars = &cx.announced.cluster_vars;
         let cluster = cx.cluster.clone();
         let bootstraps = futures::future::join_all(
             cx.nodes

@@ -62,16 +62,16 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             if let Some(parts) = crate::node::image::describe(&env.docker, &img.tag).await {
                 cx.report.notes.push(format!("node group {}: {parts}", g.name));
             }
-            cx.group_images.push(img);
+            cx.provisioned.group_images.push(img);
         }
         // An IAM scenario's control plane (an IAM lane, or the shared one) is settled by `LEASE`.
-        cx.spec = Some(ClusterSpec {
+        cx.provisioned.spec = Some(ClusterSpec {
             provider,
             version: assets.version.clone(),
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,
         });
-        cx.assets = Some(assets);
+        cx.provisioned.assets = Some(assets);
         Ok(())
     })
 }
@@ -85,7 +85,7 @@ pub(crate) const SLOTS: Action = Action {
 
 fn slots<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        cx.slots = Some(cx.env.node_slots(cx.node_count()).await?);
+        cx.held.slots = Some(cx.env.node_slots(cx.node_count()).await?);
         Ok(())
     })
 }
@@ -99,8 +99,8 @@ fn needs_lease(cx: &Context<'_>) -> bool {
 
 fn lease<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
-        if let Some(spec) = cx.spec.as_mut() {
-            cx.lease = Some(cx.env.iam_lease(spec).await?);
+        if let Some(spec) = cx.provisioned.spec.as_mut() {
+            cx.held.lease = Some(cx.env.iam_lease(spec).await?);
         }
         Ok(())
     })

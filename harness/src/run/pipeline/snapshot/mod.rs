@@ -46,7 +46,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             let index = per_group.entry(n.group.name.as_str()).or_default();
             let key = format!("{}-{index}", n.group.name);
             *index += 1;
-            let id = identity(&cx.cluster_vars, n);
+            let id = identity(&cx.announced.cluster_vars, n);
             snap.nodes.insert(key.clone(), node(cx.env, &cluster, n, &id).await);
             owners.push((n.node_name.clone(), n.instance.instance_id.clone(), key, id));
         }

@@ -69,16 +69,16 @@ pub(crate) async fn run(cx: &mut Context<'_>) {
             API_CLEANUP_WITHIN.as_secs()
         ));
     }
-    if let (Some(cluster), Some(token)) = (&cx.cluster, cx.token.take()) {
+    if let (Some(cluster), Some(token)) = (&cx.cluster, cx.announced.token.take()) {
         let _ = tokio::time::timeout(
             API_CLEANUP_WITHIN,
             objects::delete_bootstrap_token(&cluster.client, &token),
         )
         .await;
     }
-    cx.served = None;
-    cx.lease = None;
-    cx.slots = None;
+    cx.held.served = None;
+    cx.held.lease = None;
+    cx.held.slots = None;
     cx.cluster = None;
 }
 
