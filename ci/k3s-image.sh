@@ -2,7 +2,7 @@
 # Prints the rancher/k3s image for a Kubernetes version: the tag `VERSION-k3sN` with the highest N that the k3s
 # project has published (it re-releases one Kubernetes version as k3s1, k3s2, ... when it patches k3s itself).
 # The workflow pulls what this prints and hands it to the harness as NODEJOIN_K3S_IMAGE; without it the harness
-# assumes VERSION-k3s1 (harness/src/cluster/k3s.rs). Nothing to update by hand when a new revision comes out;
+# assumes VERSION-k3s1 (harness/src/cluster/k3s/mod.rs). Nothing to update by hand when a new revision comes out;
 # when a Kubernetes version has no k3s release yet, this fails saying which versions of that minor there are.
 #
 # Usage: k3s-image.sh VERSION            (VERSION like v1.36.3)

@@ -117,6 +117,16 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 
 /// Starts `nodejoin <args>` in `cache` with `env`, its stderr collected by a thread.
 fn spawn(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    spawn_seeing(cache, args, env, |_| {})
+}
+
+/// [`spawn`], `seen` called with each line of its stderr as it comes.
+fn spawn_seeing(
+    cache: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    seen: impl Fn(&str) + Send + 'static,
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
     let mut cmd = nodejoin(cache);
     cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
     for (k, v) in env {
@@ -124,7 +134,7 @@ fn spawn(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> (std::process::Ch
     }
     let mut child = cmd.spawn().expect("start nodejoin");
     let stderr = child.stderr.take().unwrap();
-    (child, common::read_lines(stderr, |_| {}))
+    (child, common::read_lines(stderr, seen))
 }
 
 /// The node images built on `base` (their `io.nodejoin.base` label).
@@ -174,9 +184,12 @@ fn kill_and_reap(mut child: std::process::Child, reader: std::thread::JoinHandle
     let _ = child.wait();
     let log = reader.join().unwrap_or_default();
     let left = marked_by(pid);
+    let work: Vec<_> = std::fs::read_dir(cache.join("tmp"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     assert!(
-        !left.is_empty(),
-        "the killed {what} left nothing running to reap:\n{log}"
+        !left.is_empty() || !work.is_empty(),
+        "the killed {what} left nothing to reap (no process, no work directory):\n{log}"
     );
     let out = nodejoin(cache).arg("reap").output().unwrap();
     assert!(out.status.success(), "reap: {}", String::from_utf8_lossy(&out.stderr));
@@ -201,7 +214,7 @@ fn kill_and_reap(mut child: std::process::Child, reader: std::thread::JoinHandle
 }
 
 /// The node image's two builds killed with SIGKILL: the rootfs script mid-way (a mount in its chroot), then the
-/// node layer's `docker build`; each is reaped, and the third attempt builds an image whose kubelet runs. The
+/// node layer's build (through the Docker API, its context's work directory in `<cache>/tmp`); each is reaped, and the third attempt builds an image whose kubelet runs. The
 /// Debian suite is named (bookworm, the default's packages) so the base is one of the test's own, rebuilt from
 /// scratch and removed at the end, while the default images stay untouched.
 #[test]
@@ -228,19 +241,30 @@ fn killed_node_image_builds_are_reaped_and_built_again() {
     kill_and_reap(child, reader, cache.path(), "rootfs script");
     let killed_rootfs = started.elapsed();
 
-    let (mut child, reader) = spawn(cache.path(), &["image", "build"], &suite);
-    let pid = child.id();
-    wait_for(
-        &mut child,
-        Duration::from_secs(1200),
-        "the node layer's docker build",
-        || {
-            marked_by(pid)
-                .into_iter()
-                .any(|p| cmdline(p).starts_with("docker build"))
-        },
-    );
-    kill_and_reap(child, reader, cache.path(), "node image docker build");
+    // The node layer is built through the Docker API: no process of ours runs it, so what is left to reap is its
+    // work directory in `<cache>/tmp` (the context archive streamed to the engine).
+    let building = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = building.clone();
+    let (mut child, reader) = spawn_seeing(cache.path(), &["image", "build"], &suite, move |line| {
+        if line.contains("node image") && line.contains("docker build") {
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let tmp = cache.path().join("tmp");
+    let context_in = |tmp: &Path| {
+        std::fs::read_dir(tmp)
+            .map(|d| {
+                d.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains("-context-"))
+            })
+            .unwrap_or(false)
+    };
+    wait_for(&mut child, Duration::from_secs(1200), "the node layer's build", || {
+        building.load(std::sync::atomic::Ordering::SeqCst) && context_in(&tmp)
+    });
+    // Into the engine's hands: the context is being sent or built.
+    std::thread::sleep(Duration::from_secs(2));
+    kill_and_reap(child, reader, cache.path(), "node image build");
     let killed_build = started.elapsed();
 
     let (mut child, reader) = spawn(cache.path(), &["image", "build"], &suite);

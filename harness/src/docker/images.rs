@@ -49,17 +49,21 @@ fn is_ignored(name: &str, patterns: &[String]) -> bool {
     })
 }
 
-/// `context` as a tar file beside it (symlinks kept as links; what `.dockerignore` names left out), built off the
-/// async runtime.
-async fn context_tar(context: &Path) -> Result<tempfile::NamedTempFile> {
+/// `context` as a tar file (symlinks kept as links; what `.dockerignore` names left out), built off the async
+/// runtime, in a work directory of this process's under `<cache>/tmp` (removed when dropped; the reaper removes it
+/// if the process is killed). Returns the directory and the file.
+async fn context_tar(context: &Path) -> Result<(tempfile::TempDir, std::path::PathBuf)> {
     let context = context.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let parent = context.parent().unwrap_or(Path::new("/"));
-        let file = tempfile::Builder::new()
-            .prefix(".nodejoin-context-")
-            .tempfile_in(parent)
-            .map_err(|e| Error::io(parent, e))?;
-        let mut tar = tar::Builder::new(file.reopen().map_err(|e| Error::io(file.path(), e))?);
+        let scratch = crate::paths::scratch_root();
+        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        let dir = tempfile::Builder::new()
+            .prefix(&crate::paths::owned_prefix("context"))
+            .tempdir_in(&scratch)
+            .map_err(|e| Error::io(&scratch, e))?;
+        let path = dir.path().join("context.tar");
+        let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let mut tar = tar::Builder::new(file);
         tar.follow_symlinks(false);
         let skip = ignored(&context);
         let entries = std::fs::read_dir(&context).map_err(|e| Error::io(&context, e))?;
@@ -79,7 +83,7 @@ async fn context_tar(context: &Path) -> Result<tempfile::NamedTempFile> {
             added.map_err(|e| Error::io(&path, e))?;
         }
         tar.finish().map_err(|e| Error::io(&context, e))?;
-        Ok(file)
+        Ok((dir, path))
     })
     .await
     .map_err(|e| Error::Image(format!("build context: {e}")))?
@@ -96,7 +100,7 @@ pub async fn build(
 ) -> Result<()> {
     let what = format!("build of {tag}");
     bounded(&what, async {
-        let tar = context_tar(context).await?;
+        let (_work, tar) = context_tar(context).await?;
         let labels: HashMap<&str, &str> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let args: HashMap<&str, &str> = build_args.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let options = BuildImageOptionsBuilder::new()
@@ -108,9 +112,7 @@ pub async fn build(
             .buildargs(&args)
             .version(BuilderVersion::BuilderV1)
             .build();
-        let file = tokio::fs::File::open(tar.path())
-            .await
-            .map_err(|e| Error::io(tar.path(), e))?;
+        let file = tokio::fs::File::open(&tar).await.map_err(|e| Error::io(&tar, e))?;
         let body = testcontainers::bollard::body_try_stream(tokio_util::io::ReaderStream::new(file));
         let mut stream = docker.build_image(options, None, Some(body));
         let mut said = String::new();
@@ -365,8 +367,8 @@ mod tests {
         std::os::unix::fs::symlink("/etc/shadow", ctx.join("files/etc/link")).unwrap();
         std::fs::create_dir_all(ctx.join("rootfs")).unwrap();
         std::fs::write(ctx.join(".dockerignore"), "rootfs\n").unwrap();
-        let tar = context_tar(&ctx).await.unwrap();
-        let mut archive = tar::Archive::new(std::fs::File::open(tar.path()).unwrap());
+        let (_work, tar) = context_tar(&ctx).await.unwrap();
+        let mut archive = tar::Archive::new(std::fs::File::open(&tar).unwrap());
         let mut names = Vec::new();
         for e in archive.entries().unwrap() {
             let e = e.unwrap();
