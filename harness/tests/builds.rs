@@ -300,3 +300,29 @@ fn killed_node_image_builds_are_reaped_and_built_again() {
         started.elapsed()
     );
 }
+
+/// A build through the Docker API that fails says why, with the build's own last lines (the step that failed).
+#[test]
+fn a_failed_api_build_quotes_the_engine_and_its_step() {
+    assert!(common::docker_available(), "this test needs a running Docker engine");
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        "FROM scratch\nCOPY not-in-the-context /x\n",
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let tag = format!("nodejoin-test-failed-build:{}", std::process::id());
+    let err = rt
+        .block_on(async {
+            let docker = nodejoin::docker::connect().await?;
+            nodejoin::docker::images::build(&docker, ctx.path(), &tag, &[], &[]).await
+        })
+        .expect_err("a COPY of a missing file fails");
+    let text = err.to_string();
+    assert!(text.contains(&tag) && text.contains("not-in-the-context"), "{text}");
+    assert!(
+        text.contains("COPY not-in-the-context"),
+        "the failed step is quoted: {text}"
+    );
+}

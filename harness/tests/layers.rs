@@ -98,6 +98,18 @@ fn test_only(file: &Path) -> bool {
     })
 }
 
+/// What follows each `prefix` (`crate::`, `super::`) in `code` that starts a path of its own: not preceded by an
+/// identifier character, `$` (`$crate::`) or `:` (`super::super::` counts once).
+fn after_each<'a>(code: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    code.match_indices(prefix).filter_map(move |(at, _)| {
+        let joined = code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':');
+        (!joined).then(|| &code[at + prefix.len()..])
+    })
+}
+
 /// Every `crate::<module>` a file's code names that lies above the file's own module in `order`.
 fn back_edges(order: &[String], files: &[(String, String)]) -> Vec<String> {
     let pos: BTreeMap<&str, usize> = order.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
@@ -106,16 +118,8 @@ fn back_edges(order: &[String], files: &[(String, String)]) -> Vec<String> {
         let own = rel.split('/').next().unwrap_or_default().trim_end_matches(".rs");
         let Some(&own_pos) = pos.get(own) else { continue };
         let code = code(text);
-        for (at, _) in code.match_indices("crate::") {
-            // `nodejoin::crate::x` does not occur; a preceding identifier character means another path (`$crate`).
-            if code[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
-            {
-                continue;
-            }
-            let target: String = code[at + "crate::".len()..]
+        for rest in after_each(&code, "crate::") {
+            let target: String = rest
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
@@ -228,29 +232,15 @@ fn file_uses(rel: &str, text: &str, files: &BTreeMap<String, ()>) -> std::collec
             .take_while(|p| !p.is_empty())
             .collect()
     };
-    for (at, _) in code.match_indices("crate::") {
-        if code[..at]
-            .chars()
-            .next_back()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        {
-            continue;
-        }
-        if let Some(f) = file_of(&word(&code[at + "crate::".len()..]), files) {
+    for rest in after_each(&code, "crate::") {
+        if let Some(f) = file_of(&word(rest), files) {
             used.insert(f);
         }
     }
-    for (at, _) in code.match_indices("super::") {
-        if code[..at]
-            .chars()
-            .next_back()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
-        {
-            continue;
-        }
+    for rest in after_each(&code, "super::") {
         let mut path = own.clone();
         path.pop();
-        path.extend(word(&code[at + "super::".len()..]));
+        path.extend(word(rest));
         if let Some(f) = file_of(&path, files) {
             used.insert(f);
         }

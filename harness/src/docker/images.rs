@@ -105,7 +105,8 @@ pub async fn build(
         let args: HashMap<&str, &str> = build_args.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let options = BuildImageOptionsBuilder::new()
             .t(tag)
-            .q(true)
+            // Not quiet: a failed step's own output is quoted in the error.
+            .q(false)
             .rm(true)
             .forcerm(true)
             .labels(&labels)
@@ -116,14 +117,18 @@ pub async fn build(
         let body = testcontainers::bollard::body_try_stream(tokio_util::io::ReaderStream::new(file));
         let mut stream = docker.build_image(options, None, Some(body));
         let mut said = String::new();
+        let failed = |e: String, said: &str| {
+            let tail = crate::process::last_lines(said, 6, " | ");
+            Error::Image(format!("{what} failed: {e} (after: {tail})"))
+        };
         while let Some(item) = stream.next().await {
-            let info = item.map_err(err(&what))?;
+            // bollard turns the engine's error message into an `Err`; either way the build's last lines go with it.
+            let info = item.map_err(|e| failed(e.to_string(), &said))?;
             if let Some(line) = info.stream {
                 said.push_str(&line);
             }
             if let Some(e) = info.error_detail.and_then(|d| d.message) {
-                let tail = crate::process::last_lines(&said, 8, " | ");
-                return Err(Error::Image(format!("{what} failed: {e} (after: {tail})")));
+                return Err(failed(e, &said));
             }
         }
         Ok(())
