@@ -420,7 +420,6 @@ mod tests {
                     m.name,
                     c.check.name
                 );
-                assert!(c.check.names(&c.check_name()));
             }
         }
     }

@@ -132,6 +132,15 @@ async fn pull(docker: &Docker, image: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// The override every provider image goes through (kind's and k3s's image settings): blank means unset.
+    #[test]
+    fn an_image_follows_the_version_unless_overridden() {
+        let default = || "kindest/node:v1.36.3".to_string();
+        assert_eq!(override_or(None, default), "kindest/node:v1.36.3");
+        assert_eq!(override_or(Some(" "), default), "kindest/node:v1.36.3");
+        assert_eq!(override_or(Some(" mine:1 "), default), "mine:1");
+    }
+
     #[test]
     fn failures_are_remembered_only_while_fresh() {
         let dir = tempfile::tempdir().unwrap();

@@ -258,21 +258,4 @@ mod tests {
         let without = server_args(&spec(), "x", false);
         assert!(!without.iter().any(|a| a.contains("token-webhook")));
     }
-
-    #[test]
-    fn image_follows_the_version_unless_overridden() {
-        let version = "v1.36.3";
-        assert_eq!(
-            super::super::images::override_or(None, || format!("rancher/k3s:{version}-k3s1")),
-            "rancher/k3s:v1.36.3-k3s1"
-        );
-        assert_eq!(
-            super::super::images::override_or(Some(" "), || format!("rancher/k3s:{version}-k3s1")),
-            "rancher/k3s:v1.36.3-k3s1"
-        );
-        assert_eq!(
-            super::super::images::override_or(Some(" mine:1 "), || format!("rancher/k3s:{version}-k3s1")),
-            "mine:1"
-        );
-    }
 }

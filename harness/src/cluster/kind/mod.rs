@@ -511,21 +511,4 @@ mod tests {
             assert!(sans.iter().any(|s| s.as_str() == Some("nj-run-abc-control-plane")));
         }
     }
-
-    #[test]
-    fn image_follows_the_version_unless_overridden() {
-        let version = "v1.36.3";
-        assert_eq!(
-            super::super::images::override_or(None, || format!("kindest/node:{version}")),
-            "kindest/node:v1.36.3"
-        );
-        assert_eq!(
-            super::super::images::override_or(Some(" "), || format!("kindest/node:{version}")),
-            "kindest/node:v1.36.3"
-        );
-        assert_eq!(
-            super::super::images::override_or(Some(" mine:1 "), || format!("kindest/node:{version}")),
-            "mine:1"
-        );
-    }
 }
