@@ -2,6 +2,8 @@
 //! model). The CLI fills it from its flags over the environment and installs it before anything reads it; the
 //! cargo-test trials take it from the environment. It is the only place a variable's name is written: the rest
 //! of the harness reads fields, `--help` and the book's command-line page list [`VARIABLES`].
+pub mod config;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -32,6 +34,11 @@ pub mod var {
     pub const KIND_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
     pub const KIND_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
     pub const K3S_IMAGE: &str = "NODEJOIN_K3S_IMAGE";
+    pub const PROFILE: &str = "NODEJOIN_PROFILE";
+    pub const SCENARIOS: &str = "NODEJOIN_SCENARIOS";
+    pub const RETRIES: &str = "NODEJOIN_RETRIES";
+    /// Set by GitHub Actions on its runners: failures become annotations on the pull request.
+    pub const GITHUB_ACTIONS: &str = "GITHUB_ACTIONS";
     /// Set by the harness on its own children (`process::OWNER_ENV`): not a setting.
     pub const OWNER: &str = "NODEJOIN_OWNER";
     /// What a node and the kind docker shim are told (their environment, `/etc/nodejoin/node.env`): not settings.
@@ -71,6 +78,18 @@ pub const VARIABLES: &[(&str, &str)] = &[
         "providers that must run: a trial that cannot is a failure, not a skip",
     ),
     (var::JOBS, "scenarios run at once (`run --jobs`)"),
+    (
+        var::SCENARIOS,
+        "the folder the cargo-test trials are made from (default: the test's own)",
+    ),
+    (
+        var::PROFILE,
+        "the profile of .config/nodejoin.toml a run uses (`run --profile`; default: default)",
+    ),
+    (
+        var::RETRIES,
+        "runs of a failed scenario again before it counts as failed (`run --retries`)",
+    ),
     (
         var::CONTAINERD_LINE,
         "containerd line of node groups that name none: 2.2 or 1.7 (`run --containerd`)",
@@ -158,6 +177,15 @@ pub struct Settings {
     pub kind_image: Option<String>,
     pub kind_restricted: Option<String>,
     pub k3s_image: Option<String>,
+    pub profile: Option<String>,
+    pub scenarios: Option<PathBuf>,
+    pub retries: Option<u32>,
+    /// The provider a run uses when none is named (a profile's `provider`).
+    pub provider: Option<String>,
+    /// Whether a FLAKY scenario fails the run (a profile's `flaky-result = "fail"`).
+    pub flaky_fails: bool,
+    /// Under GitHub Actions (`GITHUB_ACTIONS=true`): failures are also written as annotations.
+    pub github_actions: bool,
 }
 
 impl Settings {
@@ -206,6 +234,12 @@ impl Settings {
             kind_image: get(var::KIND_IMAGE),
             kind_restricted: get(var::KIND_RESTRICTED),
             k3s_image: get(var::K3S_IMAGE),
+            profile: get(var::PROFILE),
+            scenarios: path(var::SCENARIOS),
+            retries: get(var::RETRIES).and_then(|v| v.parse().ok()),
+            provider: None,
+            flaky_fails: false,
+            github_actions: get(var::GITHUB_ACTIONS).is_some_and(|v| v == "true"),
         }
     }
 
@@ -302,6 +336,9 @@ mod tests {
             var::KIND_IMAGE,
             var::KIND_RESTRICTED,
             var::K3S_IMAGE,
+            var::PROFILE,
+            var::RETRIES,
+            var::SCENARIOS,
         ] {
             assert!(names.contains(&n), "{n} is missing from VARIABLES");
             assert!(help().contains(n));

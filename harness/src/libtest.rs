@@ -1,0 +1,196 @@
+//! A folder of scenarios as cargo-test trials (libtest-mimic): one per scenario file and provider, named
+//! `provider/v1.MINOR/scenario` as `nodejoin list` names them, so `cargo test` and `cargo nextest run` list,
+//! filter and partition each (`cargo test --test scenarios -- local/`, `cargo nextest run -E 'test(/k3s\//)'
+//! --partition hash:1/2`); the providers setting limits the providers. A user's repository runs its own folder
+//! with one small test file calling [`main`] (the book's "from your repository" page). Trials in one process
+//! share the environment and one control plane per (provider, version, service CIDR); everything is torn down
+//! after the last trial, and a container or network of the run left behind fails the process.
+//!
+//! Skips are decided when trials are listed, by cheap probes (is the provider's image present, is a failed pull
+//! remembered, is the kind CLI there), so `--list` and nextest see them as ignored; the reasons are printed once
+//! on stderr. A provider in `NODEJOIN_REQUIRE_PROVIDERS` never skips: it fetches what it lacks at run time and its
+//! trials fail when it cannot run. An ignored trial run anyway (`--include-ignored`) fails if it cannot run.
+use libtest_mimic::{Arguments, Failed, Trial};
+use crate::cluster::Availability;
+use crate::run::trials::{self, Plan};
+use crate::run::LazyEnvironment;
+use crate::scenario::model::{Provider, Scenario};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What every trial of the process shares.
+struct Shared {
+    env: Arc<LazyEnvironment>,
+    required: Vec<Provider>,
+    /// The list-time probe of each (provider, Kubernetes version) the trials use.
+    availability: BTreeMap<(&'static str, String), Availability>,
+}
+
+/// A trial that runs `trial`; `strict` makes a scenario that could not run a failure rather than a skip.
+fn runner(shared: &Shared, trial: crate::run::trial::Trial, strict: bool) -> impl FnOnce() -> TrialResult {
+    let lazy = shared.env.clone();
+    move || {
+        let env = lazy.get().map_err(Failed::from)?;
+        let files = crate::run::events::EventSink::to(vec![Box::new(crate::reporter::text::ReportFiles)]);
+        let report = lazy
+            .runtime()
+            .block_on(crate::run::scenario::run_observed(&env, &trial, &files));
+        println!("{}", crate::reporter::text::full(&report));
+        crate::run::verdict::verdict(&report.outcome, || report.failure_lines(), strict)
+    }
+}
+
+type TrialResult = Result<libtest_mimic::Completion, Failed>;
+
+/// The trials of one scenario file: one per provider it runs on, or one failing trial if the file is invalid.
+fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider], shared: &Shared) -> Vec<Trial> {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let scenario = match loaded {
+        Ok(s) => s,
+        Err(e) => {
+            let message = format!("{e}\n  hint: {}", e.hint());
+            return vec![Trial::test(format!("invalid/{stem}"), move || {
+                Err(Failed::from(message))
+            })];
+        }
+    };
+    trials::providers_for(&scenario, enabled)
+        .into_iter()
+        .map(|provider| {
+            let scenario = scenario.clone();
+            let version = scenario.cluster.kubernetes_version.clone();
+            let name = trials::name(provider, &version, &scenario.name);
+            let unsupported = scenario.not_applicable();
+            let availability = shared
+                .availability
+                .get(&(provider.as_str(), version))
+                .cloned()
+                .unwrap_or(Availability::Ready);
+            let required = shared.required.contains(&provider);
+            let run = crate::run::trial::Trial::new(&file, scenario, provider);
+            let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
+                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
+                Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
+                // Run anyway (`--include-ignored`): a version it does not apply to fails at once; an unavailable
+                // provider is tried for real, and fails if it cannot run.
+                Plan::Ignore(_) => match unsupported {
+                    Some(why) => Trial::test(name, move || {
+                        Err(Failed::from(format!("does not apply, so it cannot pass: {why}")))
+                    }),
+                    None => Trial::ignorable_test(name, runner(shared, run, true)),
+                }
+                .with_ignored_flag(true),
+            };
+            // No libtest "kind": nextest would list `[local] local/...` and hash that, and `nodejoin run
+            // --partition` must split the very names nextest splits (the provider leads the name already).
+            trial
+        })
+        .collect()
+}
+
+/// Probes each (provider, version) once, without pulling or building anything; says on stderr, once, why
+/// trials are ignored or failing.
+fn probe_all(
+    rt: &tokio::runtime::Runtime,
+    pairs: impl IntoIterator<Item = (Provider, String)>,
+    required: &[Provider],
+) -> BTreeMap<(&'static str, String), Availability> {
+    let pairs: Vec<(Provider, String)> = pairs.into_iter().collect();
+    let docker = if pairs.iter().any(|(p, _)| *p != Provider::LOCAL) {
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(10), crate::docker::connect())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        })
+    } else {
+        None
+    };
+    let mut out = BTreeMap::new();
+    for (provider, version) in pairs {
+        let key = (provider.as_str(), version.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let availability = rt.block_on(provider.get().probe(&version, docker.as_ref()));
+        match trials::plan(provider, None, &availability, required.contains(&provider)) {
+            Plan::Run => {}
+            Plan::Ignore(why) => eprintln!("[nodejoin] {} {version} trials are ignored: {why}", provider.as_str()),
+            Plan::Fail(why) => eprintln!("[nodejoin] {} {version} trials fail: {why}", provider.as_str()),
+        }
+        out.insert(key, availability);
+    }
+    out
+}
+
+fn exit_with(message: impl std::fmt::Display) -> ! {
+    eprintln!("{message}");
+    std::process::exit(101);
+}
+
+/// Runs the scenarios under `dir` (searched recursively; the scenarios setting names another) as libtest
+/// trials, with libtest's command line, and exits with its verdict.
+pub fn main(dir: &Path) -> ! {
+    crate::init_crypto();
+    crate::init_tracing();
+    let mut args = Arguments::from_args();
+    // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
+    args.test_threads
+        .get_or_insert_with(crate::run::runner::trial_threads);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Arc::new(rt),
+        Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),
+    };
+    // A fresh machine: README's test command prepares the host itself (missing packages, the Docker engine)
+    // before the cheap probes decide what can run; listing alone changes nothing.
+    if !args.list {
+        if let Err(e) = rt.block_on(crate::host::prepare()) {
+            eprintln!("[nodejoin] host not ready: {e}\n  hint: {}", e.hint());
+        }
+    }
+    let settings = crate::settings::get();
+    let dir = settings.scenarios.clone().unwrap_or_else(|| dir.to_path_buf());
+    let files = crate::scenario::discover(&[dir]).unwrap_or_else(|e| exit_with(e));
+    let enabled = trials::enabled(settings.providers.as_deref()).unwrap_or_else(|e| exit_with(e));
+    let required = trials::required(settings.require_providers.as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
+    let defaults = crate::scenario::Defaults::from_settings(settings).unwrap_or_else(|e| exit_with(e));
+    // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
+    // before exiting.
+    let env =
+        LazyEnvironment::new(rt.clone()).unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
+    let loaded: Vec<(PathBuf, crate::Result<Scenario>)> = files
+        .into_iter()
+        .map(|f| {
+            let s = crate::scenario::load_file(&f, &defaults);
+            (f, s)
+        })
+        .collect();
+    let ok = loaded.iter().filter_map(|(f, s)| Some((f.as_path(), s.as_ref().ok()?)));
+    crate::scenario::unique_scenarios(ok).unwrap_or_else(|e| exit_with(e));
+    let pairs = loaded.iter().filter_map(|(_, s)| s.as_ref().ok()).flat_map(|s| {
+        trials::providers_for(s, &enabled)
+            .into_iter()
+            .map(|p| (p, s.cluster.kubernetes_version.clone()))
+    });
+    let availability = probe_all(&rt, pairs, &required);
+    let shared = Shared {
+        env: env.clone(),
+        required,
+        availability,
+    };
+    let all = loaded
+        .into_iter()
+        .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
+        .collect();
+    let conclusion = libtest_mimic::run(&args, all);
+    let leftovers = env.finish();
+    if !leftovers.is_empty() {
+        eprintln!("error: the run left objects behind: {leftovers:?}");
+        std::process::exit(1);
+    }
+    conclusion.exit();
+}
