@@ -14,9 +14,11 @@
 //! - `controllers`, `assert`: what a cluster needs beside its control plane (CSR approval, cloud-node), and the
 //!   checks on what it saw;
 //! - `compare`: snapshots of what a bootstrap did, and their differences;
-//! - `run`, `reporter`: running scenarios, and reporting their events;
+//! - `run`, `reporter`, `select`: running scenarios, reporting their events, and choosing which run (filters,
+//!   partitions, reruns);
 //! - `session`: a `nodejoin run` from its request to its exit code (reporters, signals, verdicts);
-//! - `mutate`, `doctor`, `init`: commands built on the rest.
+//! - `mutate`, `doctor`, `init`, `libtest`: commands built on the rest (`libtest`: scenarios as cargo-test
+//!   trials).
 pub mod assert;
 pub mod assets;
 pub mod aws;
@@ -31,6 +33,7 @@ pub mod error;
 pub mod fakes;
 pub mod host;
 pub mod init;
+pub mod libtest;
 pub mod mutate;
 pub mod node;
 pub mod paths;
@@ -42,6 +45,7 @@ pub mod redact;
 pub mod reporter;
 pub mod run;
 pub mod scenario;
+pub mod select;
 pub mod session;
 pub mod settings;
 pub mod signals;

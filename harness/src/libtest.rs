@@ -10,11 +10,11 @@
 //! remembered, is the kind CLI there), so `--list` and nextest see them as ignored; the reasons are printed once
 //! on stderr. A provider in `NODEJOIN_REQUIRE_PROVIDERS` never skips: it fetches what it lacks at run time and its
 //! trials fail when it cannot run. An ignored trial run anyway (`--include-ignored`) fails if it cannot run.
-use libtest_mimic::{Arguments, Failed, Trial};
 use crate::cluster::Availability;
 use crate::run::trials::{self, Plan};
 use crate::run::LazyEnvironment;
 use crate::scenario::model::{Provider, Scenario};
+use libtest_mimic::{Arguments, Failed, Trial};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -139,8 +139,7 @@ pub fn main(dir: &Path) -> ! {
     crate::init_tracing();
     let mut args = Arguments::from_args();
     // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
-    args.test_threads
-        .get_or_insert_with(crate::run::runner::trial_threads);
+    args.test_threads.get_or_insert_with(crate::run::runner::trial_threads);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),

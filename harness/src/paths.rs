@@ -123,6 +123,17 @@ pub fn artifacts_root() -> PathBuf {
     target.join("nodejoin")
 }
 
+/// `file` relative to the working directory when it is under it, as a repository's paths are written (JUnit's
+/// `file`, annotations, `nodejoin list`); else as given.
+pub fn relative_to_cwd(file: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    cwd.as_deref()
+        .and_then(|d| file.strip_prefix(d).ok())
+        .unwrap_or(file)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Resolves `path` against the workspace root when it is relative and does not exist from the cwd.
 pub fn resolve(path: &Path) -> PathBuf {
     if path.is_absolute() || path.exists() {

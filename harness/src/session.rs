@@ -10,6 +10,8 @@ use crate::run::trial::Trial;
 use crate::run::verdict::{Required, Verdict};
 use crate::run::{Environment, LazyEnvironment, Outcome};
 use crate::scenario::{Defaults, Scenario};
+use crate::select::rerun::{self, Record};
+use crate::select::{Listed, Selection};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
@@ -41,6 +43,12 @@ pub struct RunRequest {
     /// Scenarios at once (default: the settings', else by cores and memory).
     pub jobs: Option<usize>,
     pub reporters: ReporterBuilder,
+    /// Which trials run (`-E`, `--partition`).
+    pub selection: Selection,
+    /// Runs of a failed scenario again (`--retries`, else the settings').
+    pub retries: Option<u32>,
+    /// Only what failed in the last run of the same selection (`--rerun-failed`).
+    pub rerun_failed: bool,
 }
 
 /// Prints `e` with its hint, the CLI's form of a failure; the exit code of bad input or setup.
@@ -80,7 +88,10 @@ pub fn run(rt: Arc<Runtime>, request: RunRequest) -> u8 {
 /// The session; also whether its reporters were given the run's end (they always are, once they exist).
 fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     let settings = crate::settings::get();
-    let provider = request.provider.unwrap_or_default();
+    let provider = match chosen_provider(request.provider) {
+        Ok(p) => p,
+        Err(code) => return (code, false),
+    };
     let enabled = Provider::all();
     let required = match crate::run::trials::required(settings.require_providers.as_deref(), &enabled) {
         Ok(r) => request.provider.is_some() || r.contains(&provider),
@@ -89,8 +100,34 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
             return (EXIT_BAD_INPUT, false);
         }
     };
+    let record_at = rerun::path(&crate::paths::artifacts_root(), request.selection.partition.as_ref());
+    let mut selection = request.selection.clone();
+    if request.rerun_failed {
+        match Record::read(&record_at) {
+            Ok(r) if r.failed.is_empty() => {
+                eprintln!("[nodejoin] nothing to rerun: run {} had no failures", r.run_id);
+                return (0, false);
+            }
+            Ok(r) => {
+                eprintln!(
+                    "[nodejoin] rerunning {} trial(s) that failed in run {}",
+                    r.failed.len(),
+                    r.run_id
+                );
+                selection.only = Some(r.failed);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return (EXIT_BAD_INPUT, false);
+            }
+        }
+    }
     let (files, trials) = match load_trials(request.paths, provider) {
         Ok(loaded) => loaded,
+        Err(code) => return (code, false),
+    };
+    let trials = match select(trials, &selection) {
+        Ok(t) => t,
         Err(code) => return (code, false),
     };
     // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
@@ -136,14 +173,22 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     let jobs = request.jobs.unwrap_or_else(crate::run::runner::default_jobs).max(1);
     let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
     let started = std::time::Instant::now();
-    end_reports_on_signal(&reporters, &trials, started);
+    end_reports_on_signal(&reporters, &trials, started, (record_at.clone(), env.run_id.clone()));
     reporters.sink.emit(Event::RunStarted {
         run_id: env.run_id.clone(),
         artifacts: env.run_dir.clone(),
         scenarios: trials.len(),
         jobs,
     });
-    let reports = rt.block_on(crate::run::runner::run_all(&env, &trials, jobs, &reporters.sink));
+    let retries = request.retries.or(settings.retries).unwrap_or(0);
+    let reports = rt.block_on(crate::run::runner::run_all_retried(
+        &env,
+        &trials,
+        jobs,
+        retries,
+        &reporters.sink,
+    ));
+    write_record(&record_at, &env.run_id, &reports);
     drop(env);
     let leftovers = lazy.finish();
     reporters.sink.emit(Event::RunFinished {
@@ -161,22 +206,110 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
         eprintln!("  hint: check the --junit/--markdown paths: their directory must exist and be writable");
         return (EXIT_FAILED, true);
     }
-    (exit_code(&reports, required), true)
+    (exit_code(&reports, required, settings.flaky_fails), true)
+}
+
+/// The provider named (`--provider`), else the settings' (a profile's), else the default; and whether it was
+/// named at all is the caller's to keep.
+fn chosen_provider(named: Option<Provider>) -> Result<Provider, u8> {
+    if let Some(p) = named {
+        return Ok(p);
+    }
+    match crate::settings::get().provider.as_deref() {
+        None => Ok(Provider::default()),
+        Some(name) => Provider::parse(name).ok_or_else(|| {
+            eprintln!("error: the profile's provider '{name}' is unknown (known: local, k3s, kind)");
+            EXIT_BAD_INPUT
+        }),
+    }
+}
+
+/// The trials `selection` keeps; an error when it keeps none of several.
+fn select(trials: Vec<Trial>, selection: &Selection) -> Result<Vec<Trial>, u8> {
+    if !selection.narrows() {
+        return Ok(trials);
+    }
+    let before = trials.len();
+    let kept = selection.apply(trials);
+    if kept.is_empty() {
+        eprintln!("error: the selection (filter, partition or rerun) kept none of the {before} scenario(s)");
+        eprintln!("  hint: `nodejoin list` with the same options shows what is selected");
+        return Err(EXIT_NOTHING_RAN);
+    }
+    eprintln!("[nodejoin] selected {} of {before} scenario(s)", kept.len());
+    Ok(kept)
+}
+
+/// Keeps the run's verdicts for `--rerun-failed`; a record that cannot be written is said, not fatal.
+fn write_record(at: &std::path::Path, run_id: &str, reports: &[ScenarioReport]) {
+    let name = |r: &ScenarioReport| {
+        if r.trial.is_empty() {
+            r.name.clone()
+        } else {
+            r.trial.clone()
+        }
+    };
+    let record = Record {
+        run_id: run_id.to_string(),
+        failed: reports
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::Error { .. }))
+            .map(name)
+            .collect(),
+        passed: reports.iter().filter(|r| r.passed()).map(name).collect(),
+    };
+    if let Err(e) = record.write(at) {
+        eprintln!("warning: cannot keep the run's record at {}: {e}", at.display());
+    }
+}
+
+/// `nodejoin list`: the trials a run with the same paths, provider and selection would take, as text or JSON.
+pub fn list(paths: Vec<PathBuf>, provider: Option<Provider>, selection: &Selection, json: bool) -> u8 {
+    let provider = match chosen_provider(provider) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let (_, trials) = match load_trials(paths, provider) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let listed: Vec<Listed> = selection.apply(trials).iter().map(Listed::of).collect();
+    if json {
+        match serde_json::to_string_pretty(&listed) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_BAD_INPUT;
+            }
+        }
+    } else {
+        for l in &listed {
+            println!("{}", l.line());
+        }
+        eprintln!("{} trial(s)", listed.len());
+    }
+    0
 }
 
 /// A termination signal ends the process from its handler: the reports still end, with what finished and the
 /// rest as cancelled (`run_finished` last on stdout, JUnit and Markdown written).
-fn end_reports_on_signal(reporters: &Arc<crate::reporter::Reporters>, trials: &[Trial], started: std::time::Instant) {
+fn end_reports_on_signal(
+    reporters: &Arc<crate::reporter::Reporters>,
+    trials: &[Trial],
+    started: std::time::Instant,
+    record: (PathBuf, String),
+) {
     let reporters = reporters.clone();
-    let all: Vec<(String, PathBuf)> = trials
+    let all: Vec<(String, String, PathBuf)> = trials
         .iter()
-        .map(|t| (t.scenario.name.clone(), t.file.clone()))
+        .map(|t| (t.scenario.name.clone(), crate::select::name(t), t.file.clone()))
         .collect();
     crate::signals::before_exit(Box::new(move |signal| {
         let mut reports = reporters.finished();
-        for (name, file) in all {
+        for (name, trial, file) in all {
             if !reports.iter().any(|r| r.name == name) {
                 let mut r = ScenarioReport::new(&name, file);
+                r.trial = trial;
                 r.outcome = Outcome::Error {
                     message: format!("cancelled by {signal} before it finished"),
                     hint: "the run was stopped; run it again".into(),
@@ -184,6 +317,7 @@ fn end_reports_on_signal(reporters: &Arc<crate::reporter::Reporters>, trials: &[
                 reports.push(r);
             }
         }
+        write_record(&record.0, &record.1, &reports);
         reporters.sink.emit(Event::RunFinished {
             reports: Arc::new(reports),
             wall: started.elapsed(),
@@ -234,7 +368,7 @@ pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathB
 
 /// The exit code of a finished run, from each scenario's verdict (`run::verdict`, as the trials decide theirs):
 /// failures first, then a required provider that could not run, then a run in which nothing ran.
-pub fn exit_code(reports: &[ScenarioReport], required: bool) -> u8 {
+pub fn exit_code(reports: &[ScenarioReport], required: bool, flaky_fails: bool) -> u8 {
     let required = Required {
         provider: required,
         scenario: false,
@@ -244,6 +378,10 @@ pub fn exit_code(reports: &[ScenarioReport], required: bool) -> u8 {
         .map(|r| (r.name.as_str(), Verdict::of(&r.outcome, || r.failure_lines(), required)))
         .collect();
     if verdicts.iter().any(|(_, v)| matches!(v, Verdict::Failed(_))) {
+        return EXIT_FAILED;
+    }
+    if let Some(r) = reports.iter().find(|r| flaky_fails && r.flaky()) {
+        eprintln!("error: {} is FLAKY, and the profile's flaky-result is fail", r.name);
         return EXIT_FAILED;
     }
     if let Some((name, _)) = verdicts.iter().find(|(_, v)| matches!(v, Verdict::NotRun(_))) {
@@ -292,15 +430,32 @@ mod tests {
             r
         };
         let skipped = || Outcome::Unavailable("kind cannot run here".into());
-        assert_eq!(exit_code(&[report("a", Outcome::Passed)], false), 0);
-        assert_eq!(exit_code(&[report("a", skipped())], false), EXIT_NOTHING_RAN);
+        assert_eq!(exit_code(&[report("a", Outcome::Passed)], false, false), 0);
+        assert_eq!(exit_code(&[report("a", skipped())], false, false), EXIT_NOTHING_RAN);
         assert_eq!(
-            exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true),
+            exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true, false),
             EXIT_PROVIDER_UNAVAILABLE
         );
         assert_eq!(
-            exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true),
+            exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true, false),
             EXIT_FAILED
         );
+    }
+
+    /// A FLAKY scenario passes the run unless the profile's flaky-result is fail.
+    #[test]
+    fn a_flaky_scenario_fails_the_run_only_when_the_profile_says() {
+        let mut flaky = ScenarioReport::new("f", PathBuf::from("f.yaml"));
+        flaky.earlier_attempts.push(crate::run::report::Attempt {
+            number: 1,
+            status: "FAILED",
+            failures: vec!["n/ready: expected Ready, got NotReady".into()],
+            failed_checks: vec!["n/ready".into()],
+            wall: std::time::Duration::from_secs(1),
+            artifacts: None,
+        });
+        assert!(flaky.flaky() && flaky.status_word() == "FLAKY");
+        assert_eq!(exit_code(std::slice::from_ref(&flaky), false, false), 0);
+        assert_eq!(exit_code(&[flaky], false, true), EXIT_FAILED);
     }
 }

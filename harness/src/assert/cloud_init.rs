@@ -1,5 +1,6 @@
 //! What the node's cloud-init reported: per-stage errors from `/run/cloud-init/status.json`, WARNING lines and
 //! the modules that ran from `/var/log/cloud-init.log`, and checks against a scenario's expectations.
+pub mod parts;
 use super::Check;
 use crate::scenario::model::{CloudInitExpectation, CloudInitStatus};
 
@@ -16,6 +17,9 @@ pub struct CloudInitReport {
     pub modules: Vec<String>,
     /// Stages that finished.
     pub finished_stages: Vec<String>,
+    /// Each failed user-data script, which part, how it ended and its last lines ([`parts::failed_parts`]):
+    /// `errors` says only `Runparts: 1 failures (part-001)`.
+    pub failed_parts: Vec<String>,
 }
 
 impl CloudInitReport {
@@ -69,6 +73,16 @@ impl CloudInitReport {
         }
     }
 
+    /// cloud-init's errors, then what each failed part said: the cause, wherever a check quotes cloud-init.
+    pub fn error_lines(&self) -> Vec<String> {
+        self.errors.iter().chain(&self.failed_parts).cloned().collect()
+    }
+
+    /// The failed parts in one line, when a user-data script failed: the first cause of a node that did not join.
+    pub fn failed_parts_cause(&self) -> Option<String> {
+        (!self.failed_parts.is_empty()).then(|| format!("the user data failed: {}", self.failed_parts.join("; ")))
+    }
+
     /// One line for the report.
     pub fn summary(&self) -> String {
         format!(
@@ -95,7 +109,7 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
         if report.errors.is_empty() {
             "done".to_string()
         } else {
-            format!("error: {}", report.errors.join(" | "))
+            format!("error: {}", report.error_lines().join(" | "))
         },
     )];
     let contains = |def: &super::registry::CheckDef, what: &str, lines: &[String], wanted: &str| {
@@ -113,13 +127,9 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
             }),
         )
     };
+    let errors = report.error_lines();
     for w in &e.errors {
-        out.push(contains(
-            &super::registry::CLOUD_INIT_ERRORS,
-            "error",
-            &report.errors,
-            w,
-        ));
+        out.push(contains(&super::registry::CLOUD_INIT_ERRORS, "error", &errors, w));
     }
     for w in &e.warnings {
         out.push(contains(
@@ -148,20 +158,23 @@ pub fn checks(node: &str, report: &CloudInitReport, e: &CloudInitExpectation) ->
 /// lines (its banner, `ci-info:` tables, `Failed to run module ...`, `Cloud-init v. ... finished`) left out, so
 /// a failed part is quoted by what its script said, as a failed bootstrap script is by its stderr.
 pub fn user_data_output_tail(output_log: &str, lines: usize) -> String {
-    let own = |l: &str| {
-        let l = l.trim();
-        l.is_empty()
-            || l.starts_with("Cloud-init v.")
-            || l.starts_with("ci-info:")
-            || l.starts_with("Generating public/private")
-            || l.contains("Failed to run module")
-            || l.contains("cc_scripts_user.py")
-            || l.contains("[CLOUDINIT]")
-            || l.starts_with("Traceback")
-            || l.starts_with("util.py")
-    };
-    let said: Vec<&str> = output_log.lines().filter(|l| !own(l)).collect();
+    let said: Vec<&str> = output_log.lines().filter(|l| !is_cloud_inits_own(l)).collect();
     said[said.len().saturating_sub(lines)..].join(" / ")
+}
+
+/// Whether a line of cloud-init's output stream is cloud-init's own (or empty), not the user data's.
+fn is_cloud_inits_own(line: &str) -> bool {
+    let l = line.trim();
+    l.is_empty()
+        || l.starts_with("Cloud-init v.")
+        || l.starts_with("ci-info:")
+        || l.starts_with("Generating public/private")
+        || l.contains("Failed to run module")
+        || l.contains("cc_scripts_user.py")
+        || l.contains("[CLOUDINIT]")
+        || l.starts_with("Traceback")
+        || l.starts_with("util.py")
+        || (l.get(23..26) == Some(" - ") && l.contains(".py["))
 }
 
 #[cfg(test)]

@@ -28,6 +28,45 @@ impl CheckDef {
         format!("{node}/{} {detail}", self.name)
     }
 
+    /// The scenario keys that ask for it, most precise first: a failed check's annotation points at the first
+    /// of them written in its node group (else at the line naming the group).
+    pub fn keys(&self) -> &'static [&'static str] {
+        match self.name {
+            "bootstrap exit" => &["bootstrapExit", "bootstrap", "userData"],
+            "kubelet running" | "kubelet started" | "kubelet enabled" => &["bootstrap", "userData"],
+            "nodeadm" => &["nodeadm", "userData"],
+            "registered" | "not registered" | "ready" => &["within", "joins", "expect"],
+            "client CSR" => &["clientCsr", "expect"],
+            "serving CSR" => &["servingCsr", "expect"],
+            "serving cert" => &["servingCert", "expect"],
+            "IAM token accepted" | "IAM token format" => &["identity", "iam"],
+            "identity.username" => &["username", "identity"],
+            "identity.groups" => &["groups", "identity"],
+            "aws-auth changed by" => &["awsAuthChangedBy"],
+            "sandbox image" => &["image"],
+            "pod runs" => &["podRuns"],
+            "cloud-init status" | "cloud-init module" | "cloud-init error" | "cloud-init warning" => {
+                &["cloudInit", "userData"]
+            }
+            "cfn-signal" => &["cfnSignal", "userData"],
+            "calls allowed" | "calls exactly" | "calls" => &["calls"],
+            "no calls after Ready" => &["noneAfterReady", "calls"],
+            "file" => &["files"],
+            "idempotent bootstrap" => &["idempotent"],
+            "deterministic files" => &["deterministic"],
+            "executables trace" | "executables forbidden" | "executables only" | "executable" => &["executables"],
+            "evidence in" => &["evidence"],
+            "failingChecks" => &["failingChecks"],
+            "labels" => &["labels"],
+            "labels exactly" => &["labelsExactly"],
+            "taints" => &["taints"],
+            "capacity.pods" => &["capacityPods"],
+            "providerID" => &["providerID"],
+            "configz clusterDNS" => &["clusterDNS"],
+            _ => &[],
+        }
+    }
+
     /// Its row in the book's table.
     pub fn row(&self) -> String {
         format!("| `{}` | {} | {} |", self.form, self.when, self.proves)

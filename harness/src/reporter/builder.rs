@@ -2,7 +2,7 @@
 //! files first (the console's brief report names each once it is written), the console (human or JSON lines),
 //! JUnit, the Markdown summary, and the record of finished scenarios that a run cut short by a signal ends its
 //! reports with. Adding a reporter is its file plus one line here.
-use super::{human, json, junit, markdown, text, Format, WriteFailures};
+use super::{github, human, json, junit, markdown, text, Format, WriteFailures};
 use crate::run::events::{EventSink, Finished, Reporter};
 use crate::run::report::ScenarioReport;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,8 @@ pub struct ReporterBuilder {
     /// Default: `<run dir>/junit.xml`.
     pub junit: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
+    /// GitHub Actions annotations of failures (on under `GITHUB_ACTIONS=true`).
+    pub annotations: bool,
 }
 
 /// A run's reporters, behind one sink, and what the run reads back from them when it ends.
@@ -30,12 +32,16 @@ impl ReporterBuilder {
         let finished = Finished::default();
         let json = self.format == Format::Json;
         let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(text::ReportFiles)];
+        reporters.push(Box::new(super::picture::Pictures::default()));
         reporters.push(match self.format {
             Format::Human => Box::new(human::Human::new()),
             Format::Json => Box::new(json::JsonLines::new(std::io::stdout())),
         });
         let junit = self.junit.unwrap_or_else(|| run_dir.join("junit.xml"));
         reporters.push(Box::new(junit::Junit::new(run_id, junit, json, failures.clone())));
+        if self.annotations {
+            reporters.push(Box::new(github::Annotations::new(json)));
+        }
         if let Some(md) = self.markdown {
             reporters.push(Box::new(markdown::Markdown::new(md, failures.clone())));
         }

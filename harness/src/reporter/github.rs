@@ -58,7 +58,11 @@ fn property(s: &str) -> String {
 pub fn annotations(r: &ScenarioReport) -> Vec<String> {
     let file = crate::paths::relative_to_cwd(&r.file);
     let text = read_bounded(&r.file);
-    let trial = if r.trial.is_empty() { r.name.as_str() } else { r.trial.as_str() };
+    let trial = if r.trial.is_empty() {
+        r.name.as_str()
+    } else {
+        r.trial.as_str()
+    };
     let command = |level: &str, line: usize, title: &str, message: &str| {
         format!(
             "::{level} file={},line={line},title={}::{}",
@@ -74,7 +78,12 @@ pub fn annotations(r: &ScenarioReport) -> Vec<String> {
                 let name = r.stable_name(&c.name);
                 let line = line_of(r, &text, &c.name);
                 let message = format!("expected {}, got {}", c.expected, c.actual);
-                out.push(command("error", line, &format!("{trial} / {}", name.replacen('/', " / ", 1)), &message));
+                out.push(command(
+                    "error",
+                    line,
+                    &format!("{trial} / {}", name.replacen('/', " / ", 1)),
+                    &message,
+                ));
             }
         }
         Outcome::Error { message, hint } => {
@@ -155,8 +164,18 @@ mod tests {
         r.outcome = Outcome::Failed;
         r.checks = vec![
             Check::new("ip-10-0-0-1.ec2.internal/labels", false, "{team: a}", "{}"),
-            Check::new("ip-10-0-0-1.ec2.internal/capacity.pods", false, "29", "110, set by kubelet"),
-            Check::new("ip-10-0-0-1.ec2.internal/ready", false, "Ready within 60s", "not Ready\nafter: 60s"),
+            Check::new(
+                "ip-10-0-0-1.ec2.internal/capacity.pods",
+                false,
+                "29",
+                "110, set by kubelet",
+            ),
+            Check::new(
+                "ip-10-0-0-1.ec2.internal/ready",
+                false,
+                "Ready within 60s",
+                "not Ready\nafter: 60s",
+            ),
             Check::new("ip-10-0-0-1.ec2.internal/taints", true, "[]", "[]"),
         ];
         let a = annotations(&r);
@@ -167,8 +186,16 @@ mod tests {
             "{}",
             a[0]
         );
-        assert!(a[1].contains(",line=8,") && a[1].ends_with("::expected 29, got 110, set by kubelet"), "{}", a[1]);
-        assert!(a[2].contains(",line=6,") && a[2].ends_with("got not Ready%0Aafter: 60s"), "{}", a[2]);
+        assert!(
+            a[1].contains(",line=8,") && a[1].ends_with("::expected 29, got 110, set by kubelet"),
+            "{}",
+            a[1]
+        );
+        assert!(
+            a[2].contains(",line=6,") && a[2].ends_with("got not Ready%0Aafter: 60s"),
+            "{}",
+            a[2]
+        );
     }
 
     #[test]
@@ -192,7 +219,11 @@ mod tests {
         });
         let a = annotations(&r);
         assert_eq!(a.len(), 1);
-        assert!(a[0].starts_with("::warning ") && a[0].contains(",line=7,title=local/v1.36/s FLAKY::passed on attempt 2"), "{}", a[0]);
+        assert!(
+            a[0].starts_with("::warning ") && a[0].contains(",line=7,title=local/v1.36/s FLAKY::passed on attempt 2"),
+            "{}",
+            a[0]
+        );
         let mut e = report(dir.path());
         e.outcome = Outcome::Error {
             message: "Docker unreachable".into(),
@@ -208,9 +239,17 @@ mod tests {
         let schema = crate::scenario::schema::text();
         for def in crate::run::pipeline::assertions::all_checks() {
             let keys = def.keys();
-            assert!(!keys.is_empty() || def.name == "node container", "{} names no key", def.name);
+            assert!(
+                !keys.is_empty() || def.name == "node container",
+                "{} names no key",
+                def.name
+            );
             for k in keys {
-                assert!(schema.contains(&format!("\"{k}\"")), "{}: {k} is not a scenario key", def.name);
+                assert!(
+                    schema.contains(&format!("\"{k}\"")),
+                    "{}: {k} is not a scenario key",
+                    def.name
+                );
             }
         }
     }

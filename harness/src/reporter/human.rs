@@ -68,6 +68,23 @@ impl Reporter for Human {
                 }
             }
             Event::PhaseDone { .. } | Event::CheckDone { .. } => {}
+            Event::AttemptFailed { report, attempt, of } => {
+                if let Some(bar) = self.running.remove(&report.name) {
+                    bar.finish_and_clear();
+                    self.multi.remove(&bar);
+                }
+                let failures = report.failure_lines();
+                self.multi.suspend(|| {
+                    eprintln!(
+                        "[nodejoin] {}: attempt {attempt} of {of} {}, retrying",
+                        report.name,
+                        report.status_word()
+                    );
+                    for line in failures {
+                        eprintln!("  TRY {attempt} FAIL {}: {line}", report.name);
+                    }
+                });
+            }
             Event::ScenarioFinished { report } => {
                 if let Some(bar) = self.running.remove(&report.name) {
                     bar.finish_and_clear();
@@ -75,6 +92,14 @@ impl Reporter for Human {
                 }
                 self.finished += 1;
                 self.print(&text::brief(report));
+                // Where a failed scenario's nodes got to, on one clock, and its picture (written earlier in the sink).
+                if matches!(report.outcome, report::Outcome::Failed | report::Outcome::Error { .. }) {
+                    let mut timeline = text::node_timeline(report);
+                    if let Some(svg) = super::picture::path_for(report).filter(|p| p.is_file()) {
+                        timeline.push_str(&format!("  timeline picture: {}\n", svg.display()));
+                    }
+                    self.print(&timeline);
+                }
                 let failures = report.failure_lines();
                 if !failures.is_empty() {
                     self.multi.suspend(|| {

@@ -51,6 +51,7 @@ fn node_json(n: &NodeTimeline) -> Value {
 /// A finished scenario as JSON.
 pub fn report_json(r: &ScenarioReport) -> Value {
     let (outcome, reason) = match &r.outcome {
+        Outcome::Passed if r.flaky() => ("flaky", None),
         Outcome::Passed => ("passed", None),
         Outcome::Failed => ("failed", None),
         Outcome::Ignored(why) => ("ignored", Some(why.clone())),
@@ -60,6 +61,8 @@ pub fn report_json(r: &ScenarioReport) -> Value {
     json!({
         "scenario": r.name, "file": r.file, "outcome": outcome, "reason": reason,
         "wall": r.wall.as_secs_f64(),
+        // Part of `wall`, blocked on builds other scenarios had started.
+        "waitedForBuilds": r.waited_for_builds.as_secs_f64(),
         "phases": r.phases.iter().map(|(n, d)| json!({"phase": n, "took": d.as_secs_f64()})).collect::<Vec<_>>(),
         "checks": r.checks.iter().map(check_json).collect::<Vec<_>>(),
         "nodes": r.nodes.iter().map(node_json).collect::<Vec<_>>(),
@@ -69,6 +72,11 @@ pub fn report_json(r: &ScenarioReport) -> Value {
         "calls": r.call_count,
         "controlPlaneRssKib": r.control_plane_rss.iter().map(|(n, k)| json!({"process": n, "kib": k})).collect::<Vec<_>>(),
         "artifacts": r.artifacts,
+        "attempt": r.earlier_attempts.len() + 1,
+        "earlierAttempts": r.earlier_attempts.iter().map(|a| json!({
+            "attempt": a.number, "outcome": a.status.to_ascii_lowercase(), "wall": a.wall.as_secs_f64(),
+            "failures": a.failures, "artifacts": a.artifacts,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -106,6 +114,13 @@ pub fn to_json(event: &Event) -> Value {
             v["event"] = json!("scenario_finished");
             v
         }
+        Event::AttemptFailed { report, attempt, of } => {
+            let mut v = report_json(report);
+            v["event"] = json!("attempt_failed");
+            v["attempt"] = json!(attempt);
+            v["attempts"] = json!(of);
+            v
+        }
         Event::RunFinished {
             reports,
             wall,
@@ -113,9 +128,11 @@ pub fn to_json(event: &Event) -> Value {
             cancelled,
         } => {
             let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
+            let flaky = reports.iter().filter(|r| r.flaky()).count();
             json!({
                 "event": "run_finished", "wall": wall.as_secs_f64(),
-                "passed": count(|o| matches!(o, Outcome::Passed)),
+                "passed": count(|o| matches!(o, Outcome::Passed)) - flaky,
+                "flaky": flaky,
                 "failed": count(|o| matches!(o, Outcome::Failed)),
                 "errors": count(|o| matches!(o, Outcome::Error { .. })),
                 "ignored": count(|o| matches!(o, Outcome::Ignored(_) | Outcome::Unavailable(_))),

@@ -26,7 +26,10 @@ impl Reporter for Markdown {
         else {
             return;
         };
-        if let Err(e) = super::write_whole(&self.path, render(reports, *wall, leftovers).as_bytes(), &self.failures) {
+        let mut md = render(reports, *wall, leftovers);
+        // Each scenario's picture, linked from where this file is (`reporter::picture`).
+        md.push_str(&super::picture::markdown_links(reports, self.path.parent()));
+        if let Err(e) = super::write_whole(&self.path, md.as_bytes(), &self.failures) {
             eprintln!("error: cannot write {}: {e}", self.path.display());
         }
     }
@@ -41,11 +44,16 @@ fn cell(s: &str) -> String {
 /// the run left nothing behind.
 pub fn render(reports: &[ScenarioReport], wall: std::time::Duration, leftovers: &[String]) -> String {
     let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
-    let (passed, failed, errors) = (count("PASSED"), count("FAILED"), count("ERROR"));
-    let green = passed > 0 && failed + errors == 0 && leftovers.is_empty();
+    let (passed, failed, errors, flaky) = (count("PASSED"), count("FAILED"), count("ERROR"), count("FLAKY"));
+    let green = passed + flaky > 0 && failed + errors == 0 && leftovers.is_empty();
     let mut out = String::from("### nodejoin\n\n");
+    let flaky_count = if flaky > 0 {
+        format!(", {flaky} flaky")
+    } else {
+        String::new()
+    };
     out.push_str(&format!(
-        "{} {passed} passed, {failed} failed, {} ignored, {errors} errors in {}\n\n",
+        "{} {passed} passed, {failed} failed, {} ignored, {errors} errors{flaky_count} in {}\n\n",
         if green { "✅" } else { "❌" },
         count("IGNORED"),
         secs(wall)
@@ -71,6 +79,24 @@ pub fn render(reports: &[ScenarioReport], wall: std::time::Duration, leftovers: 
         out.push_str(&format!("\n<details><summary>{} failed</summary>\n\n", cell(&r.name)));
         for line in r.failure_lines() {
             out.push_str(&format!("- `{}`\n", line.replace('`', "'").replace('\n', " ")));
+        }
+        out.push_str("\n</details>\n");
+    }
+    // A flaky scenario passed, but what failed first is what a reviewer must see.
+    for r in reports.iter().filter(|r| r.flaky()) {
+        let tries = r.earlier_attempts.len() + 1;
+        out.push_str(&format!(
+            "\n<details><summary>{} flaky: passed on attempt {tries}</summary>\n\n",
+            cell(&r.name)
+        ));
+        for a in &r.earlier_attempts {
+            for line in &a.failures {
+                out.push_str(&format!(
+                    "- attempt {}: `{}`\n",
+                    a.number,
+                    line.replace('`', "'").replace('\n', " ")
+                ));
+            }
         }
         out.push_str("\n</details>\n");
     }

@@ -12,7 +12,7 @@ pub struct ReportFiles;
 
 impl Reporter for ReportFiles {
     fn on(&mut self, event: &Event) {
-        let Event::ScenarioFinished { report } = event else {
+        let (Event::ScenarioFinished { report } | Event::AttemptFailed { report, .. }) = event else {
             return;
         };
         if let Some(file) = &report.report_file {
@@ -85,9 +85,28 @@ pub fn brief(r: &ScenarioReport) -> String {
 
 /// The lines both renderings start with: the verdict, why it was ignored, the phases.
 fn head(r: &ScenarioReport) -> String {
-    let mut out = format!("scenario {}: {} in {}\n", r.name, r.status_word(), secs(r.wall));
+    let mut out = format!(
+        "scenario {}: {} in {}{}\n",
+        r.name,
+        r.status_word(),
+        secs(r.wall),
+        waited_note(r)
+    );
     if let Outcome::Ignored(reason) | Outcome::Unavailable(reason) = &r.outcome {
         out.push_str(&format!("  ignored: {reason}\n"));
+    }
+    // A FLAKY scenario says what failed before it passed, and where that attempt's artifacts are.
+    for a in &r.earlier_attempts {
+        let first = a.failures.first().map(|f| one_line(f, CAUSE_CHARS)).unwrap_or_default();
+        out.push_str(&format!(
+            "  attempt {} {} in {}: {first}\n",
+            a.number,
+            a.status,
+            secs(a.wall)
+        ));
+        if let Some(dir) = &a.artifacts {
+            out.push_str(&format!("    its artifacts: {}\n", dir.display()));
+        }
     }
     if !r.phases.is_empty() {
         let phases: Vec<String> = r.phases.iter().map(|(n, d)| format!("{n} {}", secs(*d))).collect();
@@ -172,14 +191,37 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
             node
         ));
     }
+    // Part of the walls above, named apart: in a cold run it is most of them.
+    let waits: Vec<String> = reports
+        .iter()
+        .filter(|r| r.waited_for_builds >= WAITED)
+        .map(|r| format!("{} {}", r.name, secs(r.waited_for_builds)))
+        .collect();
+    if !waits.is_empty() {
+        out.push_str(&format!(
+            "of those walls, waiting for shared builds: {}\n",
+            waits.join(", ")
+        ));
+    }
     let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
+    let flaky = match count("FLAKY") {
+        0 => String::new(),
+        n => format!(", {n} flaky"),
+    };
     out.push_str(&format!(
-        "{} passed, {} failed, {} ignored, {} errors\n",
+        "{} passed, {} failed, {} ignored, {} errors{flaky}\n",
         count("PASSED"),
         count("FAILED"),
         count("IGNORED"),
         count("ERROR")
     ));
+    // A flaky scenario's first failure, as a failure's cause is quoted below: a retry must not hide it.
+    for r in reports.iter().filter(|r| r.flaky()) {
+        let tries = r.earlier_attempts.len() + 1;
+        let first = r.earlier_attempts.first().and_then(|a| a.failures.first());
+        let first = first.map(|f| one_line(f, CAUSE_CHARS)).unwrap_or_default();
+        out.push_str(&format!("  {}: FLAKY (passed on attempt {tries}): {first}\n", r.name));
+    }
     // The cause of each failure or error, one line each, so that the end of a long log (a CI step's tail)
     // still says why without scrolling back to the scenario's own block.
     for r in reports
@@ -219,6 +261,64 @@ fn cut(s: &str, max: usize) -> String {
         Some((at, _)) => format!("{}…", &s[..at]),
         None => s.to_string(),
     }
+}
+
+/// Less waiting for shared builds than this is not named.
+const WAITED: Duration = Duration::from_millis(10);
+
+/// ` (X of it waiting for shared builds)` after a wall that includes such waiting, else nothing: the wall stays
+/// whole and the waiting is named beside it, never taken out of it.
+pub fn waited_note(r: &ScenarioReport) -> String {
+    if r.waited_for_builds < WAITED {
+        return String::new();
+    }
+    format!(" ({} of it waiting for shared builds)", secs(r.waited_for_builds))
+}
+
+/// Nodes a console timeline lists ([`node_timeline`]); `timeline.svg` draws more.
+const TIMELINE_NODES: usize = 10;
+
+/// Each node's milestones on the scenario's clock (seconds from the start of its pipeline), one line each, for a
+/// failed scenario on the console: `worker  up 2.40s │ bootstrap 2.40–4.30s │ CSR 4.40s │ registered 4.80s │
+/// Ready –`. Empty without nodes.
+pub fn node_timeline(r: &ScenarioReport) -> String {
+    if r.nodes.is_empty() {
+        return String::new();
+    }
+    let width = r
+        .nodes
+        .iter()
+        .take(TIMELINE_NODES)
+        .map(|n| n.node_name.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::from("  timeline (seconds from the scenario's start):\n");
+    let at = |d: Option<Duration>| d.map(secs).unwrap_or_else(|| "–".into());
+    for n in r.nodes.iter().take(TIMELINE_NODES) {
+        let p = n.placed();
+        let mut parts = vec![
+            format!("up {}", at(p.up.map(|(_, e)| e))),
+            match p.bootstrap {
+                Some((from, to)) => format!("bootstrap {:.2}–{}", from.as_secs_f64(), secs(to)),
+                None => "bootstrap –".into(),
+            },
+            format!("CSR {}", at(p.client_csr)),
+            format!("registered {}", at(p.registered)),
+            format!("Ready {}", at(p.ready)),
+        ];
+        // The serving cert only where it was reached: not every scenario waits for it.
+        if let Some(live) = p.serving_live {
+            parts.push(format!("serving cert {}", secs(live)));
+        }
+        out.push_str(&format!("    {:<width$}  {}\n", n.node_name, parts.join(" │ ")));
+    }
+    if r.nodes.len() > TIMELINE_NODES {
+        out.push_str(&format!(
+            "    … {} more nodes in report.txt and timeline.svg\n",
+            r.nodes.len() - TIMELINE_NODES
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -344,5 +444,57 @@ mod tests {
         );
         assert!(lines[6].ends_with('…') && lines[6].chars().count() < 260, "{table}");
         assert_eq!(lines.len(), 7, "{table}");
+    }
+
+    #[test]
+    fn waiting_for_shared_builds_is_named_beside_the_wall() {
+        let mut r = ScenarioReport::new("al2023-karpenter", PathBuf::from("k.yaml"));
+        r.wall = Duration::from_millis(751_670);
+        r.waited_for_builds = Duration::from_millis(741_500);
+        assert!(
+            full(&r).starts_with(
+                "scenario al2023-karpenter: PASSED in 751.67s (741.50s of it waiting for shared builds)\n"
+            ),
+            "{}",
+            full(&r)
+        );
+        let table = summary(&[r.clone()]);
+        assert!(
+            table.contains("\nof those walls, waiting for shared builds: al2023-karpenter 741.50s\n"),
+            "{table}"
+        );
+        r.waited_for_builds = Duration::from_millis(2);
+        assert!(full(&r).starts_with("scenario al2023-karpenter: PASSED in 751.67s\n"));
+        assert!(!summary(&[r]).contains("waiting"));
+    }
+
+    #[test]
+    fn a_failed_scenarios_timeline_puts_its_nodes_on_one_clock() {
+        let s = Duration::from_millis;
+        let mut r = report();
+        assert_eq!(node_timeline(&r), "", "no nodes, no timeline");
+        r.nodes = vec![
+            NodeTimeline {
+                node_name: "worker".into(),
+                boot_at: Some(s(100)),
+                container_up: Some(s(2_300)),
+                kubelet_at: Some(s(4_300)),
+                bootstrap: Some(s(1_900)),
+                client_csr_issued: Some(s(100)),
+                registered: Some(s(500)),
+                ..Default::default()
+            },
+            NodeTimeline {
+                node_name: "w2".into(),
+                boot_at: Some(s(100)),
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            node_timeline(&r),
+            "  timeline (seconds from the scenario's start):\n    \
+             worker  up 2.40s │ bootstrap 2.40–4.30s │ CSR 4.40s │ registered 4.80s │ Ready –\n    \
+             w2      up – │ bootstrap – │ CSR – │ registered – │ Ready –\n"
+        );
     }
 }

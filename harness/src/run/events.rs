@@ -31,6 +31,13 @@ pub enum Event {
         scenario: String,
         check: Check,
     },
+    /// An attempt failed and the scenario will run again (`--retries`); `report` is that attempt's.
+    AttemptFailed {
+        report: Arc<ScenarioReport>,
+        attempt: u32,
+        /// Attempts allowed in all.
+        of: u32,
+    },
     ScenarioFinished {
         report: Arc<ScenarioReport>,
     },

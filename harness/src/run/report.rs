@@ -22,9 +22,27 @@ pub enum Outcome {
     },
 }
 
+/// An attempt of a scenario that failed before the one reported (`nodejoin run --retries`).
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// From 1.
+    pub number: u32,
+    /// `FAILED` or `ERROR`.
+    pub status: &'static str,
+    pub failures: Vec<String>,
+    /// The checks that failed, by their stable names ([`ScenarioReport::stable_name`]).
+    pub failed_checks: Vec<String>,
+    pub wall: Duration,
+    /// Where that attempt's artifacts were moved (`<scenario>.attempt-N`), when it kept any.
+    pub artifacts: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone)]
 pub struct ScenarioReport {
     pub name: String,
+    /// `provider/v1.MINOR/scenario`, as cargo and nextest name the trial (JUnit's classname); empty when the
+    /// report was made before the trial was known.
+    pub trial: String,
     pub file: PathBuf,
     pub outcome: Outcome,
     pub checks: Vec<Check>,
@@ -45,12 +63,18 @@ pub struct ScenarioReport {
     pub snapshot: Option<crate::compare::snapshot::ScenarioSnapshot>,
     /// Where the whole report was written (`report.txt`), once it was.
     pub report_file: Option<PathBuf>,
+    /// Part of `wall` spent blocked on builds other scenarios had started (binaries, node images, the sandbox
+    /// image), measured in `provision`: in a cold run it dwarfs a scenario's own work, so reports show it apart.
+    pub waited_for_builds: Duration,
+    /// The attempts that failed before this one: a scenario that passes after any is FLAKY.
+    pub earlier_attempts: Vec<Attempt>,
 }
 
 impl ScenarioReport {
     pub fn new(name: &str, file: PathBuf) -> Self {
         Self {
             name: name.to_string(),
+            trial: String::new(),
             file,
             outcome: Outcome::Passed,
             checks: vec![],
@@ -64,6 +88,8 @@ impl ScenarioReport {
             call_count: 0,
             snapshot: None,
             report_file: None,
+            waited_for_builds: Duration::ZERO,
+            earlier_attempts: Vec::new(),
         }
     }
 
@@ -88,8 +114,25 @@ impl ScenarioReport {
         matches!(self.outcome, Outcome::Passed)
     }
 
+    /// A check's name with its node's DNS name (made from the address this run gave it) replaced by its stable
+    /// label (`worker-0`): the same in every matrix cell and attempt (JUnit, annotations).
+    pub fn stable_name(&self, check: &str) -> String {
+        for n in self.nodes.iter().filter(|n| !n.label.is_empty()) {
+            if let Some(rest) = check.strip_prefix(&format!("{}/", n.node_name)) {
+                return format!("{}/{rest}", n.label);
+            }
+        }
+        check.to_string()
+    }
+
+    /// Passed, but only after a failed attempt (`--retries`): nextest's FLAKY.
+    pub fn flaky(&self) -> bool {
+        self.passed() && !self.earlier_attempts.is_empty()
+    }
+
     pub fn status_word(&self) -> &'static str {
         match self.outcome {
+            Outcome::Passed if self.flaky() => "FLAKY",
             Outcome::Passed => "PASSED",
             Outcome::Failed => "FAILED",
             Outcome::Ignored(_) | Outcome::Unavailable(_) => "IGNORED",

@@ -7,6 +7,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 pub struct NodeTimeline {
     pub node_name: String,
+    /// `<group>-<index>` from 0: the node's name in reports read across runs (JUnit, annotations), where its
+    /// DNS name, made from an address the run was given, would differ between matrix cells.
+    pub label: String,
+    /// Its node group's name, as the scenario writes it.
+    pub group: String,
     pub instance_id: String,
     pub ip: String,
     pub container_up: Option<Duration>,
@@ -18,10 +23,109 @@ pub struct NodeTimeline {
     pub serving_cert_live: Option<Duration>,
     /// CPU time the node's container used from its start until its join was settled (the end of `join observed`).
     pub cpu: Option<Duration>,
+    /// When `container_up` was timed from (the node's turn to boot), from the start of the scenario's pipeline.
+    pub boot_at: Option<Duration>,
+    /// When the join milestones are measured from (the kubelet's start, once the bootstrap finished), from the
+    /// start of the scenario's pipeline. With `boot_at`, what puts every node on one clock ([`Placed`]).
+    pub kubelet_at: Option<Duration>,
+}
+
+/// A node's milestones on the scenario's clock (offsets from the start of its pipeline), for the pictures of a
+/// join; each is absent when the node never got there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Placed {
+    /// The container's boot: from its turn to start until systemd was up.
+    pub up: Option<(Duration, Duration)>,
+    /// The bootstrap: from its start until the kubelet started.
+    pub bootstrap: Option<(Duration, Duration)>,
+    pub client_csr: Option<Duration>,
+    pub registered: Option<Duration>,
+    pub ready: Option<Duration>,
+    pub serving_csr: Option<Duration>,
+    pub serving_live: Option<Duration>,
+}
+
+impl Placed {
+    /// The latest milestone reached.
+    pub fn end(&self) -> Option<Duration> {
+        [
+            self.up.map(|(_, e)| e),
+            self.bootstrap.map(|(_, e)| e),
+            self.client_csr,
+            self.registered,
+            self.ready,
+            self.serving_csr,
+            self.serving_live,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+    }
+}
+
+impl NodeTimeline {
+    /// Records where the node's clocks started on the scenario's (`start`): its boot (`booted`) and its kubelet
+    /// (`kubelet`). The durations above are relative to these; the anchors make them absolute.
+    pub fn anchor(&mut self, start: std::time::Instant, booted: std::time::Instant, kubelet: std::time::Instant) {
+        self.boot_at = Some(booted.saturating_duration_since(start));
+        self.kubelet_at = Some(kubelet.saturating_duration_since(start));
+    }
+
+    /// The milestones on the scenario's clock; none without the anchors ([`Self::anchor`]).
+    pub fn placed(&self) -> Placed {
+        let after_kubelet = |d: Option<Duration>| Some(self.kubelet_at? + d?);
+        Placed {
+            up: self.boot_at.zip(self.container_up).map(|(b, d)| (b, b + d)),
+            // The kubelet starts the moment the bootstrap is timed to have finished.
+            bootstrap: self
+                .kubelet_at
+                .zip(self.bootstrap)
+                .map(|(k, d)| (k.saturating_sub(d), k)),
+            client_csr: after_kubelet(self.client_csr_issued),
+            registered: after_kubelet(self.registered),
+            ready: after_kubelet(self.ready),
+            serving_csr: after_kubelet(self.serving_csr_issued),
+            serving_live: after_kubelet(self.serving_cert_live),
+        }
+    }
 }
 
 pub fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
+}
+
+/// A phase recorded before the step it happened within (the control plane's creation, inside `boot`): on a
+/// picture it starts where that step starts instead of following the phase before it.
+pub const PHASE_CONTROL_PLANE_READY: &str = "control plane ready";
+
+/// A scenario phase on the scenario's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedPhase<'a> {
+    pub name: &'a str,
+    pub start: Duration,
+    pub took: Duration,
+    /// Happened within the step after it ([`PHASE_CONTROL_PLANE_READY`]).
+    pub within: bool,
+}
+
+/// The phases on the scenario's clock: the steps run one after the other, so each starts where the one before
+/// ended (a wait under 10 ms is not recorded: the picture may be early by as much).
+pub fn place_phases(phases: &[(String, Duration)]) -> Vec<PlacedPhase<'_>> {
+    let mut at = Duration::ZERO;
+    let mut out = Vec::with_capacity(phases.len());
+    for (name, took) in phases {
+        let within = name == PHASE_CONTROL_PLANE_READY;
+        out.push(PlacedPhase {
+            name,
+            start: at,
+            took: *took,
+            within,
+        });
+        if !within {
+            at += *took;
+        }
+    }
+    out
 }
 
 /// The phases in which the nodes call the fakes: the call rate is taken over them. (Their steps in
@@ -173,5 +277,51 @@ mod tests {
             .unwrap_or_default();
         assert!(joined.contains("max 7.00s (4 of 5)"), "{joined}");
         assert!(figures.lines(10).is_empty());
+    }
+
+    #[test]
+    fn milestones_are_placed_on_the_scenarios_clock() {
+        let start = std::time::Instant::now();
+        let mut n = NodeTimeline {
+            container_up: Some(Duration::from_secs(2)),
+            bootstrap: Some(Duration::from_secs(3)),
+            client_csr_issued: Some(Duration::from_millis(500)),
+            ready: Some(Duration::from_secs(4)),
+            ..Default::default()
+        };
+        assert_eq!(n.placed(), Placed::default(), "nothing placed without the anchors");
+        n.anchor(start, start + Duration::from_secs(10), start + Duration::from_secs(20));
+        let p = n.placed();
+        let s = Duration::from_secs;
+        assert_eq!(p.up, Some((s(10), s(12))));
+        assert_eq!(p.bootstrap, Some((s(17), s(20))), "it ended when the kubelet started");
+        assert_eq!(p.client_csr, Some(Duration::from_millis(20_500)));
+        assert_eq!((p.ready, p.registered), (Some(s(24)), None));
+        assert_eq!(p.end(), Some(s(24)));
+    }
+
+    #[test]
+    fn phases_follow_one_another_but_the_control_plane_is_within_boot() {
+        let phases: Vec<(String, Duration)> = [
+            ("provision", 5),
+            (PHASE_CONTROL_PLANE_READY, 3),
+            ("boot", 4),
+            ("bootstrap", 2),
+        ]
+        .map(|(n, s)| (n.to_string(), Duration::from_secs(s)))
+        .to_vec();
+        let placed: Vec<(&str, u64, bool)> = place_phases(&phases)
+            .iter()
+            .map(|p| (p.name, p.start.as_secs(), p.within))
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                ("provision", 0, false),
+                (PHASE_CONTROL_PLANE_READY, 5, true),
+                ("boot", 5, false),
+                ("bootstrap", 9, false)
+            ]
+        );
     }
 }

@@ -173,12 +173,8 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     for p in paths {
         let p = crate::paths::resolve(p);
         if p.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(&p)
-                .map_err(|e| Error::io(&p, e))?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| matches!(f.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
-                .collect();
+            let mut files = Vec::new();
+            walk(&p, 0, &mut files)?;
             files.sort();
             out.extend(files);
         } else if p.is_file() {
@@ -193,6 +189,31 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// How deep discovery goes below a directory given: deeper folders are not scenario collections.
+const MAX_DEPTH: usize = 8;
+
+/// The `*.yaml`/`*.yml` files under `dir`, folders included, but hidden ones (`.git`, `.config`), `target/`
+/// and `node_modules/`; symbolic links are not followed (a checkout's link may point anywhere, or at itself).
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if kind.is_dir() {
+            let skipped = name.starts_with('.') || name == "target" || name == "node_modules";
+            if !skipped && depth < MAX_DEPTH {
+                walk(&path, depth + 1, out)?;
+            }
+        } else if kind.is_file()
+            && !name.starts_with('.')
+            && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +223,31 @@ mod tests {
 
     fn p(text: &str) -> Result<Scenario> {
         parse(text, &crate::paths::workspace_root().join("test.yaml"))
+    }
+
+    #[test]
+    fn discovery_goes_into_folders_but_hidden_ones_and_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "a.yaml",
+            "al2023/b.yml",
+            "al2023/deep/c.yaml",
+            ".github/w.yaml",
+            "target/t.yaml",
+            "notes.txt",
+        ] {
+            let path = root.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, MINIMAL).unwrap();
+        }
+        std::os::unix::fs::symlink(root, root.join("al2023/loop")).unwrap();
+        let found = discover(&[root.to_path_buf()]).unwrap();
+        let rel: Vec<String> = found
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(rel, ["a.yaml", "al2023/b.yml", "al2023/deep/c.yaml"]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod names;
 pub use crate::eks::network;
 mod nonempty;
 pub mod patch;
-mod position;
+pub mod position;
 mod provider;
 pub mod relative;
 mod rules;

@@ -18,9 +18,31 @@ pub struct Scenario {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// Words a filter selects the scenario by (`nodejoin run -E 'tag(al2023)'`): letters, digits, `-`, `_`, `.`.
+    #[serde(default, deserialize_with = "tags")]
+    #[schemars(extend("items" = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"}))]
+    pub tags: Vec<String>,
     #[serde(default)]
     pub cluster: Cluster,
     pub nodes: Vec<NodeGroup>,
+}
+
+/// Tags are names a filter matches exactly: short, and nothing a terminal or an annotation would read as markup.
+fn tags<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    let tags = Vec::<String>::deserialize(d)?;
+    for t in &tags {
+        let ok = t.len() <= 63
+            && t.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !ok {
+            return Err(serde::de::Error::custom(format!(
+                "tag '{}': a tag is 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit",
+                t.escape_debug()
+            )));
+        }
+    }
+    Ok(tags)
 }
 
 pub use super::provider::Provider;

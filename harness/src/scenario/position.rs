@@ -4,6 +4,10 @@ use super::model::NodeGroup;
 
 /// The line where node group `g` is named (`- name: g` or `{ name: g, ... }`), 1-based.
 pub(super) fn group_line(text: &str, g: &NodeGroup) -> Option<usize> {
+    named_group_line(text, &g.name)
+}
+
+fn named_group_line(text: &str, group: &str) -> Option<usize> {
     let mut from = locate(text, "nodes", 0).map_or(0, |(l, _)| l);
     loop {
         let (line, column) = locate(text, "name", from)?;
@@ -14,7 +18,7 @@ pub(super) fn group_line(text: &str, g: &NodeGroup) -> Option<usize> {
             .next()?
             .trim()
             .trim_matches(|c| c == '"' || c == '\'');
-        if value == g.name {
+        if value == group {
             return Some(line);
         }
         from = line + 1;
@@ -59,7 +63,17 @@ fn strip_comment(line: &str) -> &str {
 /// The line and column of `key` inside node group `g` (from the line naming it to the next group's), else the
 /// line naming the group (column of its `name`), else nothing.
 pub(super) fn in_group(text: &str, g: &NodeGroup, key: &str) -> Option<(usize, usize)> {
-    let start = group_line(text, g)?;
+    in_named_group(text, &g.name, &[key])
+}
+
+/// The line of the first of `keys` written inside node group `group`, else of the line naming the group:
+/// where a failed check's annotation points (the expectation that asked for it, or the node it is about).
+pub fn key_line(text: &str, group: &str, keys: &[&str]) -> Option<usize> {
+    in_named_group(text, group, keys).map(|(line, _)| line)
+}
+
+fn in_named_group(text: &str, group: &str, keys: &[&str]) -> Option<(usize, usize)> {
+    let start = named_group_line(text, group)?;
     let lines: Vec<&str> = text.lines().collect();
     let first = lines.get(start - 1)?;
     // The group's item starts at its `- `; the next item at the same column (or anything less indented) ends it.
@@ -75,10 +89,9 @@ pub(super) fn in_group(text: &str, g: &NodeGroup, key: &str) -> Option<(usize, u
         })
         .map_or(lines.len(), |(i, _)| i);
     let named = locate(text, "name", start);
-    match locate(text, key, start) {
-        Some((line, column)) if line <= end => Some((line, column)),
-        _ => named,
-    }
+    keys.iter()
+        .find_map(|key| locate(text, key, start).filter(|(line, _)| *line <= end))
+        .or(named)
 }
 
 #[cfg(test)]
@@ -96,6 +109,12 @@ mod tests {
         // Not written in the group: the line that names it.
         assert_eq!(in_group(text, &g("a"), "joins"), Some((2, 5)));
         assert_eq!(in_group(text, &g("c"), "count"), None);
+        assert_eq!(
+            key_line(text, "b", &["missing", "joins"]),
+            Some(6),
+            "the first key written wins"
+        );
+        assert_eq!(key_line(text, "a", &["joins"]), Some(2));
     }
 
     #[test]

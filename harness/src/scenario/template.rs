@@ -17,6 +17,9 @@ pub const KNOWN: &[&str] = &[
     "instance.az",
     "instance.type",
     "node.arch",
+    // Which attempt of the scenario this is, from 1 (`nodejoin run --retries`), as nextest's NEXTEST_ATTEMPT:
+    // how a scenario reproduces a fault that clears on a retry.
+    "run.attempt",
 ];
 
 /// The node's architecture as Kubernetes names it (`kubernetes.io/arch`): the host's, since node containers run

@@ -316,7 +316,10 @@ mod tests {
         assert!(matches("test(karpenter)", &c), "contains by default");
         assert!(matches("test(=local/v1.36/al2023-karpenter)", &c));
         assert!(!matches("test(=karpenter)", &c));
-        assert!(matches("test(/^local\\/v1\\.3[56]\\//)", &c), "a regex may hold '/' and ')'");
+        assert!(
+            matches("test(/^local\\/v1\\.3[56]\\//)", &c),
+            "a regex may hold '/' and ')'"
+        );
         assert!(matches("scenario(al2023-*)", &c), "glob by default");
         assert!(!matches("scenario(al2023)", &c));
         assert!(matches("file(nodejoin/scenarios/**)", &c));

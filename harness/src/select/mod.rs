@@ -167,10 +167,16 @@ mod tests {
         let l = Listed::of(&trial("x", "al2023, karpenter"));
         assert_eq!(l.name, "local/v1.36/x");
         assert_eq!(l.tags, ["al2023", "karpenter"]);
-        assert!(l.line().starts_with("local/v1.36/x  [al2023, karpenter]  "), "{}", l.line());
+        assert!(
+            l.line().starts_with("local/v1.36/x  [al2023, karpenter]  "),
+            "{}",
+            l.line()
+        );
         assert!(l.ignored.is_none());
         let bad = "name: y\ntags: [\"a b\"]\nnodes:\n  - name: a\n    bootstrap: { args: [x] }\n";
-        let e = crate::scenario::load::parse(bad, std::path::Path::new("/repo/y.yaml")).unwrap_err().to_string();
+        let e = crate::scenario::load::parse(bad, std::path::Path::new("/repo/y.yaml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("tag 'a b'"), "{e}");
     }
 }

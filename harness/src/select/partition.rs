@@ -29,7 +29,9 @@ impl FromStr for Partition {
         } else if let Some(rest) = s.strip_prefix("hash:") {
             (Kind::Hash, rest, "hash:K/N")
         } else {
-            return Err(format!("partition '{s}' must begin with \"count:\" or \"hash:\" (count:K/N, hash:K/N)"));
+            return Err(format!(
+                "partition '{s}' must begin with \"count:\" or \"hash:\" (count:K/N, hash:K/N)"
+            ));
         };
         let bad = |why: String| format!("partition '{s}': {why} (expected {form})");
         let (k, n) = rest.split_once('/').ok_or_else(|| bad("no '/'".into()))?;
@@ -85,7 +87,17 @@ mod tests {
         let p: Partition = "count:1/2".parse().unwrap();
         assert_eq!((p.kind, p.shard, p.total), (Kind::Count, 1, 2));
         assert_eq!("hash:3/3".parse::<Partition>().unwrap().to_string(), "hash:3/3");
-        for bad in ["", "count", "count:", "count:1", "count:0/2", "count:3/2", "hash:a/2", "hash:1/b", "slice:1/2"] {
+        for bad in [
+            "",
+            "count",
+            "count:",
+            "count:1",
+            "count:0/2",
+            "count:3/2",
+            "hash:a/2",
+            "hash:1/b",
+            "slice:1/2",
+        ] {
             assert!(bad.parse::<Partition>().is_err(), "{bad} accepted");
         }
         assert!("hash:0/2".parse::<Partition>().unwrap_err().contains("between 1 and 2"));
@@ -99,7 +111,11 @@ mod tests {
     #[test]
     fn shards_are_disjoint_and_cover_everything() {
         let names = names(23);
-        let trials: Vec<(&str, bool)> = names.iter().enumerate().map(|(i, n)| (n.as_str(), i % 5 == 0)).collect();
+        let trials: Vec<(&str, bool)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i % 5 == 0))
+            .collect();
         for kind in ["count", "hash"] {
             for total in 1..=4u64 {
                 let mut seen = vec![0; trials.len()];

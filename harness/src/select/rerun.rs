@@ -43,7 +43,10 @@ impl Record {
         })?;
         // A record is ours, but the directory may have been shared: bound what is read.
         if text.len() > 16 << 20 {
-            return Err(format!("--rerun-failed: {} is over 16 MiB: not a record", path.display()));
+            return Err(format!(
+                "--rerun-failed: {} is over 16 MiB: not a record",
+                path.display()
+            ));
         }
         serde_json::from_slice(&text).map_err(|e| format!("--rerun-failed: {} is not a record: {e}", path.display()))
     }

@@ -94,7 +94,11 @@ impl Config {
             return Err(format!(
                 "{}: no profile '{name}' (it defines: {})",
                 self.path.display(),
-                if known.is_empty() { "none".into() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
             ));
         };
         Ok(Profile {
@@ -157,7 +161,11 @@ jobs = 2
         let ci = c.profile("ci").unwrap();
         assert_eq!(ci.retries, Some(2));
         assert_eq!(ci.jobs, Some(2), "the profile's own value wins");
-        assert_eq!(ci.kubernetes_version.as_deref(), Some("v1.35.4"), "default's fills the rest");
+        assert_eq!(
+            ci.kubernetes_version.as_deref(),
+            Some("v1.35.4"),
+            "default's fills the rest"
+        );
         let default = c.profile("default").unwrap();
         assert_eq!(default.retries, None);
         let e = c.profile("nightly").unwrap_err();
@@ -183,9 +191,15 @@ jobs = 2
 
     #[test]
     fn a_bad_key_names_the_file_and_line() {
-        let e = Config::parse("[profile.ci]\nretries = 1\nretry = 2\n", Path::new("/r/.config/nodejoin.toml"))
-            .unwrap_err();
-        assert!(e.starts_with("/r/.config/nodejoin.toml:3: ") && e.contains("retry"), "{e}");
+        let e = Config::parse(
+            "[profile.ci]\nretries = 1\nretry = 2\n",
+            Path::new("/r/.config/nodejoin.toml"),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("/r/.config/nodejoin.toml:3: ") && e.contains("retry"),
+            "{e}"
+        );
         let e = Config::parse("[profile.ci]\nflaky-result = \"maybe\"\n", Path::new("/r/x.toml")).unwrap_err();
         assert!(e.contains(":2: "), "{e}");
     }

@@ -21,6 +21,8 @@ pub const EXIT_CODES: &str = "Exit codes:
 pub struct Args {
     /// Scenario files or directories (default: scenarios/).
     scenarios: Vec<PathBuf>,
+    #[command(flatten)]
+    select: super::SelectArgs,
     /// The version compared against (default: the scenarios as written).
     #[arg(long, default_value = "as-written")]
     base: String,
@@ -57,7 +59,7 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> u8 {
     let provider = Provider::parse(&args.provider).unwrap_or_default();
     let mut sides = Vec::new();
     for (label, text) in [("base", &args.base), ("head", &args.head)] {
-        match load_side(label, text, &args.scenarios, provider) {
+        match load_side(label, text, &args.scenarios, provider, &args.select.selection()) {
             Ok(side) => sides.push(side),
             Err(code) => return code,
         }
@@ -151,7 +153,13 @@ async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Re
     Ok(())
 }
 
-fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provider) -> Result<Side, u8> {
+fn load_side(
+    label: &'static str,
+    text: &str,
+    paths: &[PathBuf],
+    provider: Provider,
+    selection: &nodejoin::select::Selection,
+) -> Result<Side, u8> {
     let bad =
         |message: String| nodejoin::session::fail(&nodejoin::Error::Compare(format!("--{label} {text}: {message}")));
     let variant = Variant::parse(text).map_err(|m| bad(format!("{m} (a side is {FORMS})")))?;
@@ -168,6 +176,7 @@ fn load_side(label: &'static str, text: &str, paths: &[PathBuf], provider: Provi
         _ => (None, paths),
     };
     let (_, loaded) = nodejoin::session::load_trials(paths, provider)?;
+    let loaded = selection.apply(loaded);
     let mut scenarios = Vec::new();
     for mut trial in loaded {
         variant.apply(&mut trial.scenario).map_err(&bad)?;

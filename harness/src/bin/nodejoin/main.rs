@@ -42,9 +42,12 @@ enum Command {
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
         version: String,
     },
-    /// Run scenarios (files or directories; default: scenarios/).
+    /// Run scenarios (files or directories, searched recursively; default: scenarios/).
     #[command(after_help = format!("{}\n\n{}", session::EXIT_CODES, settings::help()))]
     Run(RunArgs),
+    /// List the trials a run would take (`provider/v1.MINOR/scenario`), after the filter and partition: their
+    /// files, tags, versions, and why one would be ignored.
+    List(ListArgs),
     /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
     /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
     /// check outcomes. A side is script:FILE, overlay:DIR, image:TAG, user-data:FILE, eks-ami:PATH, git:REV (the scenarios and
@@ -75,9 +78,72 @@ enum Command {
     },
 }
 
+/// Which trials: nextest's filter and partition options.
+#[derive(clap::Args, Clone)]
+pub struct SelectArgs {
+    /// A filter expression, as nextest's filtersets: test(NAME), scenario(GLOB), file(GLOB), tag(TAG),
+    /// provider(P), version(V); and, or, not, |, &, !, -, parentheses. Matchers: =exact, ~contains, /regex/,
+    /// #glob. Repeated: any of them.
+    #[arg(short = 'E', long = "filterset", value_name = "EXPR")]
+    filters: Vec<nodejoin::select::Filter>,
+    /// Run one shard: count:K/N or hash:K/N, split as nextest splits the same trial names.
+    #[arg(long, value_name = "KIND:K/N")]
+    partition: Option<nodejoin::select::Partition>,
+}
+
+impl SelectArgs {
+    fn selection(&self) -> nodejoin::select::Selection {
+        let filter = match self.filters.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => {
+                let any: Vec<String> = many.iter().map(|f| format!("({f})")).collect();
+                any.join(" | ").parse().ok()
+            }
+        };
+        nodejoin::select::Selection {
+            filter,
+            partition: self.partition,
+            only: None,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    scenarios: Vec<PathBuf>,
+    #[command(flatten)]
+    select: SelectArgs,
+    /// The provider whose trials to list (default: the profile's, else local).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
+    provider: Option<String>,
+    /// text, or json (an array: name, scenario, file, provider, providers, kubernetesVersion,
+    /// kubernetesVersions, tags, ignored).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    format: String,
+    /// The profile of .config/nodejoin.toml (default: default).
+    #[arg(long, env = var::PROFILE)]
+    profile: Option<String>,
+    /// The Kubernetes version of scenarios that name none.
+    #[arg(long, env = var::K8S_VERSION, value_name = "VERSION")]
+    kubernetes_version: Option<String>,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     scenarios: Vec<PathBuf>,
+    #[command(flatten)]
+    select: SelectArgs,
+    /// Run a failed scenario again up to N times; one that passes on a later attempt is FLAKY (it passes the
+    /// run unless the profile's flaky-result is fail).
+    #[arg(long, env = var::RETRIES, value_name = "N")]
+    retries: Option<u32>,
+    /// Run only what failed in the last run of the same partition (its record is in the artifacts directory).
+    #[arg(long)]
+    rerun_failed: bool,
+    /// The profile of .config/nodejoin.toml (found from the working directory upwards; default: default).
+    #[arg(long, env = var::PROFILE)]
+    profile: Option<String>,
     /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
     #[arg(long)]
     junit: Option<PathBuf>,
@@ -113,6 +179,19 @@ fn main() -> ExitCode {
     // The settings, read once: the environment's, with this command's flags over them; installed before
     // anything reads them.
     let mut settings = Settings::from_env();
+    let profile = match &cli.command {
+        Command::Run(args) => args.profile.clone(),
+        Command::List(args) => args.profile.clone(),
+        _ => None,
+    };
+    if let Err(e) = with_profile(&mut settings, profile.as_deref()) {
+        eprintln!("error: {e}");
+        eprintln!("  hint: see the book's page on running from your repository for the file's keys");
+        return ExitCode::from(session::EXIT_BAD_INPUT);
+    }
+    if let Command::List(args) = &cli.command {
+        settings.kubernetes_version = args.kubernetes_version.clone().or(settings.kubernetes_version);
+    }
     if let Command::Run(args) = &cli.command {
         if let Some(path) = &args.eks_ami {
             if !path.exists() {
@@ -148,8 +227,18 @@ fn main() -> ExitCode {
                     format: args.format,
                     junit: args.junit,
                     markdown: args.markdown,
+                    annotations: settings::get().github_actions,
                 },
+                selection: args.select.selection(),
+                retries: args.retries,
+                rerun_failed: args.rerun_failed,
             },
+        ),
+        Command::List(args) => session::list(
+            args.scenarios,
+            args.provider.as_deref().and_then(nodejoin::cluster::Provider::parse),
+            &args.select.selection(),
+            args.format == "json",
         ),
         Command::Compare(args) => compare::main(rt, args),
         Command::Init(args) => init::main(args),
@@ -164,6 +253,27 @@ fn main() -> ExitCode {
         Command::Reap => rt.block_on(reap()),
     };
     ExitCode::from(code)
+}
+
+/// Lays the profile of the repository's `.config/nodejoin.toml` (if there is one) under `settings`.
+fn with_profile(settings: &mut Settings, named: Option<&str>) -> Result<(), String> {
+    use settings::config::{self, Config};
+    let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
+    let name = named.unwrap_or(config::DEFAULT_PROFILE);
+    let Some(path) = config::find(&cwd) else {
+        if name != config::DEFAULT_PROFILE {
+            return Err(format!(
+                "--profile {name}: no {} in {} or above",
+                config::FILE,
+                cwd.display()
+            ));
+        }
+        return Ok(());
+    };
+    let file = Config::read(&path)?;
+    file.profile(name)?.under(&file, settings);
+    settings.profile = Some(name.to_string());
+    Ok(())
 }
 
 async fn assets(version: &str) -> u8 {

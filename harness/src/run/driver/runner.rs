@@ -43,8 +43,19 @@ fn jobs_for(cpus: usize, by_memory: usize) -> usize {
 
 /// Runs `trials`, `jobs` at a time; the reports come back in the order of `trials`.
 pub async fn run_all(env: &Environment, trials: &[Trial], jobs: usize, events: &EventSink) -> Vec<ScenarioReport> {
+    run_all_retried(env, trials, jobs, 0, events).await
+}
+
+/// [`run_all`], a failed scenario run again up to `retries` times (`nodejoin run --retries`).
+pub async fn run_all_retried(
+    env: &Environment,
+    trials: &[Trial],
+    jobs: usize,
+    retries: u32,
+    events: &EventSink,
+) -> Vec<ScenarioReport> {
     let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(trials.iter().enumerate())
-        .map(|(i, trial)| async move { (i, run_guarded(env, trial, events).await) })
+        .map(|(i, trial)| async move { (i, run_guarded(env, trial, retries, events).await) })
         .buffer_unordered(jobs.max(1))
         .collect()
         .await;
@@ -54,12 +65,12 @@ pub async fn run_all(env: &Environment, trials: &[Trial], jobs: usize, events: &
 
 /// One scenario, its panic (a harness bug) caught as that scenario's ERROR instead of ending the whole run; its
 /// containers are given back by the pipeline's drop, as for a cancelled scenario.
-async fn run_guarded(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
+async fn run_guarded(env: &Environment, trial: &Trial, retries: u32, events: &EventSink) -> ScenarioReport {
     guarded(
         &trial.scenario.name,
         &trial.file,
         events,
-        crate::run::driver::scenario::run_observed(env, trial, events),
+        crate::run::driver::scenario::run_retried(env, trial, retries, events),
     )
     .await
 }

@@ -4,7 +4,8 @@ use crate::run::driver::trial::Trial;
 use crate::run::env::Environment;
 use crate::run::events::{Event, EventSink};
 use crate::run::pipeline::Context;
-use crate::run::report::{Outcome, ScenarioReport};
+use crate::run::report::{Attempt, Outcome, ScenarioReport};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,6 +17,65 @@ pub async fn run(env: &Environment, trial: &Trial) -> ScenarioReport {
 
 /// [`run`], announcing its start, each phase, each check and its end to `events`.
 pub async fn run_observed(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
+    let report = attempt(env, trial, events).await;
+    events.emit(Event::ScenarioFinished {
+        report: Arc::new(report.clone()),
+    });
+    report
+}
+
+/// [`run_observed`], run again after a failed or erred attempt, up to `retries` more times (`nodejoin run
+/// --retries`): a later pass is reported FLAKY, with every failed attempt kept in the report (its artifacts
+/// moved to `<scenario>.attempt-N`). A scenario cut short by a signal is not retried.
+pub async fn run_retried(env: &Environment, trial: &Trial, retries: u32, events: &EventSink) -> ScenarioReport {
+    let of = retries.saturating_add(1);
+    let mut earlier = Vec::new();
+    let mut this = trial.clone();
+    loop {
+        let mut report = attempt(env, &this, events).await;
+        let failed = matches!(report.outcome, Outcome::Failed | Outcome::Error { .. });
+        if failed && this.attempt < of && !crate::reaper::interrupted() {
+            if let Some(aside) = keep_attempt(env, &trial.scenario.name, this.attempt) {
+                report.report_file = Some(aside.join("report.txt"));
+                report.artifacts = report.artifacts.take().map(|_| aside);
+            }
+            events.emit(Event::AttemptFailed {
+                report: Arc::new(report.clone()),
+                attempt: this.attempt,
+                of,
+            });
+            earlier.push(Attempt {
+                number: this.attempt,
+                status: report.status_word(),
+                failures: report.failure_lines(),
+                failed_checks: report
+                    .checks
+                    .iter()
+                    .filter(|c| !c.passed)
+                    .map(|c| report.stable_name(&c.name))
+                    .collect(),
+                wall: report.wall,
+                artifacts: report.artifacts.clone(),
+            });
+            this.attempt += 1;
+            continue;
+        }
+        report.earlier_attempts = earlier;
+        events.emit(Event::ScenarioFinished {
+            report: Arc::new(report.clone()),
+        });
+        return report;
+    }
+}
+
+/// Moves a failed attempt's artifacts aside, so the next attempt's do not overwrite them; where they went.
+fn keep_attempt(env: &Environment, scenario: &str, attempt: u32) -> Option<PathBuf> {
+    let aside = env.run_dir.join(format!("{scenario}.attempt-{attempt}"));
+    std::fs::rename(env.run_dir.join(scenario), &aside).ok().map(|()| aside)
+}
+
+/// One attempt of `trial`, announced to `events` but for its end.
+async fn attempt(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
     let start = Instant::now();
     let (scenario, file) = (&trial.scenario, &trial.file);
     events.emit(Event::ScenarioStarted {
@@ -23,6 +83,7 @@ pub async fn run_observed(env: &Environment, trial: &Trial, events: &EventSink) 
         provider: trial.provider.as_str().to_string(),
     });
     let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
+    let trial_name = crate::run::trials::name(trial.provider, &scenario.cluster.kubernetes_version, &scenario.name);
     if let Some(reason) = scenario.not_applicable() {
         report.outcome = Outcome::Ignored(reason);
     } else {
@@ -37,14 +98,12 @@ pub async fn run_observed(env: &Environment, trial: &Trial, events: &EventSink) 
         decide(&mut report, result);
     }
     report.wall = start.elapsed();
+    report.trial = trial_name;
     // Where the whole report goes; a reporter writes it (`reporter::text::ReportFiles`).
     let dir = env.run_dir.join(&scenario.name);
     if std::fs::create_dir_all(&dir).is_ok() {
         report.report_file = Some(dir.join("report.txt"));
     }
-    events.emit(Event::ScenarioFinished {
-        report: Arc::new(report.clone()),
-    });
     report
 }
 

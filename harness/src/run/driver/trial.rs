@@ -18,6 +18,8 @@ pub struct Trial {
     pub snapshot: bool,
     /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
     pub user_data_patch: Option<TextPatch>,
+    /// Which attempt this is, from 1 (`nodejoin run --retries`; the `{{run.attempt}}` placeholder).
+    pub attempt: u32,
 }
 
 impl Trial {
@@ -29,6 +31,7 @@ impl Trial {
             provider,
             snapshot: false,
             user_data_patch: None,
+            attempt: 1,
         }
     }
 

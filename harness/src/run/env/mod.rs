@@ -98,6 +98,16 @@ pub fn boot_concurrency(settings: &crate::settings::Settings) -> usize {
         .unwrap_or_else(|| crate::host::cpus() * 4)
 }
 
+/// Locks one of the caches of shared builds, adding to `waited` the time spent blocked: a cache stays locked while
+/// a scenario builds what it lacks, so this is the time a scenario waited for builds another had started (its own
+/// builds, once it holds the lock, are not counted).
+async fn lock_waiting<'m, T>(m: &'m Mutex<T>, waited: &mut std::time::Duration) -> tokio::sync::MutexGuard<'m, T> {
+    let t = Instant::now();
+    let guard = m.lock().await;
+    *waited += t.elapsed();
+    guard
+}
+
 /// One async lock per key, made on first use: exclusive use of whatever the key names, held while the guard lives.
 struct KeyedLocks<K>(std::sync::Mutex<HashMap<K, Arc<Mutex<()>>>>);
 
@@ -277,7 +287,13 @@ impl Environment {
 
     /// Kubernetes binaries of `version` (provisioned once per process).
     pub async fn assets(&self, version: &str) -> Result<K8sAssets> {
-        let mut cache = self.assets.lock().await;
+        let mut waited = std::time::Duration::ZERO;
+        self.assets_timed(version, &mut waited).await
+    }
+
+    /// [`Self::assets`], adding to `waited` the time spent blocked on another scenario's build.
+    pub async fn assets_timed(&self, version: &str, waited: &mut std::time::Duration) -> Result<K8sAssets> {
+        let mut cache = lock_waiting(&self.assets, waited).await;
         if let Some(a) = cache.get(version) {
             return Ok(a.clone());
         }
@@ -288,8 +304,19 @@ impl Environment {
 
     /// The node image for `assets` on containerd `line` (built once per process when missing).
     pub async fn image(&self, assets: &K8sAssets, line: assets::tools::ContainerdLine) -> Result<NodeImage> {
+        let mut waited = std::time::Duration::ZERO;
+        self.image_timed(assets, line, &mut waited).await
+    }
+
+    /// [`Self::image`], adding to `waited` the time spent blocked on another scenario's build.
+    pub async fn image_timed(
+        &self,
+        assets: &K8sAssets,
+        line: assets::tools::ContainerdLine,
+        waited: &mut std::time::Duration,
+    ) -> Result<NodeImage> {
         let key = format!("{} containerd {}", assets.version, line.as_str());
-        let mut cache = self.images.lock().await;
+        let mut cache = lock_waiting(&self.images, waited).await;
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
@@ -305,11 +332,22 @@ impl Environment {
         base: &NodeImage,
         group: Option<&crate::scenario::model::GroupImage>,
     ) -> Result<NodeImage> {
+        let mut waited = std::time::Duration::ZERO;
+        self.group_image_timed(base, group, &mut waited).await
+    }
+
+    /// [`Self::group_image`], adding to `waited` the time spent blocked on another scenario's build.
+    pub async fn group_image_timed(
+        &self,
+        base: &NodeImage,
+        group: Option<&crate::scenario::model::GroupImage>,
+        waited: &mut std::time::Duration,
+    ) -> Result<NodeImage> {
         let Some((g, source)) = group.and_then(|g| Some((g, g.source()?))) else {
             return Ok(base.clone());
         };
         let key = format!("{}+{:?}", base.tag, g);
-        let mut cache = self.images.lock().await;
+        let mut cache = lock_waiting(&self.images, waited).await;
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
@@ -456,9 +494,10 @@ impl Environment {
     /// Makes the fake registry serve the EKS sandbox image (`eks/pause:3.5` under every region's EKS ECR name,
     /// what AMI units and nodeadm pull), taken from the node image's `docker save` archive of our pause image at
     /// `/opt/nodejoin/pause.tar`. Once per run, before the first node boots.
-    pub async fn serve_sandbox_image(&self, node_image: &NodeImage) -> Result<()> {
+    /// `waited` grows by the time spent blocked while another scenario did it.
+    pub async fn serve_sandbox_image(&self, node_image: &NodeImage, waited: &mut std::time::Duration) -> Result<()> {
         use crate::fakes::registry::{OciImage, SANDBOX_REPOSITORY, SANDBOX_TAG};
-        let _once = self.sandbox_lock.lock().await;
+        let _once = lock_waiting(&self.sandbox_lock, waited).await;
         if self.registry.has(SANDBOX_REPOSITORY, SANDBOX_TAG) {
             return Ok(());
         }

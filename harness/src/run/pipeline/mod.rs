@@ -46,6 +46,8 @@ pub(crate) struct Context<'a> {
     pub nodes: Vec<RunningNode>,
     /// What `announce` gave the bootstrap.
     pub announced: Announced,
+    /// When the pipeline started: the origin of the scenario's clock, which the nodes' milestones are placed on.
+    pub started: Instant,
 }
 
 /// What `provision` made ready: binaries, images and the control plane's spec.
@@ -122,6 +124,7 @@ impl<'a> Context<'a> {
             cluster: None,
             nodes: Vec::new(),
             announced: Announced::default(),
+            started: Instant::now(),
         }
     }
 

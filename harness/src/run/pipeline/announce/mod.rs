@@ -54,6 +54,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             ("cluster.dnsIp".to_string(), dns_ip.to_string()),
             ("bootstrapToken".to_string(), token.token()),
             ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
+            ("run.attempt".to_string(), cx.trial.attempt.to_string()),
         ]);
         cx.announced.token = Some(token);
         Ok(())

@@ -46,7 +46,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {
                 if n.expect().joins {
-                    let (checks, notes) = crate::run::pipeline::assertions::iam::checks(
+                    let (mut checks, notes) = crate::run::pipeline::assertions::iam::checks(
                         env,
                         &audit,
                         sc,
@@ -55,6 +55,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                         &n.node_name,
                         n.expect(),
                     );
+                    userdata::name_failed_part(n, &mut checks);
                     report.checks.extend(checks);
                     report.notes.extend(notes);
                 } else if let Some(d) = env.authenticator.decisions_for(&n.instance.instance_id).last() {
@@ -64,6 +65,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 }
             }
             files(n, report).await;
+            n.timeline.anchor(cx.started, n.booted, n.kubelet_start);
             report.nodes.push(n.timeline.clone());
         }
         for g in &sc.nodes {

@@ -162,6 +162,18 @@ pub fn checks(
     out
 }
 
+/// Appends the failed user-data part (which part, its exit code, its last lines) to the node's failed checks that
+/// follow from it (no TokenReview, ...): each failure line then names the first cause, as a pull-request
+/// annotation must, not only the one that quotes cloud-init.
+pub(crate) fn name_failed_part(n: &crate::run::node::RunningNode, checks: &mut [Check]) {
+    let Some(cause) = n.cloud_init.as_ref().and_then(CloudInitReport::failed_parts_cause) else {
+        return;
+    };
+    for c in checks.iter_mut().filter(|c| !c.passed && !c.actual.contains(&cause)) {
+        c.actual = format!("{}; {cause}", c.actual);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{configured_sandbox_image, with_default_tag};

@@ -39,7 +39,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             return Err(e);
         }
         if created {
-            cx.phase("control plane ready", cluster.created_in);
+            cx.phase(crate::run::timeline::PHASE_CONTROL_PLANE_READY, cluster.created_in);
             let steps: Vec<String> = cluster
                 .step_timings
                 .iter()

@@ -185,6 +185,8 @@ pub(crate) async fn boot_node(
         expect: group.expect.clone(),
         timeline: NodeTimeline {
             node_name: expected_name.clone(),
+            label: label.clone(),
+            group: group.name.clone(),
             instance_id: instance.instance_id.clone(),
             ip: instance.private_ip.to_string(),
             ..Default::default()

@@ -124,12 +124,17 @@ cloud-init status --wait >/dev/null\n"
         .unwrap_or_default();
     let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
     let status = node.read_file("/run/cloud-init/status.json").await;
-    let report = CloudInitReport::parse(status.as_deref(), &log);
-    let mut errors = report.errors.clone();
-    // cloud-init says only which part failed (`Runparts: 1 failures (part-001)`): what the part itself said last
-    // is the cause a bootstrap author needs, as a failed bootstrap script's stderr is.
+    let mut report = CloudInitReport::parse(status.as_deref(), &log);
+    // cloud-init says only which part failed (`Runparts: 1 failures (part-001)`): which part, its exit code and
+    // what it said last are the cause a bootstrap author needs, as a failed bootstrap script's stderr is.
+    if !report.errors.is_empty() {
+        let journal = final_stage_journal(node).await;
+        report.failed_parts =
+            crate::assert::cloud_init::parts::failed_parts(&log, &journal, &output_log, &report.errors);
+    }
+    let mut errors = report.error_lines();
     let said = crate::assert::cloud_init::user_data_output_tail(&output_log, 3);
-    if !errors.is_empty() && !said.is_empty() {
+    if !errors.is_empty() && report.failed_parts.is_empty() && !said.is_empty() {
         errors.push(format!("the user data's output ends: {said}"));
     }
     let nodeadm = if nodeadm {
@@ -153,6 +158,20 @@ cloud-init status --wait >/dev/null\n"
         report,
         nodeadm,
     })
+}
+
+/// How much of the final stage's journal is read: the node is untrusted and its scripts may print without end.
+const FINAL_JOURNAL_BYTES: usize = 256 * 1024;
+
+/// The journal of cloud-final.service, where the user data's scripts print, each line stamped (local time, as
+/// cloud-init.log's): its last [`FINAL_JOURNAL_BYTES`].
+async fn final_stage_journal(node: &NodeContainer) -> String {
+    let cmd =
+        format!("journalctl --no-pager -o short-iso-precise -u cloud-final.service | tail -c {FINAL_JOURNAL_BYTES}");
+    node.exec(&["sh", "-c", &cmd], &[])
+        .await
+        .map(|o| o.stdout)
+        .unwrap_or_default()
 }
 
 /// The journal of the node's nodeadm units and the AL2023 boot hook, as JSON entries (one a line): what nodeadm

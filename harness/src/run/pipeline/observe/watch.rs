@@ -230,6 +230,9 @@ pub(crate) async fn probe_failure(n: &mut RunningNode) {
             .unwrap_or_default()
     };
     let cause = move || {
+        if let Some(part) = cloud_init.as_ref().and_then(|c| c.failed_parts_cause()) {
+            return part;
+        }
         let errors = cloud_init.map(|c| c.errors).unwrap_or_default();
         let tail = match user_data {
             true => crate::assert::cloud_init::user_data_output_tail(&output, 3),

@@ -41,19 +41,27 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let nodes: u64 = sc.nodes.iter().map(|g| u64::from(g.count)).sum();
         crate::node::capacity::check(&sc.name, nodes)?;
         crate::host::ensure_inotify(nodes as usize);
-        let assets = env.assets(&sc.cluster.kubernetes_version).await?;
+        // The time blocked on builds other scenarios had started (binaries, images, the sandbox image), shown
+        // apart from the scenario's own work (`ScenarioReport::waited_for_builds`).
+        let assets = env
+            .assets_timed(&sc.cluster.kubernetes_version, &mut cx.report.waited_for_builds)
+            .await?;
         for (i, g) in sc.nodes.iter().enumerate() {
-            let base = env.image(&assets, g.containerd_line()).await?;
+            let base = env
+                .image_timed(&assets, g.containerd_line(), &mut cx.report.waited_for_builds)
+                .await?;
             if i == 0 {
                 // The EKS pause image under its ECR name, for AMI units and older nodeadm alike (a user's image
                 // may not carry it).
-                if let Err(e) = env.serve_sandbox_image(&base).await {
+                if let Err(e) = env.serve_sandbox_image(&base, &mut cx.report.waited_for_builds).await {
                     cx.report
                         .notes
                         .push(format!("the fake ECR registry serves no sandbox image: {e}"));
                 }
             }
-            let img = env.group_image(&base, g.image.as_ref()).await?;
+            let img = env
+                .group_image_timed(&base, g.image.as_ref(), &mut cx.report.waited_for_builds)
+                .await?;
             if g.image.is_some() {
                 cx.report
                     .notes

@@ -120,11 +120,17 @@ pub(crate) async fn check_node(
                 .as_ref()
                 .map(|b| crate::run::pipeline::observe::failfast::quote_cause(&b.stderr))
                 .unwrap_or_default();
+            // A failed user-data part is named by itself (which part, its exit code, its last lines), not by
+            // cloud-init's `Runparts: 1 failures (part-001)`.
+            let actual = match n.cloud_init.as_ref().and_then(|c| c.failed_parts_cause()) {
+                Some(cause) => format!("{exit_actual}: {cause}"),
+                None => format!("{exit_actual} {tail}").trim().to_string(),
+            };
             report.checks.push(Check::new(
                 BOOTSTRAP_EXIT.on(&name),
                 exit == Some(0) && n.bootstrap_error.is_none(),
                 "exit 0",
-                format!("{exit_actual} {tail}").trim().to_string(),
+                actual,
             ));
         }
         ExitExpectation::Failure => {
@@ -176,11 +182,15 @@ pub(crate) async fn check_node(
             None => format!("nodes in the cluster: {names}"),
         };
         // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
-        let cause =
+        let mut cause =
             match crate::run::pipeline::observe::journal::last_error(&n.container.journal(Some("kubelet")).await) {
                 Some(line) => format!("; the kubelet's last error: {line}"),
                 None => String::new(),
             };
+        // A failed user-data part comes first: it is why the bootstrap never got as far.
+        if let Some(part) = n.cloud_init.as_ref().and_then(|c| c.failed_parts_cause()) {
+            cause = format!("; {part}{cause}");
+        }
         report.checks.push(Check::new(
             REGISTERED.on(&name),
             false,
