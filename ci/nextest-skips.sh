@@ -2,7 +2,8 @@
 # Proof that skips are skips under cargo-nextest, where every trial is its own process and a trial ignored only
 # at run time would exit 0 and read as PASS: a provider that cannot run shows as SKIP (decided when the trials
 # are listed), never as PASS, and as FAIL when NODEJOIN_REQUIRE_PROVIDERS requires it. Run by .ci/run after the
-# README's test command; needs Docker and the provisioned node image (one local trial runs, ~15 s).
+# README's test command; needs Docker and the provisioned node image (one local trial runs, ~15 s). Then the
+# partitions of `nodejoin list` against nextest's own split of the same names.
 # The k3s and kind images are pointed at names no registry has, so the proof holds on any machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ fail() {
   [ -n "${2:-}" ] && cat "$2" >&2
   exit 1
 }
-trial() { echo "\] $1/v1\.[0-9]+/basic-bootstrap-token\$"; }
+trial() { echo " $1/v1\.[0-9]+/basic-bootstrap-token\$"; }
 
 # 1. nextest lists the k3s and kind trials as ignored (not merely filtered out), the local one as not ignored.
 cargo nextest list --color never --test scenarios --run-ignored only -E "$filter" >"$out/ignored" 2>&1 ||
@@ -43,7 +44,7 @@ grep -Eq "^ *PASS .*$(trial local)" "$out/run" || fail "local did not PASS" "$ou
 for p in k3s kind; do
   grep -Eq "^ *SKIP .*$(trial "$p")" "$out/run" || fail "$p is not a SKIP" "$out/run"
 done
-grep -Eq "^ *PASS .*\] (k3s|kind)/" "$out/run" && fail "an unavailable provider reads as PASS" "$out/run"
+grep -Eq "^ *PASS .* (k3s|kind)/v1" "$out/run" && fail "an unavailable provider reads as PASS" "$out/run"
 
 # 3. Required, the same k3s trial is a FAIL that says why, and the run fails.
 if NODEJOIN_REQUIRE_PROVIDERS=k3s cargo nextest run --color never --test scenarios \
@@ -54,4 +55,21 @@ fi
 grep -E "basic-bootstrap-token$|Summary" "$out/required" | sed 's/^/nextest-skips (required): /'
 grep -Eq "^ *FAIL .*$(trial k3s)" "$out/required" || fail "required k3s is not a FAIL" "$out/required"
 grep -q "required" "$out/required" || fail "the failure does not say the provider was required" "$out/required"
-echo "nextest-skips: ok (unavailable providers SKIP, never PASS; required, they FAIL)"
+
+# 4. `nodejoin run --partition` shards as nextest shards the same trial names: the bundled scenarios and a user's
+# folder (NODEJOIN_SCENARIOS points the trials at it), both kinds, ignored trials dealt apart as nextest deals them.
+nodejoin=${CARGO_TARGET_DIR:-target}/debug/nodejoin
+cargo build --quiet --bin nodejoin
+for folder in scenarios harness/tests/from_repo/nodejoin/scenarios; do
+  for shard in count:1/2 count:2/2 hash:1/3 hash:2/3 hash:3/3; do
+    NODEJOIN_SCENARIOS=$PWD/$folder NODEJOIN_PROVIDERS=local cargo nextest list --test scenarios --partition "$shard" \
+      --run-ignored all --message-format json 2>"$out/nextest-err" |
+      jq -r '.["rust-suites"][].testcases | to_entries[] | select(.value["filter-match"].status == "matches") | .key' |
+      sort >"$out/nextest" || fail "cargo nextest list --partition $shard" "$out/nextest-err"
+    "$nodejoin" list "$folder" --partition "$shard" --format json 2>/dev/null | jq -r '.[].name' | sort >"$out/ours"
+    [ -s "$out/ours" ] || [ -s "$out/nextest" ] || continue
+    diff "$out/nextest" "$out/ours" >"$out/diff" || fail "$folder $shard: nodejoin's shard differs from nextest's" "$out/diff"
+    echo "nextest-skips: $folder $shard: the same $(wc -l <"$out/ours") trial(s) as nextest"
+  done
+done
+echo "nextest-skips: ok (unavailable providers SKIP, never PASS; required, they FAIL; shards are nextest's)"

@@ -23,7 +23,8 @@ pub const EXIT_CODES: &str = "Exit codes:
   2    bad input or setup (invalid scenario, Docker unreachable, missing binaries)
   3    a given directory holds no scenario files
   4    the provider cannot run here, and was asked for (--provider, or the required providers setting)
-  5    nothing ran: every scenario was skipped (its providers) or ignored (its Kubernetes versions)
+  5    nothing ran: every scenario was skipped (its providers) or ignored (its Kubernetes versions), or the
+       filter, partition or rerun selected none
   129, 130, 143  ended by SIGHUP, SIGINT or SIGTERM, after removing the run's processes and containers";
 
 /// See [`EXIT_CODES`].

@@ -169,7 +169,7 @@ jobs = 2
         let default = c.profile("default").unwrap();
         assert_eq!(default.retries, None);
         let e = c.profile("nightly").unwrap_err();
-        assert!(e.contains("no profile 'nightly'") && e.contains("default, ci"), "{e}");
+        assert!(e.contains("no profile 'nightly' (it defines: ci, default)"), "{e}");
         // An empty file still has the default profile.
         let empty = Config::parse("", Path::new("/r/.config/nodejoin.toml")).unwrap();
         assert_eq!(empty.profile("default").unwrap(), Profile::default());
