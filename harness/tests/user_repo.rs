@@ -302,8 +302,10 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         .find_map(|l| l.strip_prefix("junit="))
         .expect("the run step's junit output");
     let xml = std::fs::read_to_string(junit).unwrap();
+    // One suite per trial, a test case per check and one for the scenario's outcome.
     assert!(
-        xml.contains("<testcase name=\"join\"") || xml.contains("name=\"join\""),
+        xml.contains("<testsuite name=\"local/v1.") && xml.contains("/join\"")
+            && xml.contains("<testcase name=\"scenario\""),
         "{xml}"
     );
 }
