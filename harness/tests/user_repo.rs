@@ -304,7 +304,8 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     let xml = std::fs::read_to_string(junit).unwrap();
     // One suite per trial, a test case per check and one for the scenario's outcome.
     assert!(
-        xml.contains("<testsuite name=\"local/v1.") && xml.contains("/join\"")
+        xml.contains("<testsuite name=\"local/v1.")
+            && xml.contains("/join\"")
             && xml.contains("<testcase name=\"scenario\""),
         "{xml}"
     );
