@@ -5,7 +5,8 @@
 use crate::run::events::{Event, Reporter};
 use crate::run::report::{Outcome, ScenarioReport};
 
-/// GitHub shows at most 10 errors of a step; the rest are counted in one.
+/// Annotations written per run at most: GitHub shows only the first few of a step, and a run of many failures
+/// must not bury its own log in them (the reports keep every failure).
 const MAX_PER_RUN: usize = 50;
 /// How much of a check's detail an annotation quotes (the report has it all).
 const MESSAGE_CHARS: usize = 1000;
