@@ -303,7 +303,7 @@ fn end_reports_on_signal(
     let reporters = reporters.clone();
     let all: Vec<(String, String, PathBuf)> = trials
         .iter()
-        .map(|t| (t.scenario.name.clone(), crate::select::name(t), t.file.clone()))
+        .map(|t| (t.report_name(), crate::select::name(t), t.file.clone()))
         .collect();
     crate::signals::before_exit(Box::new(move |signal| {
         let mut reports = reporters.finished();
@@ -329,10 +329,11 @@ fn end_reports_on_signal(
 }
 
 /// The scenario files under `paths` (default: scenarios/), loaded with the settings' defaults as trials on
-/// `provider`; those that run only on other providers are skipped with a line on stderr. Also returns every
-/// file found. An error has been printed; its exit code is returned.
+/// `provider`, one per Kubernetes version the settings name (a scenario that names its own version is one
+/// trial); those that run only on other providers are skipped with a line on stderr. Also returns every file
+/// found. An error has been printed; its exit code is returned.
 pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathBuf>, Vec<Trial>), u8> {
-    let defaults = Defaults::from_settings(crate::settings::get()).map_err(|e| fail(&e))?;
+    let settings = crate::settings::get();
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]
     } else {
@@ -349,22 +350,55 @@ pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathB
             Err(e) => return Err(fail(&e)),
         }
     }
-    let mut trials = Vec::new();
-    for f in &files {
-        let s = crate::scenario::load_file(f, &defaults).map_err(|e| fail(&e))?;
-        if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
-            let only: Vec<&str> = s.cluster.providers.iter().map(|p| p.as_str()).collect();
-            eprintln!(
-                "[nodejoin] skipping {}: it runs only on {}",
-                f.display(),
-                only.join(", ")
-            );
-            continue;
+    let mut trials: Vec<Trial> = Vec::new();
+    for (i, version) in settings.versions().into_iter().enumerate() {
+        let defaults = Defaults::from_settings(&crate::settings::Settings {
+            kubernetes_version: version,
+            ..settings.clone()
+        })
+        .map_err(|e| fail(&e))?;
+        let mut these = Vec::new();
+        for f in &files {
+            let s = crate::scenario::load_file(f, &defaults).map_err(|e| fail(&e))?;
+            if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
+                if i == 0 {
+                    let only: Vec<&str> = s.cluster.providers.iter().map(|p| p.as_str()).collect();
+                    eprintln!(
+                        "[nodejoin] skipping {}: it runs only on {}",
+                        f.display(),
+                        only.join(", ")
+                    );
+                }
+                continue;
+            }
+            these.push(Trial::new(f, s, provider));
         }
-        trials.push(Trial::new(f, s, provider));
+        crate::scenario::unique_scenarios(these.iter().map(|t| (t.file.as_path(), &t.scenario)))
+            .map_err(|e| fail(&e))?;
+        // A scenario that names its version is the same trial on every pass.
+        for t in these {
+            let name = crate::run::trials::name(t.provider, &t.scenario.cluster.kubernetes_version, &t.scenario.name);
+            let seen = trials.iter().any(|o| {
+                crate::run::trials::name(o.provider, &o.scenario.cluster.kubernetes_version, &o.scenario.name) == name
+            });
+            if !seen {
+                trials.push(t);
+            }
+        }
     }
-    crate::scenario::unique_scenarios(trials.iter().map(|t| (t.file.as_path(), &t.scenario))).map_err(|e| fail(&e))?;
+    mark_several_versions(&mut trials);
     Ok((files, trials))
+}
+
+/// Marks the trials of a scenario taken on more than one version, so their reports and artifacts stay apart.
+fn mark_several_versions(trials: &mut [Trial]) {
+    let mut count = std::collections::BTreeMap::new();
+    for t in trials.iter() {
+        *count.entry(t.scenario.name.clone()).or_insert(0usize) += 1;
+    }
+    for t in trials.iter_mut() {
+        t.one_of_several_versions = count.get(&t.scenario.name).is_some_and(|n| *n > 1);
+    }
 }
 
 /// The exit code of a finished run, from each scenario's verdict (`run::verdict`, as the trials decide theirs):

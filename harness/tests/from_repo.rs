@@ -119,8 +119,52 @@ fn scenarios_in_folders_are_listed_filtered_and_sharded() {
     assert!(code == 2 && err.contains("')' expected at column"), "{err}");
     let (code, _, err) = nodejoin(r, &["list", "nodejoin/scenarios", "--profile", "nightly"], &[]);
     assert!(
-        code == 2 && err.contains("no profile 'nightly' (it defines: ci, default)"),
+        code == 2 && err.contains("no profile 'nightly' (it defines: ci, default, versions)"),
         "{err}"
+    );
+    // A profile's list of versions: a trial of every scenario on each; one that excludes a version is listed
+    // as ignored there, with why.
+    let (_, out, _) = nodejoin(
+        r,
+        &[
+            "list",
+            "nodejoin/scenarios",
+            "--profile",
+            "versions",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    let both: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = both
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert!(
+        names.contains(&"local/v1.35/basic") && names.contains(&"local/v1.36/basic"),
+        "{names:?}"
+    );
+    let old = both
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "local/v1.35/max-pods")
+        .unwrap();
+    assert!(
+        old["ignored"]
+            .as_str()
+            .unwrap()
+            .contains("outside this scenario's versions"),
+        "{old}"
+    );
+    assert_eq!(
+        listed(r, &["--kubernetes-version", "v1.35.4,v1.36.3", "-E", "version(v1.35)"]).len(),
+        4,
+        "the flag names several too, and the filter selects by version"
     );
 }
 
@@ -297,6 +341,41 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(sharded, whole);
+    // A scenario on two versions is two trials with reports and artifacts apart (1.35's is ignored: the
+    // scenario starts at 1.36, and a second Kubernetes build would cost CI minutes).
+    let (code, out, err) = nodejoin(
+        r,
+        &[
+            "run",
+            "nodejoin/scenarios",
+            "--profile",
+            "ci",
+            "-E",
+            "scenario(max-pods)",
+            "--kubernetes-version",
+            "v1.35.4,v1.36.3",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        verdicts(&out),
+        BTreeMap::from([
+            ("max-pods@v1.35".to_string(), "ignored".to_string()),
+            ("max-pods@v1.36".to_string(), "passed".to_string())
+        ])
+    );
+    let dirs: Vec<PathBuf> = std::fs::read_dir(r.join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        dirs.iter().any(|d| d.join("max-pods@v1.36/report.txt").is_file()),
+        "the 1.36 trial's report is in its own directory: {dirs:?}"
+    );
     // Each shard kept its own record, beside the whole run's.
     let runs: Vec<PathBuf> = std::fs::read_dir(r.join("out"))
         .unwrap()

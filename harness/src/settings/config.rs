@@ -7,6 +7,7 @@
 //! [profile.default]
 //! kubernetes-version = "v1.36.3"
 //! [profile.ci]
+//! kubernetes-versions = ["v1.35.4", "v1.36.3"]
 //! retries = 2
 //! jobs = 2
 //! ```
@@ -27,6 +28,8 @@ pub struct Profile {
     pub provider: Option<String>,
     pub jobs: Option<usize>,
     pub kubernetes_version: Option<String>,
+    /// Trials for each of these versions (scenarios that name none).
+    pub kubernetes_versions: Option<Vec<String>>,
     pub containerd: Option<String>,
     pub eks_ami: Option<PathBuf>,
     pub retries: Option<u32>,
@@ -105,6 +108,7 @@ impl Config {
             provider: p.provider.clone().or(base.provider),
             jobs: p.jobs.or(base.jobs),
             kubernetes_version: p.kubernetes_version.clone().or(base.kubernetes_version),
+            kubernetes_versions: p.kubernetes_versions.clone().or(base.kubernetes_versions),
             containerd: p.containerd.clone().or(base.containerd),
             eks_ami: p.eks_ami.clone().or(base.eks_ami),
             retries: p.retries.or(base.retries),
@@ -130,7 +134,11 @@ impl Profile {
         let path = |p: &PathBuf| if p.is_absolute() { p.clone() } else { root.join(p) };
         settings.provider = settings.provider.take().or(self.provider.clone());
         settings.jobs = settings.jobs.or(self.jobs);
-        settings.kubernetes_version = settings.kubernetes_version.take().or(self.kubernetes_version.clone());
+        if settings.kubernetes_version.is_none() {
+            let versions = self.kubernetes_versions.clone().unwrap_or_default();
+            settings.set_versions(versions);
+            settings.kubernetes_version = settings.kubernetes_version.take().or(self.kubernetes_version.clone());
+        }
         settings.containerd_line = settings.containerd_line.take().or(self.containerd.clone());
         settings.eks_ami = settings.eks_ami.take().or(self.eks_ami.as_ref().map(path));
         settings.retries = settings.retries.or(self.retries);
@@ -187,6 +195,24 @@ jobs = 2
         assert_eq!(s.retries, Some(2));
         assert!(s.flaky_fails);
         assert_eq!(s.eks_ami, Some(PathBuf::from("/repo/../amazon-eks-ami")));
+        let several = Config::parse(
+            "[profile.default]\nkubernetes-versions = [\"v1.35.4\", \"v1.36.3\"]\n",
+            Path::new("/r/.config/nodejoin.toml"),
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        several.profile("default").unwrap().under(&several, &mut s);
+        assert_eq!(s.versions(), [Some("v1.35.4".to_string()), Some("v1.36.3".to_string())]);
+        let mut given = Settings {
+            kubernetes_version: Some("v1.36.3".into()),
+            ..Default::default()
+        };
+        several.profile("default").unwrap().under(&several, &mut given);
+        assert_eq!(
+            given.versions(),
+            [Some("v1.36.3".to_string())],
+            "a version given outranks the profile's list"
+        );
     }
 
     #[test]

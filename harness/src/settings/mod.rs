@@ -67,7 +67,7 @@ pub const TOOLS: [&str; 6] = [
 pub const VARIABLES: &[(&str, &str)] = &[
     (
         var::K8S_VERSION,
-        "Kubernetes version of scenarios that name none (`run --kubernetes-version`)",
+        "Kubernetes version of scenarios that name none, or several, comma-separated (`run --kubernetes-version`)",
     ),
     (
         var::PROVIDERS,
@@ -153,8 +153,12 @@ pub struct Settings {
     pub cache_dir: Option<PathBuf>,
     pub fixtures: Option<PathBuf>,
     pub artifacts_dir: Option<PathBuf>,
-    /// As given; checked where it is used (`scenario` refuses a malformed one with its name).
+    /// As given; checked where it is used (`scenario` refuses a malformed one with its name). The first of
+    /// [`Settings::kubernetes_versions`] when there are several.
     pub kubernetes_version: Option<String>,
+    /// The versions a run makes trials for when it is given more than one (`v1.35.4,v1.36.3`; a profile's
+    /// `kubernetes-versions`); empty otherwise.
+    pub kubernetes_versions: Vec<String>,
     pub k8s_assets: Option<PathBuf>,
     pub k8s_release_url: Option<String>,
     pub etcd_release_url: Option<String>,
@@ -199,6 +203,7 @@ impl Settings {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let path = |k: &str| get(k).map(PathBuf::from);
         let number = |k: &str| get(k).and_then(|v| v.trim().parse::<usize>().ok());
+        let versions = list(get(var::K8S_VERSION));
         let mut tool_bins = BTreeMap::new();
         let mut tool_versions = BTreeMap::new();
         for tool in TOOLS {
@@ -213,7 +218,8 @@ impl Settings {
             cache_dir: path(var::CACHE_DIR),
             fixtures: path(var::FIXTURES),
             artifacts_dir: path(var::ARTIFACTS_DIR),
-            kubernetes_version: get(var::K8S_VERSION),
+            kubernetes_version: versions.first().cloned(),
+            kubernetes_versions: if versions.len() > 1 { versions } else { Vec::new() },
             k8s_assets: path(var::K8S_ASSETS),
             k8s_release_url: get(var::K8S_RELEASE_URL),
             etcd_release_url: get(var::ETCD_RELEASE_URL),
@@ -243,6 +249,24 @@ impl Settings {
         }
     }
 
+    /// The Kubernetes versions a run makes trials for: each of several, else the one given, else the default
+    /// (`None`).
+    pub fn versions(&self) -> Vec<Option<String>> {
+        if self.kubernetes_versions.len() > 1 {
+            self.kubernetes_versions.iter().cloned().map(Some).collect()
+        } else {
+            vec![self.kubernetes_version.clone()]
+        }
+    }
+
+    /// Sets the versions from a list given (a flag, a profile): several, one, or none (unchanged).
+    pub fn set_versions(&mut self, versions: Vec<String>) {
+        if let Some(first) = versions.first() {
+            self.kubernetes_version = Some(first.clone());
+            self.kubernetes_versions = if versions.len() > 1 { versions } else { Vec::new() };
+        }
+    }
+
     /// The variable that overrides `tool`'s binary, for messages.
     pub fn tool_bin_var(tool: &str) -> String {
         format!("{PREFIX}{tool}")
@@ -252,6 +276,19 @@ impl Settings {
     pub fn tool_version_var(tool: &str) -> String {
         format!("{PREFIX}{tool}_VERSION")
     }
+}
+
+/// `a, b` → `[a, b]`, empty items dropped.
+fn list(value: Option<String>) -> Vec<String> {
+    value
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -302,6 +339,13 @@ mod tests {
         ]);
         assert_eq!(s.jobs, Some(3));
         assert_eq!(s.kubernetes_version.as_deref(), Some("v1.35.4"));
+        assert_eq!(s.versions(), [Some("v1.35.4".to_string())]);
+        let two = from(&[("NODEJOIN_K8S_VERSION", "v1.35.4, v1.36.3")]);
+        assert_eq!(two.kubernetes_version.as_deref(), Some("v1.35.4"));
+        assert_eq!(
+            two.versions(),
+            [Some("v1.35.4".to_string()), Some("v1.36.3".to_string())]
+        );
         assert_eq!(s.containerd_line, None);
         assert_eq!(s.tool_bins.get("NODEADM"), Some(&PathBuf::from("/opt/nodeadm")));
         assert_eq!(s.tool_versions.get("RUNC").map(String::as_str), Some("v1.3.0"));

@@ -177,6 +177,12 @@ fn load_side(
     };
     let (_, loaded) = nodejoin::session::load_trials(paths, provider)?;
     let loaded = selection.apply(loaded);
+    if loaded.iter().any(|t| t.one_of_several_versions) {
+        return Err(bad(format!(
+            "compare takes one Kubernetes version: {} names several",
+            nodejoin::settings::var::K8S_VERSION
+        )));
+    }
     let mut scenarios = Vec::new();
     for mut trial in loaded {
         variant.apply(&mut trial.scenario).map_err(&bad)?;

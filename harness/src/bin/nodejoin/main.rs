@@ -124,9 +124,10 @@ struct ListArgs {
     /// The profile of .config/nodejoin.toml (default: default).
     #[arg(long, env = var::PROFILE)]
     profile: Option<String>,
-    /// The Kubernetes version of scenarios that name none.
-    #[arg(long, env = var::K8S_VERSION, value_name = "VERSION")]
-    kubernetes_version: Option<String>,
+    /// The Kubernetes version of scenarios that name none; several (comma-separated or repeated) make trials
+    /// for each.
+    #[arg(long, env = var::K8S_VERSION, value_name = "VERSION", value_delimiter = ',')]
+    kubernetes_version: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -160,9 +161,10 @@ struct RunArgs {
     /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
     #[arg(long)]
     markdown: Option<PathBuf>,
-    /// The Kubernetes version of scenarios that name none (default: the built-in one).
-    #[arg(long, env = var::K8S_VERSION, value_name = "VERSION")]
-    kubernetes_version: Option<String>,
+    /// The Kubernetes version of scenarios that name none (default: the built-in one); several
+    /// (comma-separated or repeated) make trials for each, named provider/v1.MINOR/scenario.
+    #[arg(long, env = var::K8S_VERSION, value_name = "VERSION", value_delimiter = ',')]
+    kubernetes_version: Vec<String>,
     /// Build every node group that names an amazon-eks-ami checkout (`image.amazonEksAmi`) from this one
     /// instead: a checkout, its nodeadm/ directory, or a .tar.gz of one.
     #[arg(long, env = var::EKS_AMI, value_name = "PATH")]
@@ -190,7 +192,7 @@ fn main() -> ExitCode {
         return ExitCode::from(session::EXIT_BAD_INPUT);
     }
     if let Command::List(args) = &cli.command {
-        settings.kubernetes_version = args.kubernetes_version.clone().or(settings.kubernetes_version);
+        settings.set_versions(args.kubernetes_version.clone());
     }
     if let Command::Run(args) = &cli.command {
         if let Some(path) = &args.eks_ami {
@@ -202,7 +204,7 @@ fn main() -> ExitCode {
         }
         settings.eks_ami = args.eks_ami.clone().or(settings.eks_ami);
         settings.containerd_line = args.containerd.clone().or(settings.containerd_line);
-        settings.kubernetes_version = args.kubernetes_version.clone().or(settings.kubernetes_version);
+        settings.set_versions(args.kubernetes_version.clone());
         settings.jobs = args.jobs.or(settings.jobs);
     }
     if settings::install(settings).is_err() {

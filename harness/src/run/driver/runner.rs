@@ -67,7 +67,7 @@ pub async fn run_all_retried(
 /// containers are given back by the pipeline's drop, as for a cancelled scenario.
 async fn run_guarded(env: &Environment, trial: &Trial, retries: u32, events: &EventSink) -> ScenarioReport {
     guarded(
-        &trial.scenario.name,
+        &trial.report_name(),
         &trial.file,
         events,
         crate::run::driver::scenario::run_retried(env, trial, retries, events),

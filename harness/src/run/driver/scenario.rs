@@ -35,7 +35,7 @@ pub async fn run_retried(env: &Environment, trial: &Trial, retries: u32, events:
         let mut report = attempt(env, &this, events).await;
         let failed = matches!(report.outcome, Outcome::Failed | Outcome::Error { .. });
         if failed && this.attempt < of && !crate::reaper::interrupted() {
-            if let Some(aside) = keep_attempt(env, &trial.scenario.name, this.attempt) {
+            if let Some(aside) = keep_attempt(env, &trial.report_name(), this.attempt) {
                 report.report_file = Some(aside.join("report.txt"));
                 report.artifacts = report.artifacts.take().map(|_| aside);
             }
@@ -78,11 +78,12 @@ fn keep_attempt(env: &Environment, scenario: &str, attempt: u32) -> Option<PathB
 async fn attempt(env: &Environment, trial: &Trial, events: &EventSink) -> ScenarioReport {
     let start = Instant::now();
     let (scenario, file) = (&trial.scenario, &trial.file);
+    let name = trial.report_name();
     events.emit(Event::ScenarioStarted {
-        scenario: scenario.name.clone(),
+        scenario: name.clone(),
         provider: trial.provider.as_str().to_string(),
     });
-    let mut report = ScenarioReport::new(&scenario.name, file.to_path_buf());
+    let mut report = ScenarioReport::new(&name, file.to_path_buf());
     let trial_name = crate::run::trials::name(trial.provider, &scenario.cluster.kubernetes_version, &scenario.name);
     if let Some(reason) = scenario.not_applicable() {
         report.outcome = Outcome::Ignored(reason);
@@ -93,14 +94,14 @@ async fn attempt(env: &Environment, trial: &Trial, events: &EventSink) -> Scenar
         let _one_at_a_time = env.scenario_lock(&scenario.name).await;
         let mut cx = Context::new(env, trial, report, events);
         let result = cx.run().await;
-        report = std::mem::replace(&mut cx.report, ScenarioReport::new(&scenario.name, file.to_path_buf()));
+        report = std::mem::replace(&mut cx.report, ScenarioReport::new(&name, file.to_path_buf()));
         drop(cx);
         decide(&mut report, result);
     }
     report.wall = start.elapsed();
     report.trial = trial_name;
     // Where the whole report goes; a reporter writes it (`reporter::text::ReportFiles`).
-    let dir = env.run_dir.join(&scenario.name);
+    let dir = env.run_dir.join(&name);
     if std::fs::create_dir_all(&dir).is_ok() {
         report.report_file = Some(dir.join("report.txt"));
     }

@@ -20,6 +20,8 @@ pub struct Trial {
     pub user_data_patch: Option<TextPatch>,
     /// Which attempt this is, from 1 (`nodejoin run --retries`; the `{{run.attempt}}` placeholder).
     pub attempt: u32,
+    /// The run takes this scenario on several Kubernetes versions: its report says which ([`Trial::report_name`]).
+    pub one_of_several_versions: bool,
 }
 
 impl Trial {
@@ -32,6 +34,18 @@ impl Trial {
             snapshot: false,
             user_data_patch: None,
             attempt: 1,
+            one_of_several_versions: false,
+        }
+    }
+
+    /// What its report, its events and its artifacts directory are called: the scenario's name, or
+    /// `name@v1.MINOR` in a run that takes the scenario on several Kubernetes versions.
+    pub fn report_name(&self) -> String {
+        if self.one_of_several_versions {
+            let version = crate::run::driver::trials::minor(&self.scenario.cluster.kubernetes_version);
+            format!("{}@{version}", self.scenario.name)
+        } else {
+            self.scenario.name.clone()
         }
     }
 

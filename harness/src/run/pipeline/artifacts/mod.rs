@@ -28,7 +28,8 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let Some(cluster) = cx.cluster.clone() else {
             return Ok(());
         };
-        let dir = env.run_dir.join(&cx.sc.name);
+        // The report's name: a scenario run on several Kubernetes versions keeps each version's apart.
+        let dir = env.run_dir.join(&cx.report.name);
         collect::collect_cluster(&dir, &cluster);
         for n in &cx.nodes {
             let logs = collect::HarnessLogs {
