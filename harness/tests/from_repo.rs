@@ -283,6 +283,16 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
         quick_junit::TestCaseStatus::Success { flaky_runs } => assert_eq!(flaky_runs.len(), 1, "{xml}"),
         other => panic!("the flaky scenario's case is a success with a flaky run, not {other:?}"),
     }
+    // The failed attempt kept its artifacts, report and picture apart.
+    let attempt = std::fs::read_dir(r.join("out"))
+        .unwrap()
+        .flatten()
+        .map(|run| run.path().join("first-attempt-fails.attempt-1"))
+        .find(|d| d.is_dir())
+        .expect("the first attempt's directory");
+    for kept in ["report.txt", "timeline.svg"] {
+        assert!(attempt.join(kept).is_file(), "{kept} not in {}", attempt.display());
+    }
     let md = std::fs::read_to_string(&markdown).unwrap();
     assert!(
         md.contains("| first-attempt-fails | FLAKY |") && md.contains("flaky: passed on attempt 2"),

@@ -64,7 +64,8 @@ pub struct Pictures {
 
 impl Reporter for Pictures {
     fn on(&mut self, event: &Event) {
-        let Event::ScenarioFinished { report } = event else {
+        // A failed attempt (`--retries`) gets its picture too, in the directory its artifacts were moved to.
+        let (Event::ScenarioFinished { report } | Event::AttemptFailed { report, .. }) = event else {
             return;
         };
         let Some(path) = path_for(report) else {
