@@ -60,16 +60,22 @@ grep -q "required" "$out/required" || fail "the failure does not say the provide
 # folder (NODEJOIN_SCENARIOS points the trials at it), both kinds, ignored trials dealt apart as nextest deals them.
 nodejoin=${CARGO_TARGET_DIR:-target}/debug/nodejoin
 cargo build --quiet --bin nodejoin
-for folder in scenarios harness/tests/from_repo/nodejoin/scenarios; do
+# A case is a folder and the Kubernetes versions its trials are made for (empty: the default one).
+for case in scenarios: harness/tests/from_repo/nodejoin/scenarios: \
+  harness/tests/from_repo/nodejoin/scenarios:v1.35.4,v1.36.3; do
+  folder=${case%%:*} versions=${case#*:}
   for shard in count:1/2 count:2/2 hash:1/3 hash:2/3 hash:3/3; do
-    NODEJOIN_SCENARIOS=$PWD/$folder NODEJOIN_PROVIDERS=local cargo nextest list --test scenarios --partition "$shard" \
-      --run-ignored all --message-format json 2>"$out/nextest-err" |
+    NODEJOIN_K8S_VERSION=$versions NODEJOIN_SCENARIOS=$PWD/$folder NODEJOIN_PROVIDERS=local \
+      cargo nextest list --test scenarios --partition "$shard" --run-ignored all --message-format json \
+      2>"$out/nextest-err" |
       jq -r '.["rust-suites"][].testcases | to_entries[] | select(.value["filter-match"].status == "matches") | .key' |
       sort >"$out/nextest" || fail "cargo nextest list --partition $shard" "$out/nextest-err"
-    "$nodejoin" list "$folder" --partition "$shard" --format json 2>/dev/null | jq -r '.[].name' | sort >"$out/ours"
+    NODEJOIN_K8S_VERSION=$versions "$nodejoin" list "$folder" --partition "$shard" --format json 2>/dev/null |
+      jq -r '.[].name' | sort >"$out/ours"
     [ -s "$out/ours" ] || [ -s "$out/nextest" ] || continue
-    diff "$out/nextest" "$out/ours" >"$out/diff" || fail "$folder $shard: nodejoin's shard differs from nextest's" "$out/diff"
-    echo "nextest-skips: $folder $shard: the same $(wc -l <"$out/ours") trial(s) as nextest"
+    diff "$out/nextest" "$out/ours" >"$out/diff" ||
+      fail "$folder ${versions:-default version} $shard: nodejoin's shard differs from nextest's" "$out/diff"
+    echo "nextest-skips: $folder ${versions:-default version} $shard: the same $(wc -l <"$out/ours") trial(s) as nextest"
   done
 done
 echo "nextest-skips: ok (unavailable providers SKIP, never PASS; required, they FAIL; shards are nextest's)"

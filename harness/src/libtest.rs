@@ -23,6 +23,8 @@ use std::sync::Arc;
 struct Shared {
     env: Arc<LazyEnvironment>,
     required: Vec<Provider>,
+    /// The scenarios taken on more than one Kubernetes version (their reports are named `name@v1.MINOR`).
+    several_versions: std::collections::BTreeSet<String>,
     /// The list-time probe of each (provider, Kubernetes version) the trials use.
     availability: BTreeMap<(&'static str, String), Availability>,
 }
@@ -71,7 +73,8 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
                 .cloned()
                 .unwrap_or(Availability::Ready);
             let required = shared.required.contains(&provider);
-            let run = crate::run::trial::Trial::new(&file, scenario, provider);
+            let mut run = crate::run::trial::Trial::new(&file, scenario, provider);
+            run.one_of_several_versions = shared.several_versions.contains(&run.scenario.name);
             let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
                 Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
                 Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
@@ -156,27 +159,54 @@ pub fn main(dir: &Path) -> ! {
     let files = crate::scenario::discover(&[dir]).unwrap_or_else(|e| exit_with(e));
     let enabled = trials::enabled(settings.providers.as_deref()).unwrap_or_else(|e| exit_with(e));
     let required = trials::required(settings.require_providers.as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
-    let defaults = crate::scenario::Defaults::from_settings(settings).unwrap_or_else(|e| exit_with(e));
     // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
     // before exiting.
     let env =
         LazyEnvironment::new(rt.clone()).unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
-    let loaded: Vec<(PathBuf, crate::Result<Scenario>)> = files
-        .into_iter()
-        .map(|f| {
-            let s = crate::scenario::load_file(&f, &defaults);
-            (f, s)
+    // Each file on each Kubernetes version the settings name; a scenario that names its own is loaded once.
+    let mut loaded: Vec<(PathBuf, crate::Result<Scenario>)> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (pass, version) in settings.versions().into_iter().enumerate() {
+        let defaults = crate::scenario::Defaults::from_settings(&crate::settings::Settings {
+            kubernetes_version: version,
+            ..settings.clone()
         })
-        .collect();
-    let ok = loaded.iter().filter_map(|(f, s)| Some((f.as_path(), s.as_ref().ok()?)));
-    crate::scenario::unique_scenarios(ok).unwrap_or_else(|e| exit_with(e));
+        .unwrap_or_else(|e| exit_with(e));
+        let these: Vec<(PathBuf, crate::Result<Scenario>)> = files
+            .iter()
+            .map(|f| (f.clone(), crate::scenario::load_file(f, &defaults)))
+            .collect();
+        if pass == 0 {
+            let ok = these.iter().filter_map(|(f, s)| Some((f.as_path(), s.as_ref().ok()?)));
+            crate::scenario::unique_scenarios(ok).unwrap_or_else(|e| exit_with(e));
+        }
+        for (f, s) in these {
+            let version = s
+                .as_ref()
+                .map(|s| s.cluster.kubernetes_version.clone())
+                .unwrap_or_default();
+            if seen.insert((f.clone(), version)) {
+                loaded.push((f, s));
+            }
+        }
+    }
     let pairs = loaded.iter().filter_map(|(_, s)| s.as_ref().ok()).flat_map(|s| {
         trials::providers_for(s, &enabled)
             .into_iter()
             .map(|p| (p, s.cluster.kubernetes_version.clone()))
     });
     let availability = probe_all(&rt, pairs, &required);
+    let mut counts = BTreeMap::new();
+    for s in loaded.iter().filter_map(|(_, s)| s.as_ref().ok()) {
+        *counts.entry(s.name.clone()).or_insert(0usize) += 1;
+    }
+    let several_versions = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name)
+        .collect();
     let shared = Shared {
+        several_versions,
         env: env.clone(),
         required,
         availability,

@@ -261,6 +261,12 @@ impl Settings {
 
     /// Sets the versions from a list given (a flag, a profile): several, one, or none (unchanged).
     pub fn set_versions(&mut self, versions: Vec<String>) {
+        // An empty item (a variable set to "" reaches a flag's list so) counts as unset, as everywhere.
+        let versions: Vec<String> = versions
+            .into_iter()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
         if let Some(first) = versions.first() {
             self.kubernetes_version = Some(first.clone());
             self.kubernetes_versions = if versions.len() > 1 { versions } else { Vec::new() };
@@ -340,6 +346,9 @@ mod tests {
         assert_eq!(s.jobs, Some(3));
         assert_eq!(s.kubernetes_version.as_deref(), Some("v1.35.4"));
         assert_eq!(s.versions(), [Some("v1.35.4".to_string())]);
+        let mut given = Settings::default();
+        given.set_versions(vec![String::new()]);
+        assert_eq!(given.versions(), [None], "an empty item is no version");
         let two = from(&[("NODEJOIN_K8S_VERSION", "v1.35.4, v1.36.3")]);
         assert_eq!(two.kubernetes_version.as_deref(), Some("v1.35.4"));
         assert_eq!(
