@@ -231,6 +231,18 @@ pub fn short_command(cmd: &[&str]) -> String {
     }
 }
 
+/// The most of a command's output (stdout and stderr together) kept from a container.
+pub const EXEC_OUTPUT_CAP: usize = 32 << 20;
+
+/// The largest char boundary of `s` at or below `at`.
+fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 async fn exec_unbounded(
     docker: &Docker,
     container: &str,
@@ -278,6 +290,18 @@ async fn exec_unbounded(
                 }
                 LogOutput::StdErr { message } => out.stderr.push_str(&String::from_utf8_lossy(&message)),
                 LogOutput::StdIn { .. } => {}
+            }
+            // What a command in a node prints is the node's to choose (`cat` of a log linked to /dev/zero): kept
+            // up to a cap, the cut said, the stream dropped (the command then ends on a broken pipe).
+            if out.stdout.len() + out.stderr.len() > EXEC_OUTPUT_CAP {
+                out.stdout.truncate(floor_char_boundary(&out.stdout, EXEC_OUTPUT_CAP));
+                out.stderr
+                    .truncate(floor_char_boundary(&out.stderr, EXEC_OUTPUT_CAP - out.stdout.len()));
+                out.stderr.push_str(&format!(
+                    "\n[nodejoin: the output was cut at {} MiB]\n",
+                    EXEC_OUTPUT_CAP >> 20
+                ));
+                break;
             }
         }
     }

@@ -76,8 +76,11 @@ const PACKAGES: &[Package] = &[
     Package {
         name: "python3-pip",
         present: || {
+            // Isolated (`-I`: neither the working directory nor PYTHON* variables on its path) and run from `/`:
+            // a `pip.py` in the repository nodejoin was handed would otherwise run as root here.
             std::process::Command::new("python3")
-                .args(["-m", "pip", "--version"])
+                .args(["-I", "-m", "pip", "--version"])
+                .current_dir("/")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status()

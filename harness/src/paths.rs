@@ -56,8 +56,8 @@ fn passwd_home() -> Option<PathBuf> {
 }
 
 /// A nodejoin checkout containing the current directory (or, for this crate's own tests, the crate): the nearest
-/// ancestor with `harness/Cargo.toml` naming the `nodejoin` package and our `fixtures/`. A user's repository is
-/// none, even when it is a Cargo workspace with a `fixtures/` of its own.
+/// ancestor with `harness/Cargo.toml` naming the `nodejoin` package and our `fixtures/`. It only says where
+/// `scenarios/` and `target/` are; nothing is run from it ([`share_root`]), since any repository can look like one.
 pub fn checkout_root() -> Option<PathBuf> {
     let starts = [
         std::env::current_dir().ok(),
@@ -81,17 +81,25 @@ pub fn workspace_root() -> PathBuf {
     checkout_root().unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Where `fixtures/` and `kind-config/` are read from: a checkout's own (edits take effect at once), else the
-/// copy packed into this binary at build time (build.rs), unpacked into `<cache>/share/<hash>/` on first use:
-/// what a `cargo install`ed nodejoin uses.
+/// Where `fixtures/` and `kind-config/` are read from: the copy packed into this binary at build time (build.rs),
+/// unpacked into `<cache>/share/<hash>/` on first use; or the checkout whose `fixtures/` the fixtures setting
+/// names (a nodejoin developer's edits, at once). Never a checkout found from the working directory: their build
+/// scripts and the kind docker shim run as root, and a repository handed to nodejoin could merely look like one.
 pub fn share_root() -> PathBuf {
-    checkout_root().unwrap_or_else(embedded::unpacked)
+    match &crate::settings::get().fixtures {
+        Some(fixtures) => fixtures.parent().map_or_else(|| fixtures.clone(), Path::to_path_buf),
+        None => embedded::unpacked(),
+    }
 }
 
 /// Where [`share_root`] comes from, for `nodejoin doctor`.
 pub fn share_source() -> String {
-    match checkout_root() {
-        Some(root) => format!("the nodejoin checkout at {}", root.display()),
+    match &crate::settings::get().fixtures {
+        Some(fixtures) => format!(
+            "the checkout named by {} ({})",
+            crate::settings::var::FIXTURES,
+            fixtures.display()
+        ),
         None => format!(
             "the copy built into this binary, unpacked at {}",
             embedded::unpacked().display()

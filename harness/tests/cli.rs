@@ -355,3 +355,33 @@ fn every_setting_shows_in_help_and_on_the_books_command_line_page() {
         assert!(page.contains(&row), "docs/src/reference/cli.md lacks the row {row}");
     }
 }
+
+/// A repository that looks like a nodejoin checkout (its `fixtures/bootstrap/bootstrap.sh`, a `harness/Cargo.toml`
+/// naming the package) is not one: nodejoin's own files, whose scripts run as root, still come from the binary.
+#[test]
+fn a_look_alike_checkout_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("fixtures/bootstrap")).unwrap();
+    std::fs::create_dir_all(root.join("harness")).unwrap();
+    std::fs::write(
+        root.join("fixtures/bootstrap/bootstrap.sh"),
+        "#!/bin/sh\ntouch /tmp/planted\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("harness/Cargo.toml"), "[package]\nname = \"nodejoin\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+        .current_dir(root)
+        .arg("doctor")
+        .env_remove("NODEJOIN_FIXTURES")
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("NODEJOIN_HOST_SETUP", "never")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("the copy built into this binary"), "{text}");
+    assert!(
+        !text.contains(&root.display().to_string()),
+        "the look-alike was used: {text}"
+    );
+}

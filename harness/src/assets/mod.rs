@@ -327,11 +327,19 @@ pub(crate) async fn run_go_build_script(
     let log = out.with_extension("build.log");
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg(&script).args(before).arg(version).arg(out).args(after);
+    go_env(cmd.as_std_mut());
     crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
         .await
         .map_err(|e| format!("{e} (full log: {})", log.display()))?;
     steps.finish("built");
     Ok(())
+}
+
+/// What every Go build of ours runs with: module mode, never a workspace (a `go.work` someone planted in a
+/// directory above the build, `/tmp` included, would switch every build to workspace mode and could compile
+/// foreign code in), and no `GOFLAGS` from the caller (the build scripts say their own).
+pub(crate) fn go_env(cmd: &mut std::process::Command) {
+    cmd.env("GOWORK", "off").env_remove("GOFLAGS");
 }
 
 /// The path of an executable on PATH.
@@ -341,6 +349,22 @@ pub fn which(name: &str) -> Option<PathBuf> {
             .map(|d| d.join(name))
             .find(|p| is_executable(p))
     })
+}
+
+#[cfg(test)]
+mod go_env_tests {
+    #[test]
+    fn go_builds_never_use_a_workspace_or_the_callers_flags() {
+        let mut cmd = std::process::Command::new("go");
+        cmd.env("GOFLAGS", "-modfile=/tmp/planted.mod");
+        super::go_env(&mut cmd);
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| (k.to_string_lossy().into(), v.map(|v| v.to_string_lossy().into())))
+            .collect();
+        assert!(envs.contains(&("GOWORK".into(), Some("off".into()))), "{envs:?}");
+        assert!(envs.contains(&("GOFLAGS".into(), None)), "GOFLAGS removed: {envs:?}");
+    }
 }
 
 #[cfg(test)]

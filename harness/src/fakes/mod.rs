@@ -69,6 +69,11 @@ async fn peer_address(
     next.run(request).await
 }
 
+/// Connections a TLS fake (the token webhook) serves at once; more are closed at once.
+const TLS_CONNECTIONS: usize = 512;
+/// How long a TLS handshake, and then a request's head, may take.
+const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl FakeServer {
     /// Serves `router` on `ip:0` to `callers` only (a run's fakes: see [`callers`]).
     pub async fn start_for(
@@ -134,23 +139,39 @@ impl FakeServer {
             .await
             .map_err(|e| fail(format!("bind {ip}:0: {e}")))?;
         let addr = listener.local_addr().map_err(|e| fail(e.to_string()))?;
+        // Bounded: connections at once, the TLS handshake, the request head. A node (or anything on the run's
+        // network) holding connections open or sending nothing must not exhaust the harness.
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(TLS_CONNECTIONS));
         let task = tokio::spawn(async move {
             loop {
-                let Ok((tcp, peer)) = listener.accept().await else {
-                    continue;
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of descriptors (EMFILE) or the like: pause instead of spinning on the error.
+                        tracing::debug!(fake = name, "accept: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
                 };
                 if !callers.admits(peer.ip()) {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!(fake = name, %peer, "refused a connection: {TLS_CONNECTIONS} already open");
+                    continue;
+                };
                 let acceptor = acceptor.clone();
                 let service = hyper_util::service::TowerToHyperService::new(router.clone());
                 tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
+                    let _slot = slot;
+                    let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await else {
                         return;
                     };
                     let io = hyper_util::rt::TokioIo::new(tls);
                     if let Err(e) = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HANDSHAKE)
                         .serve_connection(io, service)
                         .await
                     {

@@ -81,7 +81,9 @@ impl NodeContainer {
             .with_labels(docker::run_labels(spec.run_id))
             .with_label("io.nodejoin.node", &name)
             .with_cap_add("ALL")
-            .with_security_opt("seccomp=unconfined")
+            // A profile of what no node needs (node::privileges): Docker's default would refuse what systemd,
+            // containerd and runc do (mount, namespaces).
+            .with_security_opt(format!("seccomp={}", privileges::seccomp_profile()))
             .with_security_opt("apparmor=unconfined")
             .with_cgroupns_mode(CgroupnsMode::Private)
             .with_startup_timeout(Duration::from_secs(60))

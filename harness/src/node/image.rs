@@ -325,6 +325,13 @@ async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> R
     let log = work.join("rootfs.log");
     let mut cmd = Command::new("bash");
     cmd.arg(recipe_dir().join("rootfs.sh")).arg(&rootfs);
+    // finish-rootfs.sh runs `python3 -m pip` as root: from our own work directory, with no PYTHON* path of the
+    // caller's and the working directory kept off Python's path, so a `pip.py` in the repository runs nowhere.
+    cmd.current_dir(work)
+        .env("PYTHONSAFEPATH", "1")
+        .env_remove("PYTHONPATH")
+        .env_remove("PYTHONHOME")
+        .env_remove("PYTHONSTARTUP");
     if let Err(e) = crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::IMAGE_BUILD).await {
         // Keep the log: the work dir is about to be deleted.
         let kept = scratch_dir()?.join("rootfs-failed.log");

@@ -33,9 +33,17 @@ impl HostJournal {
         if crate::reaper::interrupted() {
             return Err(std::io::Error::other("the run is being stopped"));
         }
-        let dir =
-            crate::reaper::scratch_dir().join(format!("{}journal-{container}", crate::reaper::scratch_prefix(run_id)));
-        std::fs::create_dir_all(&dir)?;
+        // Made here, new, 0700, with a random suffix (as etcd's data): in a shared /dev/shm a predictable name
+        // could be taken first, or be a link another local user planted.
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!(
+                "{}journal-{container}-",
+                crate::reaper::scratch_prefix(run_id)
+            ))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(crate::reaper::scratch_dir())?
+            .keep();
         Ok(Self { dir })
     }
 
@@ -102,6 +110,11 @@ mod tests {
         assert!(dir.is_dir());
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         assert!(name.starts_with(&crate::reaper::scratch_prefix("testrun-0")), "{name}");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        let again = super::HostJournal::create("testrun-0", "node-a").unwrap();
+        assert_ne!(again.dir(), dir, "never a name known in advance");
+        drop(again);
         drop(j);
         assert!(!dir.exists());
     }

@@ -6,7 +6,10 @@
 //! `--privileged`; the docker shim in `kind-config/docker-shim/` swaps it for the same set).
 //!
 //! The host sysctls the kubelet insists on are set by the run itself before its nodes start (`sysctl`):
-//! a node's `/proc/sys` is read-only except `net/`, which belongs to the node's own network namespace.
+//! a node's `/proc/sys` is read-only except `net/`, which belongs to the node's own network namespace. That
+//! holds for the `/proc` the node starts with only: runc must mount fresh procfs instances for the node's pods,
+//! so the node's root can mount one too and reach the host's kernel parameters through it. No container node
+//! can be kept from that (docs/src/design/node-privileges.md says so, and the node-privileges scenario records it).
 
 /// Capabilities dropped from every node (on top of CAP_SYS_RESOURCE where the host's daemon lacks it).
 pub const DROPPED_CAPABILITIES: &[&str] = &["SYS_MODULE", "SYS_BOOT", "SYS_RAWIO", "SYS_TIME"];
@@ -57,6 +60,51 @@ pub fn readonly_paths(proc_sys: &std::path::Path) -> Vec<String> {
     entries.sort();
     paths.extend(entries.into_iter().map(|e| format!("/proc/sys/{e}")));
     paths
+}
+
+/// System calls no node makes and a node must not make, refused with EPERM by the node's seccomp profile
+/// ([`seccomp_profile`]): another kernel (kexec), kernel modules, file handles that reach outside the node's mount
+/// namespace (`open_by_handle_at`, the "shocker" escape), the host's swap, process accounting, port I/O, the
+/// clock, and obsolete calls. Everything else systemd, containerd, runc and the kubelet need stays allowed
+/// (mount, namespaces, keyrings, bpf for cgroup v2 devices), so the profile lists what it refuses.
+pub const REFUSED_SYSCALLS: &[&str] = &[
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "swapon",
+    "swapoff",
+    "acct",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "stime",
+    "lookup_dcookie",
+    "nfsservctl",
+    "uselib",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "userfaultfd",
+];
+
+/// The node's seccomp profile, in Docker's format: allow by default, [`REFUSED_SYSCALLS`] fail with EPERM on
+/// every ABI of this architecture (a 32-bit call must not slip past a 64-bit rule).
+pub fn seccomp_profile() -> String {
+    let architectures: &[&str] = match std::env::consts::ARCH {
+        "x86_64" => &["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+        "aarch64" => &["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+        _ => &[],
+    };
+    serde_json::json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": architectures,
+        "syscalls": [{ "names": REFUSED_SYSCALLS, "action": "SCMP_ACT_ERRNO", "errnoRet": 1 }],
+    })
+    .to_string()
 }
 
 /// Host devices passed in (each allowed in the device cgroup, on top of Docker's default rules: null, zero, full,
@@ -121,6 +169,37 @@ mod tests {
         assert_eq!(hc.device_cgroup_rules, None, "Docker's default device rules");
         assert!(hc.masked_paths.unwrap().iter().any(|p| p == "/proc/kcore"));
         assert!(hc.readonly_paths.unwrap().iter().any(|p| p == "/proc/sysrq-trigger"));
+    }
+
+    #[test]
+    fn the_seccomp_profile_refuses_the_escapes_and_allows_the_rest() {
+        let p: serde_json::Value = serde_json::from_str(&seccomp_profile()).unwrap();
+        assert_eq!(p["defaultAction"], "SCMP_ACT_ALLOW");
+        let rule = &p["syscalls"][0];
+        assert_eq!(rule["action"], "SCMP_ACT_ERRNO");
+        assert_eq!(rule["errnoRet"], 1);
+        let names: Vec<&str> = rule["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str())
+            .collect();
+        for refused in ["open_by_handle_at", "kexec_load", "finit_module", "swapon"] {
+            assert!(names.contains(&refused), "{refused}");
+        }
+        // What a node needs is never refused.
+        for needed in [
+            "mount",
+            "unshare",
+            "setns",
+            "keyctl",
+            "bpf",
+            "name_to_handle_at",
+            "ptrace",
+            "reboot",
+        ] {
+            assert!(!names.contains(&needed), "{needed} is refused");
+        }
     }
 
     #[test]

@@ -372,7 +372,14 @@ impl Expect {
         e.provider_id = Some(r(&provider_id)?);
         e.cluster_dns = self.cluster_dns.as_deref().map(list).transpose()?;
         for ev in &mut e.evidence {
+            let written = ev.contains.clone();
             ev.contains = r(&ev.contains)?;
+            // Every line contains the empty string: evidence that rendered to nothing would prove anything.
+            if ev.contains.trim().is_empty() {
+                return Err(format!(
+                    "evidence `contains: {written}` is empty once its placeholders are filled in"
+                ));
+            }
         }
         if let Some(i) = &mut e.identity {
             i.username = i.username.as_ref().map(r).transpose()?;
@@ -436,6 +443,26 @@ impl Default for Expect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Evidence that renders to nothing would match every line: refused, naming what was written.
+    #[test]
+    fn evidence_empty_once_rendered_is_refused() {
+        let e: Expect =
+            serde_yaml_ng::from_str("evidence: [{ source: kubelet, contains: \"{{cluster.name}}\" }]\n").unwrap();
+        let mut empty: BTreeMap<String, String> = super::super::template::KNOWN
+            .iter()
+            .map(|k| (k.to_string(), "x".to_string()))
+            .collect();
+        empty.insert("cluster.name".into(), String::new());
+        let err = e.resolved(&empty).unwrap_err();
+        assert!(
+            err.contains("contains: {{cluster.name}}") && err.contains("empty"),
+            "{err}"
+        );
+        let mut named = empty.clone();
+        named.insert("cluster.name".into(), "demo".into());
+        assert_eq!(e.resolved(&named).unwrap().evidence[0].contains, "demo");
+    }
 
     /// Every value a check compares is filled in once, from the node's values; the rest stays as written.
     #[test]

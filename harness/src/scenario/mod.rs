@@ -6,7 +6,7 @@ pub mod flavors;
 mod iam_rules;
 pub mod load;
 pub mod model;
-mod names;
+pub mod names;
 pub use crate::eks::network;
 mod nonempty;
 pub mod patch;

@@ -50,6 +50,44 @@ pub fn node_name(template: &str) -> Result<(), String> {
     dns_subdomain(&rendered).map_err(|e| format!("expect.nodeName: {e}"))
 }
 
+/// An EKS cluster name as EKS accepts it: 1 to 100 letters, digits, `-` and `_`, starting with a letter or digit.
+pub fn eks_cluster(name: &str) -> Result<(), String> {
+    let ok = (1..=100).contains(&name.len())
+        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "cluster.name '{}' is not an EKS cluster name (1 to 100 letters, digits, '-' and '_', starting with a letter or digit)",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// An AWS region's form: lowercase words and a number joined by `-` (`us-west-2`, `us-gov-west-1`).
+pub fn region(region: &str) -> Result<(), String> {
+    let parts: Vec<&str> = region.split('-').collect();
+    let ok = region.len() <= 32
+        && parts.len() >= 3
+        && parts[..parts.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts
+            .last()
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "cluster.region '{}' is not a region (e.g. us-west-2)",
+            region.escape_debug()
+        ))
+    }
+}
+
 /// Two scenario files of one name would write one report folder and one trial name: refused, naming both.
 pub fn unique_scenarios<'a>(
     scenarios: impl IntoIterator<Item = (&'a std::path::Path, &'a super::Scenario)>,
@@ -70,6 +108,25 @@ pub fn unique_scenarios<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    #[test]
+    fn cluster_names_and_regions_cannot_carry_a_path() {
+        for ok in ["demo", "prod_eks-1", "A1"] {
+            assert!(super::eks_cluster(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "/tmp/x", "../x", "-x", "a.b", "a b", &"x".repeat(101)] {
+            assert!(super::eks_cluster(bad).is_err(), "{bad}");
+        }
+        for ok in ["us-west-2", "us-gov-west-1", "ap-southeast-4"] {
+            assert!(super::region(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "us", "us-west", "/tmp/x", "us-west-2/..", "US-WEST-2", "us--2"] {
+            assert!(super::region(bad).is_err(), "{bad}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -48,6 +48,15 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             format!("name '{}' may only hold letters, digits and '-'", s.name),
         ));
     }
+    // Both become placeholder values (`{{cluster.name}}`, `{{cluster.region}}`) that may end up in node names,
+    // file contents and paths: held to what EKS and EC2 accept, so neither can carry `/` or `..`.
+    let nested = |key: &str| {
+        super::position::locate(text, "cluster", 0).and_then(|(line, _)| super::position::locate(text, key, line))
+    };
+    if let Some(name) = &s.cluster.name {
+        super::names::eks_cluster(name).map_err(|m| at(file, nested("name"), m))?;
+    }
+    super::names::region(&s.cluster.region).map_err(|m| at(file, nested("region"), m))?;
     let mut names = std::collections::BTreeSet::new();
     for n in &s.nodes {
         let e = &n.expect;

@@ -140,11 +140,14 @@ pub async fn ensure_kind() -> Result<PathBuf> {
     let dir = crate::paths::cache_dir().join("kind").join(KIND_VERSION);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let steps = crate::progress::Steps::new(&format!("build kind {KIND_VERSION} from Go modules"), 1);
+    let mut go = std::process::Command::new("go");
+    go.args(["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")])
+        .env("GOBIN", &dir)
+        .env("CGO_ENABLED", "0")
+        .current_dir(&dir);
+    crate::assets::go_env(&mut go);
     let out = crate::deadline::output(
-        tokio::process::Command::new("go")
-            .args(["install", &format!("sigs.k8s.io/kind@{KIND_VERSION}")])
-            .env("GOBIN", &dir)
-            .env("CGO_ENABLED", "0"),
+        &mut tokio::process::Command::from(go),
         &format!("go install sigs.k8s.io/kind@{KIND_VERSION}"),
         crate::deadline::GO_BUILD,
     )

@@ -245,6 +245,9 @@ pub(crate) async fn run_bootstrap(
     node.expect = group.expect.resolved(&node.vars).map_err(|e| Error::node(&label, e))?;
     // The expected name first, so a node whose systemd never came up is still reported under it.
     if let Some(name) = &node.expect.node_name {
+        // Checked again with the run's values in: the name becomes an artifacts directory.
+        crate::scenario::names::dns_subdomain(name)
+            .map_err(|e| Error::node(&label, format!("expect.nodeName, filled in: {e}")))?;
         node.timeline.node_name = name.clone();
         node.node_name = name.clone();
     }
