@@ -196,15 +196,12 @@ pub fn main(dir: &Path) -> ! {
             .map(|p| (p, s.cluster.kubernetes_version.clone()))
     });
     let availability = probe_all(&rt, pairs, &required);
-    let mut counts = BTreeMap::new();
-    for s in loaded.iter().filter_map(|(_, s)| s.as_ref().ok()) {
-        *counts.entry(s.name.clone()).or_insert(0usize) += 1;
-    }
-    let several_versions = counts
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .map(|(name, _)| name)
-        .collect();
+    let several_versions = trials::on_several_versions(
+        loaded
+            .iter()
+            .filter_map(|(_, s)| s.as_ref().ok())
+            .map(|s| s.name.as_str()),
+    );
     let shared = Shared {
         several_versions,
         env: env.clone(),

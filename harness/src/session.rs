@@ -243,13 +243,7 @@ fn select(trials: Vec<Trial>, selection: &Selection) -> Result<Vec<Trial>, u8> {
 
 /// Keeps the run's verdicts for `--rerun-failed`; a record that cannot be written is said, not fatal.
 fn write_record(at: &std::path::Path, run_id: &str, reports: &[ScenarioReport]) {
-    let name = |r: &ScenarioReport| {
-        if r.trial.is_empty() {
-            r.name.clone()
-        } else {
-            r.trial.clone()
-        }
-    };
+    let name = |r: &ScenarioReport| r.trial_name().to_string();
     let record = Record {
         run_id: run_id.to_string(),
         failed: reports
@@ -377,10 +371,8 @@ pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathB
             .map_err(|e| fail(&e))?;
         // A scenario that names its version is the same trial on every pass.
         for t in these {
-            let name = crate::run::trials::name(t.provider, &t.scenario.cluster.kubernetes_version, &t.scenario.name);
-            let seen = trials.iter().any(|o| {
-                crate::run::trials::name(o.provider, &o.scenario.cluster.kubernetes_version, &o.scenario.name) == name
-            });
+            let name = t.test_name();
+            let seen = trials.iter().any(|o| o.test_name() == name);
             if !seen {
                 trials.push(t);
             }
@@ -392,12 +384,9 @@ pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathB
 
 /// Marks the trials of a scenario taken on more than one version, so their reports and artifacts stay apart.
 fn mark_several_versions(trials: &mut [Trial]) {
-    let mut count = std::collections::BTreeMap::new();
-    for t in trials.iter() {
-        *count.entry(t.scenario.name.clone()).or_insert(0usize) += 1;
-    }
+    let several = crate::run::trials::on_several_versions(trials.iter().map(|t| t.scenario.name.as_str()));
     for t in trials.iter_mut() {
-        t.one_of_several_versions = count.get(&t.scenario.name).is_some_and(|n| *n > 1);
+        t.one_of_several_versions = several.contains(&t.scenario.name);
     }
 }
 

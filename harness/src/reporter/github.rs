@@ -59,11 +59,7 @@ fn property(s: &str) -> String {
 pub fn annotations(r: &ScenarioReport) -> Vec<String> {
     let file = crate::paths::relative_to_cwd(&r.file);
     let text = read_bounded(&r.file);
-    let trial = if r.trial.is_empty() {
-        r.name.as_str()
-    } else {
-        r.trial.as_str()
-    };
+    let trial = r.trial_name();
     let command = |level: &str, line: usize, title: &str, message: &str| {
         format!(
             "::{level} file={},line={line},title={}::{}",

@@ -51,11 +51,7 @@ pub fn xml(reports: &[ScenarioReport], run_id: &str) -> Result<String, String> {
     use quick_junit::{Report, TestSuite};
     let mut report = Report::new(format!("nodejoin-{run_id}"));
     for r in reports {
-        let class = if r.trial.is_empty() {
-            r.name.clone()
-        } else {
-            r.trial.clone()
-        };
+        let class = r.trial_name().to_string();
         let file = crate::paths::relative_to_cwd(&r.file);
         let mut suite = TestSuite::new(class.clone());
         suite.set_time(r.wall);

@@ -114,6 +114,15 @@ impl ScenarioReport {
         matches!(self.outcome, Outcome::Passed)
     }
 
+    /// The trial's name (`provider/v1.MINOR/scenario`), else the scenario's when the report predates its trial.
+    pub fn trial_name(&self) -> &str {
+        if self.trial.is_empty() {
+            &self.name
+        } else {
+            &self.trial
+        }
+    }
+
     /// A check's name with its node's DNS name (made from the address this run gave it) replaced by its stable
     /// label (`worker-0`): the same in every matrix cell and attempt (JUnit, annotations).
     pub fn stable_name(&self, check: &str) -> String {

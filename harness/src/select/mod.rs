@@ -6,7 +6,6 @@ pub mod partition;
 pub mod rerun;
 
 use crate::run::trial::Trial;
-use crate::run::trials;
 pub use filter::{Candidate, Filter};
 pub use partition::Partition;
 use serde::Serialize;
@@ -22,7 +21,7 @@ pub struct Selection {
 
 /// A trial's name as cargo and nextest list it: `provider/v1.MINOR/scenario`.
 pub fn name(t: &Trial) -> String {
-    trials::name(t.provider, &t.scenario.cluster.kubernetes_version, &t.scenario.name)
+    t.test_name()
 }
 
 impl Selection {

@@ -84,7 +84,7 @@ async fn attempt(env: &Environment, trial: &Trial, events: &EventSink) -> Scenar
         provider: trial.provider.as_str().to_string(),
     });
     let mut report = ScenarioReport::new(&name, file.to_path_buf());
-    let trial_name = crate::run::trials::name(trial.provider, &scenario.cluster.kubernetes_version, &scenario.name);
+    let trial_name = trial.test_name();
     if let Some(reason) = scenario.not_applicable() {
         report.outcome = Outcome::Ignored(reason);
     } else {

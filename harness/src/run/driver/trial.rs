@@ -38,6 +38,15 @@ impl Trial {
         }
     }
 
+    /// Its name as cargo, nextest, filters, partitions and JUnit know it: `provider/v1.MINOR/scenario`.
+    pub fn test_name(&self) -> String {
+        crate::run::driver::trials::name(
+            self.provider,
+            &self.scenario.cluster.kubernetes_version,
+            &self.scenario.name,
+        )
+    }
+
     /// What its report, its events and its artifacts directory are called: the scenario's name, or
     /// `name@v1.MINOR` in a run that takes the scenario on several Kubernetes versions.
     pub fn report_name(&self) -> String {

@@ -39,6 +39,20 @@ pub fn plan(provider: Provider, unsupported: Option<String>, availability: &Avai
     }
 }
 
+/// The scenarios named more than once among `names` (a run's scenarios, one per Kubernetes version it takes
+/// them on): their reports say which version ([`crate::run::trial::Trial::report_name`]).
+pub fn on_several_versions<'a>(names: impl IntoIterator<Item = &'a str>) -> std::collections::BTreeSet<String> {
+    let mut count = std::collections::BTreeMap::new();
+    for n in names {
+        *count.entry(n).or_insert(0usize) += 1;
+    }
+    count
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
 /// `v1.36.3` → `v1.36`.
 pub fn minor(version: &str) -> String {
     let mut parts = version.splitn(3, '.');
@@ -100,6 +114,12 @@ mod tests {
 
     fn scenario(yaml: &str) -> Scenario {
         crate::scenario::load::parse(yaml, std::path::Path::new("scenarios/x.yaml")).unwrap()
+    }
+
+    #[test]
+    fn scenarios_taken_more_than_once_are_on_several_versions() {
+        let several = on_several_versions(["basic", "iam", "basic", "pinned"]);
+        assert_eq!(several.into_iter().collect::<Vec<_>>(), ["basic"]);
     }
 
     #[test]
