@@ -272,6 +272,13 @@ jobs:
 mod tests {
     use super::*;
 
+    /// A repository (its `.git` makes it one: a scenario reads files inside it).
+    fn git_repo() -> tempfile::TempDir {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir(repo.path().join(".git")).unwrap();
+        repo
+    }
+
     fn opts(dir: &Path) -> InitOptions {
         InitOptions {
             dir: dir.to_path_buf(),
@@ -282,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_scenario_written_parses_and_points_at_the_users_script() {
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         let script = repo.path().join("scripts/bootstrap.sh");
         std::fs::create_dir_all(script.parent().unwrap()).unwrap();
         std::fs::write(&script, "#!/bin/sh\n").unwrap();
@@ -316,13 +323,13 @@ mod tests {
 
     #[test]
     fn without_a_script_the_reference_bootstrap_runs_and_an_overlay_is_layered() {
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         scaffold(&opts(repo.path())).unwrap();
         let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
         assert!(sc.nodes[0].bootstrap.script.is_none());
         assert!(sc.nodes[0].image.is_none());
 
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         std::fs::create_dir_all(repo.path().join("ami/etc/eks")).unwrap();
         let mut o = opts(repo.path());
         o.overlay = Some(repo.path().join("ami"));
@@ -332,7 +339,7 @@ mod tests {
         assert!(Path::new(overlay).ends_with("ami"), "{overlay}");
         assert_eq!(sc.cluster.kubernetes_version, crate::scenario::model::default_version());
         // A script that does not pass the removed flag runs on the default version.
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         let script = repo.path().join("bootstrap.sh");
         std::fs::write(&script, "#!/bin/sh\nexec kubelet --node-ip=$IP\n").unwrap();
         let mut o = opts(repo.path());
@@ -344,7 +351,7 @@ mod tests {
     /// Kubernetes AL2 joins, and init says why.
     #[test]
     fn an_al2_bootstrap_gets_the_newest_kubernetes_it_joins() {
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         let ami = repo.path().join("ami");
         std::fs::create_dir_all(ami.join("etc/eks")).unwrap();
         let al2 = crate::paths::fixtures_dir().join("ami-al2/etc/eks/bootstrap.sh");
@@ -364,7 +371,7 @@ mod tests {
 
     #[test]
     fn existing_files_are_kept_unless_forced() {
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         let wf = repo.path().join(WORKFLOW);
         std::fs::create_dir_all(wf.parent().unwrap()).unwrap();
         std::fs::write(&wf, "mine").unwrap();
@@ -380,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_script_outside_the_repository_or_missing_is_refused() {
-        let repo = tempfile::tempdir().unwrap();
+        let repo = git_repo();
         let elsewhere = tempfile::NamedTempFile::new().unwrap();
         let mut o = opts(repo.path());
         o.script = Some(elsewhere.path().to_path_buf());

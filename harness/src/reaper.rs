@@ -17,13 +17,17 @@ fn runs_dir() -> PathBuf {
 }
 
 impl RunState {
-    /// The run directory appears whole, owner recorded, by a rename: a reaper never sees it without its owner.
-    pub fn create(run_id: &str) -> Result<Self> {
+    /// The run directory appears whole, owner and artifacts directory recorded, by a rename: a reaper never sees
+    /// it without its owner, and redacts the artifacts wherever the run wrote them.
+    pub fn create(run_id: &str, artifacts: &Path) -> Result<Self> {
         let runs = runs_dir();
         let dir = runs.join(run_id);
         let staging = runs.join(format!(".new-{run_id}"));
         std::fs::create_dir_all(staging.join("pids")).map_err(|e| Error::io(&staging, e))?;
         std::fs::write(staging.join(OWNER_FILE), Identity::own().label()).map_err(|e| Error::io(&staging, e))?;
+        let artifacts = std::path::absolute(artifacts).map_err(|e| Error::io(artifacts, e))?;
+        std::fs::write(staging.join(ARTIFACTS_FILE), artifacts.as_os_str().as_encoded_bytes())
+            .map_err(|e| Error::io(&staging, e))?;
         std::fs::rename(&staging, &dir).map_err(|e| Error::io(&dir, e))?;
         Ok(Self {
             run_id: run_id.to_string(),
@@ -44,6 +48,26 @@ impl Drop for RunState {
 
 /// The file in a run directory that names its owner (`pid:start`, see [`Identity`]).
 const OWNER_FILE: &str = "owner.pid";
+
+/// The file in a run directory that names where the run writes its artifacts (`NODEJOIN_ARTIFACTS_DIR` may
+/// differ between the run and the one that reaps it).
+const ARTIFACTS_FILE: &str = "artifacts";
+
+/// Redacts the keys and tokens in the artifacts of the run whose record is `dir` (named `run`): where the record
+/// says, else under this process's artifacts root. Only a real directory is walked (never a link), and
+/// `redact_tree` follows no link below it.
+fn redact_artifacts(dir: &Path, run: &str) -> usize {
+    let recorded = std::fs::read(dir.join(ARTIFACTS_FILE))
+        .ok()
+        .map(|b| PathBuf::from(std::ffi::OsString::from(String::from_utf8_lossy(&b).into_owned())))
+        .filter(|p| p.is_absolute());
+    let artifacts = recorded.unwrap_or_else(|| crate::paths::artifacts_root().join(run));
+    if std::fs::symlink_metadata(&artifacts).is_ok_and(|m| m.is_dir()) {
+        crate::redact::redact_tree(&artifacts)
+    } else {
+        0
+    }
+}
 
 /// The owner a run directory names, if it names one.
 fn owner_of(dir: &Path) -> Option<Identity> {
@@ -185,8 +209,8 @@ pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());
-            // Its artifacts (if this process writes artifacts where it did) lose their keys and tokens.
-            crate::redact::redact_tree(&crate::paths::artifacts_root().join(&name));
+            // Its artifacts lose their keys and tokens, wherever it wrote them.
+            redact_artifacts(&entry.path(), &name);
             let run = name;
             remove_scratch(&run);
             reaped.runs.push(run);
@@ -263,6 +287,11 @@ pub async fn emergency_cleanup(run_id: &str) {
     // meanwhile; none is made once `interrupted()` reads true.
     remove_scratch(run_id);
     crate::sysctl::leave(run_id);
+    // The artifacts get uploaded however the run ends: its keys, kubeconfigs and tokens go first. Off the
+    // runtime (a journal may be large); the record stays if the deadline cuts this short, for the next reaper.
+    let record = dir.clone();
+    let run = run_id.to_string();
+    let _ = tokio::task::spawn_blocking(move || redact_artifacts(&record, &run)).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 

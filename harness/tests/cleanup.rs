@@ -1,7 +1,8 @@
 //! Nothing of a run outlives it: after `nodejoin run` exits no container, network, process, state directory
 //! or changed host sysctl of the run is left; SIGINT, SIGTERM and SIGHUP mid-join clean up before the CLI exits
 //! (128 + the signal); and when a run is killed with SIGKILL (no destructors), the next start-up (`nodejoin
-//! reap`, which every run also does first) removes what it left. The tests take turns: the sysctls are restored
+//! reap`, which every run also does first) removes what it left. However a run ends, its artifacts keep no
+//! private key or client key, wherever they were written. The tests take turns: the sysctls are restored
 //! by the last live run only, so a run of a neighbouring test would keep them.
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -41,7 +42,13 @@ fn termination_signals_clean_up_before_exiting() {
         (libc::SIGHUP, "SIGHUP"),
     ] {
         let started = Instant::now();
-        let (mut child, run, reader) = start_run(Path::new("scenarios/basic-bootstrap-token.yaml"));
+        // Artifacts elsewhere than the default: the clean-up finds them by the run's record.
+        let artifacts = tempfile::tempdir().expect("artifacts dir");
+        let (mut child, run, reader) = start_run_with(
+            "local",
+            Path::new("scenarios/basic-bootstrap-token.yaml"),
+            &[("NODEJOIN_ARTIFACTS_DIR", artifacts.path().as_os_str())],
+        );
         wait_mid_join(&run, &mut child, true);
         let recorded = recorded_sysctls(&run);
         // SAFETY: kill(2) on the child this test started.
@@ -63,6 +70,17 @@ fn termination_signals_clean_up_before_exiting() {
             "{name} left these of run {run} behind"
         );
         assert_sysctls_restored(&run, &recorded);
+        // The bootstrap was under way: the cluster's CA and component keys and the kubeconfigs were written.
+        let (keys, files) = unredacted_keys(&artifacts.path().join(&run));
+        assert!(
+            files > 0,
+            "{name}: run {run} wrote no artifacts (this check would prove nothing)"
+        );
+        assert_eq!(
+            keys,
+            Vec::<std::path::PathBuf>::new(),
+            "{name} left these keys unredacted"
+        );
         eprintln!(
             "{name}: run {run} cleaned up, {:.1?} from start to checked",
             started.elapsed()
@@ -77,7 +95,13 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
     let _turn = take_turn();
-    let (mut child, run, reader) = start_run(Path::new("scenarios/wrong-ca.yaml"));
+    // Its artifacts go where the reaper's do not: the run's record says where.
+    let artifacts = tempfile::tempdir().expect("artifacts dir");
+    let (mut child, run, reader) = start_run_with(
+        "local",
+        Path::new("scenarios/wrong-ca.yaml"),
+        &[("NODEJOIN_ARTIFACTS_DIR", artifacts.path().as_os_str())],
+    );
     // Wait until the run has a node container and its control plane, then kill it without giving it a chance
     // to clean up.
     wait_mid_join(&run, &mut child, false);
@@ -105,7 +129,16 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "etcd should be among the leftovers: {procs:?}"
     );
 
-    let out = nodejoin().arg("reap").output().expect("nodejoin reap");
+    let (keys, _) = unredacted_keys(&artifacts.path().join(&run));
+    assert!(
+        !keys.is_empty(),
+        "a SIGKILLed run should have left its keys (otherwise this test proves nothing)"
+    );
+    let out = nodejoin()
+        .arg("reap")
+        .env_remove("NODEJOIN_ARTIFACTS_DIR")
+        .output()
+        .expect("nodejoin reap");
     assert!(
         out.status.success(),
         "nodejoin reap failed: {}",
@@ -121,6 +154,12 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "reap left these of run {run} behind"
     );
     assert_sysctls_restored(&run, &recorded);
+    let (keys, _) = unredacted_keys(&artifacts.path().join(&run));
+    assert_eq!(
+        keys,
+        Vec::<std::path::PathBuf>::new(),
+        "reap left these keys unredacted"
+    );
 }
 
 /// The same for kind: SIGTERM mid-join removes the kind control-plane container with the rest, and a SIGKILLed

@@ -84,6 +84,10 @@ impl Variant {
     /// Puts this version into `sc`; an error when it applies to none of its node groups (comparing would show
     /// nothing but the same run twice).
     pub fn apply(&self, sc: &mut Scenario) -> Result<(), String> {
+        // A side named on the command line is the caller's to read, wherever it is.
+        if let Variant::Script(p) | Variant::Overlay(p) | Variant::UserData(p) | Variant::EksAmi(p) = self {
+            sc.roots.allow(p);
+        }
         let mut applied = 0;
         for g in &mut sc.nodes {
             let harness_run = g.user_data.is_none();

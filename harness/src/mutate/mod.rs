@@ -143,6 +143,8 @@ pub fn plant(m: &Mutation, trial: &Trial, scratch: &Path) -> Result<Trial> {
     match m.target {
         Target::ReferenceBootstrap => {
             let script = mutated_bootstrap(m, scratch)?;
+            // Planted by nodejoin in its scratch directory, outside the scenario's repository.
+            sc.roots.allow(&script);
             let reference = same_file_key(&crate::paths::reference_bootstrap());
             let mut planted = 0;
             for g in &mut sc.nodes {

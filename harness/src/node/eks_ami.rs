@@ -212,13 +212,17 @@ const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 /// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
 pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, checkout: &Checkout) -> Result<NodeImage> {
     let bins = build_nodeadm(checkout).await?;
-    let mut h = Sha256::new();
-    h.update(base.tag.as_bytes());
-    h.update(checkout.nodeadm_hash()?.as_bytes());
-    if let Some(runtime) = &checkout.runtime {
-        hash_path_skipping(&mut h, runtime, &|_| false)?;
-    }
-    let hash = hex::encode(h.finalize())[..12].to_string();
+    let (inputs, base_tag) = (checkout.clone(), base.tag.clone());
+    let hash = super::inputs::off_runtime(move || {
+        let mut h = Sha256::new();
+        h.update(base_tag.as_bytes());
+        h.update(inputs.nodeadm_hash()?.as_bytes());
+        if let Some(runtime) = &inputs.runtime {
+            hash_path_skipping(&mut h, runtime, &|_| false)?;
+        }
+        Ok(hex::encode(h.finalize())[..12].to_string())
+    })
+    .await?;
     let image = NodeImage {
         tag: format!("nodejoin-al2023:{hash}"),
         base: base.tag.clone(),
@@ -239,7 +243,8 @@ pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, chec
         for part in ["rootfs", "bin"] {
             let from = runtime.join(part);
             if from.is_dir() {
-                copy_tree(&from, &ctx.join(part))?;
+                let to = ctx.join(part);
+                super::inputs::off_runtime(move || copy_tree(&from, &to)).await?;
             } else {
                 std::fs::create_dir_all(ctx.join(part)).map_err(|e| Error::io(ctx, e))?;
             }

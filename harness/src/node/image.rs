@@ -194,10 +194,14 @@ pub async fn ensure_overlay(
     if !dir.is_dir() {
         return Err(image_err(format!("overlay {} is not a directory", dir.display())));
     }
-    let mut h = Sha256::new();
-    h.update(base.tag.as_bytes());
-    hash_path(&mut h, &dir)?;
-    let hash = hex::encode(h.finalize())[..12].to_string();
+    let (tree, base_tag) = (dir.clone(), base.tag.clone());
+    let hash = super::inputs::off_runtime(move || {
+        let mut h = Sha256::new();
+        h.update(base_tag.as_bytes());
+        hash_path(&mut h, &tree)?;
+        Ok(hex::encode(h.finalize())[..12].to_string())
+    })
+    .await?;
     let image = NodeImage {
         tag: tag
             .map(str::to_string)
@@ -212,7 +216,8 @@ pub async fn ensure_overlay(
     let steps = Steps::new(&format!("overlay image {} from {}", image.tag, dir.display()), 2);
     let work = work_dir("overlay")?;
     steps.step(0, "build context");
-    copy_tree(&dir, &work.path().join("overlay"))?;
+    let (tree, context) = (dir.clone(), work.path().join("overlay"));
+    super::inputs::off_runtime(move || copy_tree(&tree, &context)).await?;
     std::fs::write(
         work.path().join("Dockerfile"),
         format!("FROM {}\nCOPY overlay/ /\n", base.tag),

@@ -17,45 +17,159 @@ pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
 
 /// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
 pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    hash_tree(h, path, Path::new(""), skip, &boundary_of(path))
+    Walk::new(path).hash(h, path, Path::new(""), skip)
 }
 
-fn hash_tree(h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool, within: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(link) = kept_link(path, within)? {
-        // The link itself, as the image carries it (its target may not exist on this host).
-        h.update(rel.to_string_lossy().as_bytes());
-        h.update(b" -> ");
-        h.update(link.to_string_lossy().as_bytes());
-        return Ok(());
+/// Bounds on a walk through a tree a scenario names: a tree that links back into itself, a huge or endless one,
+/// or one on a file system that hangs, ends with an error naming the path instead of running the root process
+/// out of memory or time.
+pub(crate) const MAX_ENTRIES: u64 = 200_000;
+pub(crate) const MAX_BYTES: u64 = 8 << 30;
+pub(crate) const WALK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// One walk through a tree: its link boundary, what it has seen so far, and the directories above the current
+/// one (device and inode), by which a loop through a followed link is found.
+struct Walk {
+    within: PathBuf,
+    deadline: std::time::Instant,
+    entries: u64,
+    bytes: u64,
+    above: Vec<(u64, u64)>,
+}
+
+impl Walk {
+    fn new(path: &Path) -> Self {
+        Self {
+            within: boundary_of(path),
+            deadline: std::time::Instant::now() + WALK_DEADLINE,
+            entries: 0,
+            bytes: 0,
+            above: Vec::new(),
+        }
     }
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if meta.is_dir() {
+
+    /// Counts one entry of `len` bytes at `path`, failing past a bound.
+    fn count(&mut self, path: &Path, len: u64) -> Result<()> {
+        self.entries += 1;
+        self.bytes += len;
+        let past = if self.entries > MAX_ENTRIES {
+            Some(format!("more than {MAX_ENTRIES} entries"))
+        } else if self.bytes > MAX_BYTES {
+            Some(format!("more than {} GiB", MAX_BYTES >> 30))
+        } else if std::time::Instant::now() > self.deadline {
+            Some(format!("still being read after {} s", WALK_DEADLINE.as_secs()))
+        } else {
+            None
+        };
+        match past {
+            Some(why) => Err(image_err(format!(
+                "{}: the tree is {why}; nodejoin reads no more of a tree a scenario names",
+                path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Enters the directory `path` (its metadata `meta`), unless it is one of those above: a link loop.
+    fn enter(&mut self, path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let id = (meta.dev(), meta.ino());
+        if self.above.contains(&id) {
+            return Err(image_err(format!(
+                "{}: a symlink loop (this directory is also one above it)",
+                path.display()
+            )));
+        }
+        self.above.push(id);
+        Ok(())
+    }
+
+    /// The entries of the directory `path`, sorted, without VCS data (`.git` never goes into an image).
+    fn entries(path: &Path) -> Result<Vec<std::ffi::OsString>> {
         let mut entries: Vec<_> = std::fs::read_dir(path)
             .map_err(|e| Error::io(path, e))?
             .flatten()
             .map(|e| e.file_name())
+            .filter(|name| name != ".git")
             .collect();
         entries.sort();
-        for name in entries {
-            let child = rel.join(&name);
-            if !skip(&child) {
-                hash_tree(h, &path.join(&name), &child, skip, within)?;
+        Ok(entries)
+    }
+
+    fn hash(&mut self, h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(link) = kept_link(path, &self.within)? {
+            // The link itself, as the image carries it (its target may not exist on this host).
+            self.count(path, 0)?;
+            h.update(rel.to_string_lossy().as_bytes());
+            h.update(b" -> ");
+            h.update(link.to_string_lossy().as_bytes());
+            return Ok(());
+        }
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            self.count(path, 0)?;
+            self.enter(path, &meta)?;
+            for name in Self::entries(path)? {
+                let child = rel.join(&name);
+                if !skip(&child) {
+                    self.hash(h, &path.join(&name), &child, skip)?;
+                }
+            }
+            self.above.pop();
+        } else if meta.is_file() {
+            self.count(path, meta.len())?;
+            h.update(rel.to_string_lossy().as_bytes());
+            h.update(meta.permissions().mode().to_le_bytes());
+            let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+            std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
+        } else {
+            return Err(not_carried(path));
+        }
+        Ok(())
+    }
+
+    fn copy(&mut self, from: &Path, to: &Path) -> Result<()> {
+        let meta = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
+        self.enter(from, &meta)?;
+        std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+        for name in Self::entries(from)? {
+            let (source, target) = (from.join(&name), to.join(&name));
+            if let Some(link) = kept_link(&source, &self.within)? {
+                self.count(&source, 0)?;
+                std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
+                continue;
+            }
+            let meta = std::fs::metadata(&source).map_err(|e| Error::io(&source, e))?;
+            if meta.is_dir() {
+                self.count(&source, 0)?;
+                self.copy(&source, &target)?;
+            } else if meta.is_file() {
+                self.count(&source, meta.len())?;
+                std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
+            } else {
+                return Err(not_carried(&source));
             }
         }
-    } else if meta.is_file() {
-        h.update(rel.to_string_lossy().as_bytes());
-        h.update(meta.permissions().mode().to_le_bytes());
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        std::io::copy(&mut f, h).map_err(|e| Error::io(path, e))?;
-    } else {
-        // Reading a FIFO would block for ever, a device is not content: neither belongs in an image's inputs.
-        return Err(image_err(format!(
-            "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
-            path.display()
-        )));
+        self.above.pop();
+        Ok(())
     }
-    Ok(())
+}
+
+/// Reading a FIFO would block for ever, a device is not content: neither belongs in an image's inputs.
+fn not_carried(path: &Path) -> Error {
+    image_err(format!(
+        "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
+        path.display()
+    ))
+}
+
+/// Runs `work` (a walk through a tree, a copy) on a blocking thread: it may read gigabytes, and the async
+/// runtime's threads serve the fakes the nodes are talking to meanwhile.
+pub(crate) async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| image_err(format!("a walk through an image's inputs stopped: {e}")))?
 }
 
 /// SHA-256 of a large file, remembered in `<file>.sha256` next to it (with the size and mtime it was computed
@@ -109,8 +223,9 @@ fn boundary_of(path: &Path) -> PathBuf {
 }
 
 /// A symlink kept as a link in the image, never resolved on the host: an absolute one names a path in the image
-/// (`/dev/null` masks a unit; `/usr/lib/...` is the image's file), and a relative one leading out of `within`
-/// (or nowhere) would otherwise bake a host file into the image. A relative link inside `within` is followed.
+/// (`/dev/null` masks a unit; `/usr/lib/...` is the image's file), and a relative one leading out of `within`,
+/// into its `.git/`, or nowhere would otherwise bake a host file (or the repository's credentials) into the
+/// image. A relative link inside `within` is followed.
 fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.file_type().is_symlink() {
@@ -120,40 +235,19 @@ fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
     if link.is_absolute() {
         return Ok(Some(link));
     }
-    let inside = std::fs::canonicalize(path).is_ok_and(|target| target.starts_with(within));
+    let inside = std::fs::canonicalize(path).is_ok_and(|target| {
+        target
+            .strip_prefix(within)
+            .is_ok_and(|rel| !rel.components().any(|c| c.as_os_str() == ".git"))
+    });
     Ok((!inside).then_some(link))
 }
 
-/// Copies a tree into a build context: symlinks out of the tree's repository stay symlinks (see [`kept_link`]),
-/// those within it are followed, and anything that is neither a directory nor a regular file (a FIFO, a device,
-/// a socket) is refused with its path.
+/// Copies a tree into a build context: symlinks out of the tree's repository (or into its `.git/`) stay
+/// symlinks (see [`kept_link`]), those within it are followed, `.git` entries are left out, and anything that is
+/// neither a directory nor a regular file (a FIFO, a device, a socket) is refused with its path.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    copy_within(from, to, &boundary_of(from))
-}
-
-fn copy_within(from: &Path, to: &Path, within: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))?.flatten() {
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if let Some(link) = kept_link(&source, within)? {
-            std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
-            continue;
-        }
-        let kind = std::fs::metadata(&source)
-            .map_err(|e| Error::io(&source, e))?
-            .file_type();
-        if kind.is_dir() {
-            copy_within(&source, &target, within)?;
-        } else if kind.is_file() {
-            std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
-        } else {
-            return Err(image_err(format!(
-                "{}: neither a directory, a regular file nor a symlink (an image layer cannot carry it)",
-                source.display()
-            )));
-        }
-    }
-    Ok(())
+    Walk::new(from).copy(from, to)
 }
 
 #[cfg(test)]
@@ -230,6 +324,40 @@ mod tests {
         assert!(err.contains("pipe") && err.contains("neither"), "{err}");
         let err = copy_tree(&src, &dir.path().join("ctx2")).unwrap_err().to_string();
         assert!(err.contains("pipe"), "{err}");
+    }
+
+    #[test]
+    fn git_is_never_carried_and_a_link_loop_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), b"[remote] token").unwrap();
+        let src = dir.path().join("overlay");
+        std::fs::create_dir_all(src.join("etc/.git")).unwrap();
+        std::fs::write(src.join("etc/.git/HEAD"), b"ref").unwrap();
+        std::fs::write(src.join("etc/motd"), b"hi").unwrap();
+        // A relative link into the repository's .git/ stays a link: its credentials never reach the image.
+        std::os::unix::fs::symlink("../../.git/config", src.join("etc/git-config")).unwrap();
+        let out = dir.path().join("ctx");
+        copy_tree(&src, &out).unwrap();
+        assert!(!out.join("etc/.git").exists(), "a .git directory was copied");
+        assert!(std::fs::symlink_metadata(out.join("etc/git-config"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let hash = |p: &Path| {
+            let mut h = Sha256::new();
+            hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
+        };
+        let before = hash(&src).unwrap();
+        std::fs::write(src.join("etc/.git/HEAD"), b"another").unwrap();
+        assert_eq!(hash(&src).unwrap(), before, ".git is not an input");
+        // etc/loop/up -> .. : each level would hold the whole tree again.
+        std::fs::create_dir_all(src.join("etc/loop")).unwrap();
+        std::os::unix::fs::symlink("..", src.join("etc/loop/up")).unwrap();
+        let err = hash(&src).unwrap_err().to_string();
+        assert!(err.contains("symlink loop"), "{err}");
+        let err = copy_tree(&src, &dir.path().join("ctx-loop")).unwrap_err().to_string();
+        assert!(err.contains("symlink loop"), "{err}");
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
         }
     })?;
     absolute_paths(&mut scenario);
+    scenario.roots = super::confine::Roots::of_dir(&dir);
     apply(&mut scenario, text, defaults);
     if scenario.name.is_empty() {
         scenario.name = file

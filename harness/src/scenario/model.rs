@@ -25,6 +25,9 @@ pub struct Scenario {
     #[serde(default)]
     pub cluster: Cluster,
     pub nodes: Vec<NodeGroup>,
+    /// Where its paths may lead on the host (set when its file is loaded).
+    #[serde(skip)]
+    pub roots: super::confine::Roots,
 }
 
 /// Tags are names a filter matches exactly: short, and nothing a terminal or an annotation would read as markup.

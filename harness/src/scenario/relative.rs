@@ -54,6 +54,17 @@ pub fn resolve(path: &str) -> PathBuf {
     })
 }
 
+/// Where the paths of the scenario being parsed on this thread may lead (see [`enter`]); nothing is confined
+/// when no scenario is being parsed.
+pub fn roots() -> super::confine::Roots {
+    BASE.with(|b| {
+        b.borrow()
+            .as_deref()
+            .map(super::confine::Roots::of_dir)
+            .unwrap_or_default()
+    })
+}
+
 /// Removes `.` and `..` components lexically (no file system access: the path may not exist yet, and an error
 /// should name the path the user meant, `/repo/fixtures/x`, not `/repo/nodejoin/../fixtures/x`).
 fn normalise(p: &Path) -> PathBuf {

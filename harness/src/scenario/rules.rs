@@ -118,6 +118,9 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                     ),
                 ));
             }
+            s.roots
+                .read(path, "bootstrap script", super::confine::MAX_FILE)
+                .map_err(|m| group(n, "script", format!("node group '{}': {m}", n.name)))?;
         }
         if let Some(ud) = &n.user_data {
             check_user_data(s, n, ud)
@@ -153,18 +156,17 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
         for f in &n.expect.files {
             if let Some(g) = &f.golden {
                 let path = Path::new(g);
-                let golden = std::fs::read_to_string(path).map_err(|e| {
-                    group(
-                        n,
-                        "golden",
-                        format!(
-                            "node group '{}': golden {}: {e} ({})",
-                            n.name,
-                            path.display(),
-                            super::relative::HINT
-                        ),
-                    )
-                })?;
+                let golden = s
+                    .roots
+                    .read_text(path, "golden", super::confine::MAX_FILE)
+                    .map_err(|e| {
+                        let hint = if path.exists() {
+                            String::new()
+                        } else {
+                            format!(" ({})", super::relative::HINT)
+                        };
+                        group(n, "golden", format!("node group '{}': {e}{hint}", n.name))
+                    })?;
                 super::template::check(&golden).map_err(|m| {
                     group(
                         n,
@@ -204,22 +206,27 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             }
         }
         if let Some(img) = &n.image {
-            check_group_image(img).map_err(|m| group(n, "image", format!("node group '{}': {m}", n.name)))?;
+            check_group_image(img, &s.roots).map_err(|m| group(n, "image", format!("node group '{}': {m}", n.name)))?;
         }
     }
     Ok(())
 }
 
 /// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
-fn check_group_image(img: &super::model::GroupImage) -> std::result::Result<(), String> {
+fn check_group_image(img: &super::model::GroupImage, roots: &super::confine::Roots) -> std::result::Result<(), String> {
     match (&img.overlay, &img.tag, &img.amazon_eks_ami) {
         // Its absence is decided when the scenario runs (`Scenario::not_applicable`): ignored, not invalid.
-        (None, None, Some(path)) if !path.trim().is_empty() => Ok(()),
+        (None, None, Some(path)) if !path.trim().is_empty() => {
+            if Path::new(path).exists() {
+                roots.check(Path::new(path), "image.amazonEksAmi")?;
+            }
+            Ok(())
+        }
         (None, None, Some(_)) => Err("image.amazonEksAmi is empty".into()),
         (Some(dir), None, None) => {
             let path = Path::new(dir);
             if path.is_dir() {
-                Ok(())
+                roots.check(path, "image.overlay").map(|_| ())
             } else {
                 Err(format!(
                     "image.overlay {} is not a directory ({})",

@@ -221,7 +221,7 @@ impl UserDataSpec {
             return Ok(());
         };
         let vars = super::template::empty_vars();
-        self.file_user_data(file, |t| super::template::render(t, &vars))
+        self.file_user_data(file, &super::relative::roots(), |t| super::template::render(t, &vars))
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
@@ -233,6 +233,7 @@ impl UserDataSpec {
     pub fn file_user_data(
         &self,
         file: &str,
+        roots: &super::confine::Roots,
         render: impl Fn(&str) -> Result<String, String>,
     ) -> Result<FileUserData, FileError> {
         let err = |problem| FileError {
@@ -240,12 +241,12 @@ impl UserDataSpec {
             problem,
         };
         let path = Path::new(file);
-        let bytes = read_bounded(path).map_err(|e| {
-            err(Problem::Read(format!(
-                "{}: {e} ({})",
-                path.display(),
-                super::relative::HINT
-            )))
+        let bytes = roots.read(path, "file", MAX_FILE).map_err(|e| {
+            err(Problem::Read(if path.exists() {
+                e
+            } else {
+                format!("{e} ({})", super::relative::HINT)
+            }))
         })?;
         let prepared = udfile::prepare(&bytes, &self.encode, render).map_err(err)?;
         let default = if prepared.is_base64() {
@@ -299,27 +300,6 @@ pub const MAX_USER_DATA: usize = 16 * 1024;
 /// The largest user-data file read: far past EC2's limit (layers of base64 and text grow), short of a device.
 const MAX_FILE: u64 = 1 << 20;
 
-/// Reads a user-data file: a regular file of at most [`MAX_FILE`] (`/dev/zero` or a FIFO never ends).
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {} KiB; EC2 user data is at most 16 KB", MAX_FILE >> 10),
-        ));
-    }
-    Ok(bytes)
-}
-
 /// What a user-data file's final bytes (after placeholders and `encode`) are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -361,6 +341,14 @@ mod tests {
         }
     }
 
+    /// A temporary directory inside this repository, where a scenario of it may read.
+    fn repo_temp() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(".test-")
+            .tempdir_in(crate::paths::workspace_root())
+            .unwrap()
+    }
+
     fn temp_file(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
@@ -399,8 +387,10 @@ mod tests {
     fn served(spec: &UserDataSpec) -> FileUserData {
         let vars = vars();
         let file = spec.file.clone().unwrap();
-        spec.file_user_data(&file, |t| crate::scenario::template::render(t, &vars))
-            .unwrap()
+        spec.file_user_data(&file, &Default::default(), |t| {
+            crate::scenario::template::render(t, &vars)
+        })
+        .unwrap()
     }
 
     /// encoded.b64 must stay base64(gzip(encoded.cloud-config)); the comment at the top of the source says how
@@ -473,7 +463,7 @@ mod tests {
 
     #[test]
     fn a_raw_gzip_file_loads_and_is_served_as_gzip() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = repo_temp();
         let f = temp_file(&dir, "ud.gz", &gzip(b"#!/bin/bash\necho {{cluster.name}}\n"));
         let s = scenario(&format!("file: {f}")).unwrap();
         let ud = served(s.nodes[0].user_data.as_ref().unwrap());
@@ -485,7 +475,7 @@ mod tests {
 
     #[test]
     fn bad_files_and_combinations_fail_with_the_scenario_line() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = repo_temp();
         let mut gz = gzip(b"#cloud-config\nruncmd: []\n");
         gz.truncate(gz.len() / 2);
         let corrupt = temp_file(&dir, "x.b64", b64(&gz).as_bytes());
@@ -531,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_gzip_file_names_its_layer() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = repo_temp();
         let raw = temp_file(&dir, "ud.gz", &[0x1f, 0x8b, 8, 0, 0]);
         let (_, msg) = parse_error(&format!("file: {raw}"));
         assert!(

@@ -67,7 +67,7 @@ pub fn find(dir: &Path) -> Option<PathBuf> {
 impl Config {
     /// Reads `path`; an error names the file, and the line of a bad key.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = read_small(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text, path)
     }
 
@@ -80,6 +80,20 @@ impl Config {
                 .unwrap_or_default();
             format!("{}{line}: {}", path.display(), e.message())
         })?;
+        // A repository's file says where its artifacts go only inside the repository: nodejoin writes them as
+        // root (a caller's NODEJOIN_ARTIFACTS_DIR may name any place).
+        for (name, p) in &file.profile {
+            if let Some(dir) = &p.artifacts_dir {
+                if !dir.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+                    return Err(format!(
+                        "{}: profile {name}: artifacts-dir {} must be a relative path inside the repository, \
+                         without `..` (set NODEJOIN_ARTIFACTS_DIR to write elsewhere)",
+                        path.display(),
+                        dir.display()
+                    ));
+                }
+            }
+        }
         Ok(Self {
             path: path.to_path_buf(),
             profiles: file.profile,
@@ -147,6 +161,27 @@ impl Profile {
     }
 }
 
+/// The repository's file, read as a scenario's files are: a regular file (not a link to /dev/zero or a FIFO),
+/// of at most 1 MiB, in UTF-8.
+fn read_small(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(bad("not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(1 << 20).read_to_string(&mut text)?;
+    if text.len() >= 1 << 20 {
+        return Err(bad("larger than 1 MiB"));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +197,15 @@ retries = 2
 flaky-result = "fail"
 jobs = 2
 "#;
+
+    #[test]
+    fn a_repositorys_artifacts_dir_stays_inside_it() {
+        for bad in ["/etc/cron.d", "../elsewhere", "out/../../x"] {
+            let text = format!("[profile.default]\nartifacts-dir = \"{bad}\"\n");
+            let err = Config::parse(&text, Path::new("/repo/.config/nodejoin.toml")).unwrap_err();
+            assert!(err.contains("inside the repository"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn a_profile_is_laid_over_default() {

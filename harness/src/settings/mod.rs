@@ -25,6 +25,7 @@ pub mod var {
     pub const BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
     pub const DEBIAN_SUITE: &str = "NODEJOIN_DEBIAN_SUITE";
     pub const EKS_AMI: &str = "NODEJOIN_EKS_AMI";
+    pub const ALLOW_PATHS: &str = "NODEJOIN_ALLOW_PATHS";
     pub const JOBS: &str = "NODEJOIN_JOBS";
     pub const PROVIDERS: &str = "NODEJOIN_PROVIDERS";
     pub const REQUIRE_PROVIDERS: &str = "NODEJOIN_REQUIRE_PROVIDERS";
@@ -99,6 +100,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
         "amazon-eks-ami checkout for every group naming one (`run --eks-ami`)",
     ),
     (
+        var::ALLOW_PATHS,
+        "directories outside a scenario's repository its paths may lead into (colon-separated; `--allow-path`)",
+    ),
+    (
         var::ARTIFACTS_DIR,
         "where runs write reports and artifacts (default target/nodejoin)",
     ),
@@ -171,6 +176,10 @@ pub struct Settings {
     pub base_image: Option<String>,
     pub debian_suite: Option<String>,
     pub eks_ami: Option<PathBuf>,
+    /// Directories outside a scenario's repository its paths may lead into (`scenario::confine`): the caller's
+    /// `NODEJOIN_ALLOW_PATHS` / `--allow-path`, and the caller's own amazon-eks-ami checkout. Never a
+    /// repository's configuration file: what a repository allows itself is no bound.
+    pub allow_paths: Vec<PathBuf>,
     pub jobs: Option<usize>,
     pub providers: Option<String>,
     pub require_providers: Option<String>,
@@ -230,6 +239,13 @@ impl Settings {
             base_image: get(var::BASE_IMAGE),
             debian_suite: get(var::DEBIAN_SUITE),
             eks_ami: path(var::EKS_AMI),
+            allow_paths: get(var::ALLOW_PATHS)
+                .into_iter()
+                .flat_map(|v| v.split(':').map(str::to_string).collect::<Vec<_>>())
+                .filter(|p| !p.trim().is_empty())
+                .map(PathBuf::from)
+                .chain(path(var::EKS_AMI))
+                .collect(),
             jobs: number(var::JOBS),
             providers: get(var::PROVIDERS),
             require_providers: get(var::REQUIRE_PROVIDERS),

@@ -453,3 +453,32 @@ pub fn read_lines(
         all
     })
 }
+
+/// The files below `dir` still holding a private key or a kubeconfig's client key (a PEM block, or a
+/// `client-key-data` value that is not the redaction mark), and how many files there are at all.
+pub fn unredacted_keys(dir: &Path) -> (Vec<PathBuf>, usize) {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>, files: &mut usize) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                walk(&e.path(), found, files);
+            } else if kind.is_file() {
+                *files += 1;
+                let text = String::from_utf8_lossy(&std::fs::read(e.path()).unwrap_or_default()).into_owned();
+                let secret = text.lines().any(|l| {
+                    let l = l.trim();
+                    (l.starts_with("-----BEGIN") && l.contains("PRIVATE KEY"))
+                        || l.strip_prefix("client-key-data:")
+                            .is_some_and(|v| !v.trim().is_empty() && !v.contains("redacted"))
+                });
+                if secret {
+                    found.push(e.path());
+                }
+            }
+        }
+    }
+    let (mut found, mut files) = (Vec::new(), 0);
+    walk(dir, &mut found, &mut files);
+    (found, files)
+}

@@ -23,6 +23,10 @@ use std::sync::Arc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// A directory outside a scenario's repository that its paths (script, golden, user data, overlay,
+    /// amazon-eks-ami) may lead into; repeatable (also NODEJOIN_ALLOW_PATHS, colon-separated).
+    #[arg(long = "allow-path", global = true, value_name = "DIR")]
+    allow_path: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -191,6 +195,7 @@ fn main() -> ExitCode {
         eprintln!("  hint: see the book's page on running from your repository for the file's keys");
         return ExitCode::from(session::EXIT_BAD_INPUT);
     }
+    settings.allow_paths.extend(cli.allow_path.iter().cloned());
     if let Command::List(args) = &cli.command {
         settings.set_versions(args.kubernetes_version.clone());
     }
@@ -202,6 +207,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(session::EXIT_BAD_INPUT);
             }
         }
+        // The caller's own checkout is the caller's to read (a profile's is held to the repository).
+        settings.allow_paths.extend(args.eks_ami.iter().cloned());
         settings.eks_ami = args.eks_ami.clone().or(settings.eks_ami);
         settings.containerd_line = args.containerd.clone().or(settings.containerd_line);
         settings.set_versions(args.kubernetes_version.clone());

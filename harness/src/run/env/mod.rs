@@ -150,8 +150,8 @@ impl Environment {
         crate::reaper::reap_stale(Some(&docker)).await;
         let run_id = crate::reaper::new_run_id();
         crate::signals::starting(&run_id);
-        let state = RunState::create(&run_id)?;
         let run_dir = crate::paths::artifacts_root().join(&run_id);
+        let state = RunState::create(&run_id, &run_dir)?;
         std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
         let network = docker::create_network(&docker, &run_id).await?;
         let gateway = IpAddr::V4(network.gateway);

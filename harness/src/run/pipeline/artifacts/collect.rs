@@ -31,8 +31,21 @@ pub const BOOTSTRAP_FILES: &[&str] = &[
     "/etc/containerd/config.toml",
 ];
 
+/// Writes an artifact: readable by root alone until the run's end redacts it (a kubeconfig or journal may hold a
+/// key or token meanwhile), and never through a link planted where the file goes.
 fn write(dir: &Path, name: &str, content: &str) {
-    let _ = std::fs::write(dir.join(name), content);
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join(name));
+    if let Ok(mut f) = file {
+        let _ = f.write_all(content.as_bytes());
+    }
 }
 
 /// What the harness itself recorded about one node (the node's own logs are read from the container).

@@ -82,6 +82,7 @@ pub async fn idempotency(
 
 /// The checks of one node's `files` expectations.
 pub async fn expectations(
+    roots: &crate::scenario::confine::Roots,
     node_name: &str,
     node: &NodeContainer,
     want: &[FileExpectation],
@@ -120,8 +121,8 @@ pub async fn expectations(
         }
         if let Some(g) = &f.golden {
             // Absolute since the scenario was loaded (relative to its file: scenario::relative).
-            let golden = std::fs::read_to_string(Path::new(g))
-                .map_err(|e| e.to_string())
+            let golden = roots
+                .read_text(Path::new(g), "golden", crate::scenario::confine::MAX_FILE)
                 .and_then(|t| render(&t, vars));
             out.push(match golden {
                 Ok(text) => files::golden(node_name, &f.path, content.as_deref(), &text, g),

@@ -64,7 +64,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                         .push(format!("{}: last token webhook decision: {}", n.node_name, d.line()));
                 }
             }
-            files(n, report).await;
+            files(sc, n, report).await;
             n.timeline.anchor(cx.started, n.booted, n.kubelet_start);
             report.nodes.push(n.timeline.clone());
         }
@@ -168,7 +168,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
 }
 
 /// Idempotency, the programs the bootstrap ran, and the files it wrote.
-async fn files(n: &RunningNode, report: &mut ScenarioReport) {
+async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut ScenarioReport) {
     if n.expect().idempotent {
         match &n.invocation {
             Some((cmd, exec_env)) => report.checks.push(
@@ -203,7 +203,8 @@ async fn files(n: &RunningNode, report: &mut ScenarioReport) {
     }
     let files = n.expect().files.clone();
     report.checks.extend(
-        crate::run::pipeline::assertions::files::expectations(&n.node_name, &n.container, &files, &n.vars).await,
+        crate::run::pipeline::assertions::files::expectations(&sc.roots, &n.node_name, &n.container, &files, &n.vars)
+            .await,
     );
 }
 

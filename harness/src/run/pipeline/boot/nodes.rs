@@ -41,13 +41,23 @@ pub(crate) async fn boot_node(
             None => crate::paths::reference_bootstrap(),
         };
         let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
-        for (path, from, mode) in [
-            ("/etc/eks/bootstrap.sh", &script_path, 0o755),
-            ("/etc/eks/eni-limits.txt", &limits_path, 0o644),
+        // The scenario's script is read as the scenario may read (inside its repository, a regular file);
+        // ours are nodejoin's own files.
+        let script = match group.bootstrap.script.as_deref() {
+            Some(_) => sc
+                .roots
+                .read(&script_path, "bootstrap script", crate::scenario::confine::MAX_FILE)
+                .map_err(|m| Error::Image(format!("node group '{}': {m}", group.name)))?,
+            None => std::fs::read(&script_path).map_err(|e| Error::io(&script_path, e))?,
+        };
+        let limits = std::fs::read(&limits_path).map_err(|e| Error::io(&limits_path, e))?;
+        for (path, content, mode) in [
+            ("/etc/eks/bootstrap.sh", script, 0o755),
+            ("/etc/eks/eni-limits.txt", limits, 0o644),
         ] {
             bootstrap_files.push(NodeFile {
                 path: path.into(),
-                content: std::fs::read(from).map_err(|e| Error::io(from, e))?,
+                content,
                 mode,
             });
         }

@@ -32,7 +32,7 @@ pub fn build(
         service_cidr: var("cluster.serviceIpv4Cidr"),
     };
     let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
-        let f = spec.file_user_data(file, r).map_err(|e| e.to_string())?;
+        let f = spec.file_user_data(file, &sc.roots, r).map_err(|e| e.to_string())?;
         (f.served, f.api_form)
     } else if let Some(g) = &spec.generator {
         let input = crate::scenario::flavors::GenerateInput {
