@@ -28,7 +28,9 @@ pub struct Decision {
 
 #[derive(Default)]
 pub struct Approver {
-    decisions: Mutex<Vec<Decision>>,
+    /// By requester (a node's CSRs come from its own identity), each capped: a node that files CSRs in a loop
+    /// grows no log without bound.
+    decisions: Mutex<crate::fakes::capped::Capped<String, Decision>>,
 }
 
 /// The SANs and subject of a PEM CSR.
@@ -117,13 +119,19 @@ pub fn evaluate(csr: &CertificateSigningRequest, instances: &Instances) -> Resul
 
 impl Approver {
     pub fn decisions(&self) -> Vec<Decision> {
-        self.decisions.lock().map(|d| d.clone()).unwrap_or_default()
+        let mut all: Vec<Decision> = self
+            .decisions
+            .lock()
+            .map(|d| d.all().cloned().collect())
+            .unwrap_or_default();
+        all.sort_by_key(|d| d.at);
+        all
     }
 
     fn record(&self, d: Decision) {
         tracing::info!(csr = %d.csr, requester = %d.requester, approved = d.approved, "approver: {}", d.reason);
         if let Ok(mut all) = self.decisions.lock() {
-            all.push(d);
+            all.push(d.requester.clone(), d);
         }
     }
 

@@ -79,7 +79,8 @@ pub struct Authenticator {
     instances: Arc<Instances>,
     eks: Arc<Eks>,
     bindings: RwLock<HashMap<String, Binding>>,
-    decisions: Mutex<Vec<Decision>>,
+    /// By the instance whose credentials signed the token (`None`: no instance's).
+    decisions: Mutex<super::capped::Capped<Option<String>, Decision>>,
     /// Where each review is also logged as a call of the node whose token it was.
     calls: std::sync::OnceLock<Arc<super::calls::CallLog>>,
 }
@@ -90,7 +91,7 @@ impl Authenticator {
             instances,
             eks,
             bindings: RwLock::new(HashMap::new()),
-            decisions: Mutex::new(Vec::new()),
+            decisions: Mutex::new(Default::default()),
             calls: std::sync::OnceLock::new(),
         })
     }
@@ -185,16 +186,18 @@ impl Authenticator {
             .unwrap_or_default()
     }
 
+    /// Forgets the decisions about `instance_id`'s tokens (its node is gone).
+    pub fn forget(&self, instance_id: &str) {
+        if let Ok(mut d) = self.decisions.lock() {
+            d.forget(&Some(instance_id.to_string()));
+        }
+    }
+
     /// Decisions about tokens signed with `instance_id`'s credentials, oldest first.
     pub fn decisions_for(&self, instance_id: &str) -> Vec<Decision> {
         self.decisions
             .lock()
-            .map(|d| {
-                d.iter()
-                    .filter(|x| x.instance_id.as_deref() == Some(instance_id))
-                    .cloned()
-                    .collect()
-            })
+            .map(|d| d.of(&Some(instance_id.to_string())))
             .unwrap_or_default()
     }
 
@@ -264,7 +267,7 @@ impl Authenticator {
             });
         }
         if let Ok(mut d) = self.decisions.lock() {
-            d.push(decision.clone());
+            d.push(decision.instance_id.clone(), decision.clone());
         }
         decision
     }

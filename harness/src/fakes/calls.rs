@@ -93,7 +93,8 @@ struct ArmedFault {
 
 #[derive(Default)]
 pub struct CallLog {
-    calls: Mutex<Vec<Call>>,
+    /// By instance (`None`: a caller no instance owns).
+    calls: Mutex<super::capped::Capped<Option<String>, Call>>,
     faults: Mutex<Vec<ArmedFault>>,
 }
 
@@ -153,7 +154,22 @@ impl CallLog {
 
     pub fn record(&self, call: Call) {
         if let Ok(mut c) = self.calls.lock() {
-            c.push(call);
+            c.push(call.instance_id.clone(), call);
+        }
+    }
+
+    /// How many calls of `instance_id` were past the cap: counted, not kept.
+    pub fn dropped(&self, instance_id: &str) -> u64 {
+        self.calls
+            .lock()
+            .map(|c| c.dropped(&Some(instance_id.to_string())))
+            .unwrap_or(0)
+    }
+
+    /// Forgets `instance_id`'s calls (its node is gone).
+    pub fn forget(&self, instance_id: &str) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.forget(&Some(instance_id.to_string()));
         }
     }
 
@@ -161,12 +177,7 @@ impl CallLog {
     pub fn of(&self, instance_id: &str) -> Vec<Call> {
         self.calls
             .lock()
-            .map(|c| {
-                c.iter()
-                    .filter(|x| x.instance_id.as_deref() == Some(instance_id))
-                    .cloned()
-                    .collect()
-            })
+            .map(|c| c.of(&Some(instance_id.to_string())))
             .unwrap_or_default()
     }
 }

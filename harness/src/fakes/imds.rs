@@ -28,6 +28,10 @@ pub struct Imds {
     pub registration_wait: Duration,
 }
 
+/// Live tokens kept per caller: real IMDS throttles a caller long before this, and each costs the root process
+/// memory until it expires (up to six hours).
+const MAX_TOKENS_PER_CALLER: usize = 1000;
+
 impl Imds {
     pub fn new(instances: Arc<Instances>) -> Arc<Self> {
         Arc::new(Self {
@@ -48,6 +52,17 @@ impl Imds {
         if let Ok(mut tokens) = self.tokens.lock() {
             let now = Instant::now();
             tokens.retain(|_, (_, expires)| *expires > now);
+            // A node asking for tokens in a loop keeps its newest ones: the one closest to expiring goes.
+            let mine: Vec<(&String, &Instant)> = tokens
+                .iter()
+                .filter(|(_, (owner, _))| *owner == source)
+                .map(|(t, (_, expires))| (t, expires))
+                .collect();
+            if mine.len() >= MAX_TOKENS_PER_CALLER {
+                if let Some(oldest) = mine.iter().min_by_key(|(_, e)| **e).map(|(t, _)| (*t).clone()) {
+                    tokens.remove(&oldest);
+                }
+            }
             tokens.insert(token.clone(), (source, now + ttl));
         }
         token

@@ -112,7 +112,8 @@ pub struct Instances {
     pub iam: super::iam::CredentialStore,
     by_ip: RwLock<HashMap<IpAddr, Arc<Instance>>>,
     registered: Notify,
-    log: Mutex<Vec<ImdsRequest>>,
+    /// IMDS requests by caller address.
+    log: Mutex<super::capped::Capped<IpAddr, ImdsRequest>>,
 }
 
 impl Instances {
@@ -171,16 +172,21 @@ impl Instances {
 
     pub fn record(&self, request: ImdsRequest) {
         if let Ok(mut log) = self.log.lock() {
-            log.push(request);
+            log.push(request.source, request);
+        }
+    }
+
+    /// Forgets the IMDS requests from `ip` (its node's scenario is over: the next node at this address starts a
+    /// log of its own).
+    pub fn forget_requests(&self, ip: IpAddr) {
+        if let Ok(mut log) = self.log.lock() {
+            log.forget(&ip);
         }
     }
 
     /// The IMDS requests made from `ip`, oldest first.
     pub fn requests_from(&self, ip: IpAddr) -> Vec<ImdsRequest> {
-        self.log
-            .lock()
-            .map(|l| l.iter().filter(|r| r.source == ip).cloned().collect())
-            .unwrap_or_default()
+        self.log.lock().map(|l| l.of(&ip)).unwrap_or_default()
     }
 }
 

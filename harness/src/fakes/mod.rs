@@ -3,6 +3,7 @@
 pub mod authenticator;
 pub mod callers;
 pub mod calls;
+pub mod capped;
 pub mod cloudformation;
 pub mod ec2;
 pub mod ecr;

@@ -38,6 +38,23 @@ async fn token(s: &FakeServer, c: &reqwest::Client, ttl: &str) -> reqwest::Respo
         .unwrap()
 }
 
+/// A caller asking for tokens in a loop holds at most so many live ones (its oldest go), and never another's.
+#[test]
+fn a_token_storm_keeps_a_bounded_number() {
+    let imds = Imds::new(Instances::new());
+    let (storm, quiet): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let other = imds.issue_token(quiet, Duration::from_secs(600));
+    let first = imds.issue_token(storm, Duration::from_secs(600));
+    let mut last = String::new();
+    for _ in 0..super::MAX_TOKENS_PER_CALLER + 50 {
+        last = imds.issue_token(storm, Duration::from_secs(600));
+    }
+    assert_eq!(imds.token_count(), super::MAX_TOKENS_PER_CALLER + 1);
+    assert!(imds.check_token(&last, storm).is_some());
+    assert!(imds.check_token(&first, storm).is_none(), "the oldest went first");
+    assert!(imds.check_token(&other, quiet).is_some());
+}
+
 /// Expired tokens are pruned when the next is issued, and a gone instance's tokens can be forgotten.
 #[test]
 fn expired_and_forgotten_tokens_are_pruned() {

@@ -129,11 +129,31 @@ fn calls(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioRe
         calls.len(),
         assert::calls::summary(&calls)
     ));
+    let dropped = env.calls.dropped(&n.instance.instance_id);
+    if dropped > 0 {
+        report.notes.push(format!(
+            "{}: {dropped} more calls past the first {} were counted, not kept",
+            n.node_name,
+            crate::fakes::capped::CAP
+        ));
+    }
     if let Some(want) = &n.expect().calls {
         let ready_at = n.timeline.ready.map(|d| n.kubelet_start + d);
         report
             .checks
             .extend(assert::calls::checks(&n.node_name, &calls, want, n.booted, ready_at));
+        // Checks on a log that was cut would count only its start: the cut itself fails them.
+        if dropped > 0 {
+            report.checks.push(assert::Check::new(
+                crate::assert::registry::CALLS.on_with(&n.node_name, "kept whole"),
+                false,
+                format!(
+                    "at most {} calls (what nodejoin keeps of a node)",
+                    crate::fakes::capped::CAP
+                ),
+                format!("{} calls", calls.len() as u64 + dropped),
+            ));
+        }
     }
 }
 

@@ -27,6 +27,10 @@ pub(crate) async fn run(cx: &mut Context<'_>) {
     for n in nodes {
         env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
         env.imds.forget(std::net::IpAddr::V4(n.instance.private_ip));
+        env.instances
+            .forget_requests(std::net::IpAddr::V4(n.instance.private_ip));
+        env.calls.forget(&n.instance.instance_id);
+        env.authenticator.forget(&n.instance.instance_id);
         node_names.push(n.node_name.clone());
         removals.push(n.container.remove());
     }
