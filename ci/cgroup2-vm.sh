@@ -133,7 +133,14 @@ if [ -z "$nodejoin" ]; then
   nodejoin=${CARGO_TARGET_DIR:-$repo/target}/debug/nodejoin
 fi
 [ -x "$nodejoin" ] || die "no nodejoin binary at $nodejoin"
+# Work directories of runs killed outright (SIGKILL: no trap ran) go once their owner (PID and start time) is gone.
+for old in "$vmcache"/run.*; do
+  [ -f "$old/owner" ] || continue
+  read -r old_pid old_start < "$old/owner" || continue
+  [ "$(awk '{print $22}' "/proc/$old_pid/stat" 2>/dev/null)" = "$old_start" ] || rm -rf "$old"
+done
 work=$(mktemp -d "$vmcache/run.XXXXXX")
+echo "$$ $(awk '{print $22}' /proc/$$/stat)" > "$work/owner"
 qemu_pid=
 loader=
 stop_loader() {
@@ -238,7 +245,8 @@ fi
 memory=${NODEJOIN_VM_MEMORY:-6144}
 boot() {
   local accel=$1 log=$2
-  TMPDIR=$work qemu-system-x86_64 -accel "$accel" -m "$memory" -smp "$(nproc)" -nographic -no-reboot -nodefaults \
+  # setpriv: QEMU is killed with this script, even a SIGKILLed one (no trap runs then).
+  TMPDIR=$work setpriv --pdeathsig KILL -- qemu-system-x86_64 -accel "$accel" -m "$memory" -smp "$(nproc)" -nographic -no-reboot -nodefaults \
     -serial stdio -monitor none -nic none \
     -kernel "$root/vmlinuz" -initrd "$initrd" \
     -append "console=ttyS0 loglevel=4 panic=-1 softlockup_panic=1 watchdog_thresh=30 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
@@ -338,7 +346,12 @@ done
 # 6. Results.
 dest=${NODEJOIN_ARTIFACTS_DIR:-$repo/target/nodejoin}/cgroup2-vm/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$dest"
-cp -a "$work/out/." "$dest/" 2>/dev/null || true
+# The guest's root wrote $work/out: only its regular files and directories come back, with modes of our own (no
+# link it planted is followed or kept, no set-id bit survives), never as the guest left them.
+(cd "$work/out" && find . -mindepth 1 -type d -print0) | (cd "$dest" && xargs -0 -r mkdir -p --)
+(cd "$work/out" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  cp --no-preserve=all -- "$work/out/$f" "$dest/$f" 2>/dev/null || true
+done
 cp "$work/console.log" "$work/console-run1.log" "$work/dockerd.log" "$dest/" 2>/dev/null || true
 if [ ! -s "$work/exit-code" ]; then
   step "the guest ended without a verdict; its console's last lines (all of it: $dest/console.log):"

@@ -96,7 +96,7 @@ pub fn share_root() -> PathBuf {
 pub fn share_source() -> String {
     match &crate::settings::get().fixtures {
         Some(fixtures) => format!(
-            "the checkout named by {} ({})",
+            "the checkout named by --dev-checkout or {} ({})",
             crate::settings::var::FIXTURES,
             fixtures.display()
         ),

@@ -385,3 +385,31 @@ fn a_look_alike_checkout_is_not_trusted() {
         "the look-alike was used: {text}"
     );
 }
+
+/// A checkout named explicitly (`--dev-checkout`) is used, and a look-alike named so is refused.
+#[test]
+fn a_dev_checkout_is_named_explicitly() {
+    let root = nodejoin::paths::workspace_root();
+    let doctor = |dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+            .args(["--dev-checkout", dir.to_str().unwrap(), "doctor"])
+            .env_remove("NODEJOIN_FIXTURES")
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .env("NODEJOIN_HOST_SETUP", "never")
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&root);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("the checkout named by --dev-checkout")
+            && text.contains(&root.join("fixtures").display().to_string()),
+        "{text}"
+    );
+    let look_alike = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(look_alike.path().join("fixtures/bootstrap")).unwrap();
+    std::fs::write(look_alike.path().join("fixtures/bootstrap/bootstrap.sh"), "#!/bin/sh\n").unwrap();
+    let out = doctor(look_alike.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a nodejoin checkout"));
+}

@@ -328,6 +328,8 @@ pub(crate) async fn run_go_build_script(
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg(&script).args(before).arg(version).arg(out).args(after);
     go_env(cmd.as_std_mut());
+    let work = go_work_dir().map_err(|e| format!("a work directory for the build: {e}"))?;
+    cmd.env("TMPDIR", work.path());
     crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
         .await
         .map_err(|e| format!("{e} (full log: {})", log.display()))?;
@@ -340,6 +342,17 @@ pub(crate) async fn run_go_build_script(
 /// foreign code in), and no `GOFLAGS` from the caller (the build scripts say their own).
 pub(crate) fn go_env(cmd: &mut std::process::Command) {
     cmd.env("GOWORK", "off").env_remove("GOFLAGS");
+}
+
+/// A Go build's temporary directory (its `TMPDIR`: the build script's work tree and Go's own): in
+/// `<cache>/tmp`, named after this process, so a build killed with its owner is removed by the next reaper
+/// instead of staying in `/tmp`. Removed when dropped.
+pub(crate) fn go_work_dir() -> std::io::Result<tempfile::TempDir> {
+    let root = crate::paths::scratch_root();
+    std::fs::create_dir_all(&root)?;
+    tempfile::Builder::new()
+        .prefix(&crate::paths::owned_prefix("go-build"))
+        .tempdir_in(root)
 }
 
 /// The path of an executable on PATH.

@@ -39,17 +39,6 @@ pub struct Peer {
     pub default_ttl: u32,
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Peer {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
-        use std::os::fd::AsRawFd;
-        Peer {
-            addr: *stream.remote_addr(),
-            fd: stream.io().as_raw_fd(),
-            default_ttl: socket2::SockRef::from(stream.io()).ttl_v4().unwrap_or(64),
-        }
-    }
-}
-
 impl Peer {
     /// Sets the IP TTL of what is sent on this connection from now on (a response's hop limit).
     pub fn set_ttl(&self, ttl: u32) -> std::io::Result<()> {
@@ -70,8 +59,32 @@ async fn peer_address(
     next.run(request).await
 }
 
-/// Connections a TLS fake (the token webhook) serves at once; more are closed at once.
-const TLS_CONNECTIONS: usize = 512;
+/// The next connection, with its slot: on an accept error (out of descriptors, EMFILE) it pauses instead of
+/// spinning, and a connection past the cap is closed at once; `None` then.
+async fn accept_bounded(
+    name: &'static str,
+    listener: &tokio::net::TcpListener,
+    slots: &std::sync::Arc<tokio::sync::Semaphore>,
+) -> Option<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    let (tcp, peer) = match listener.accept().await {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            tracing::debug!(fake = name, "accept: {e}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            return None;
+        }
+    };
+    match slots.clone().try_acquire_owned() {
+        Ok(slot) => Some((tcp, slot)),
+        Err(_) => {
+            tracing::warn!(fake = name, %peer, "refused a connection: {CONNECTIONS} already open");
+            None
+        }
+    }
+}
+
+/// Connections a fake serves at once; more are closed at once (every node of a run shares the fakes).
+const CONNECTIONS: usize = 1024;
 /// How long a TLS handshake, and then a request's head, may take.
 const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -100,10 +113,36 @@ impl FakeServer {
         // Handlers see the caller's address as `ConnectInfo<SocketAddr>`; those that shape packets (IMDS's hop
         // limit) also see the connection as `ConnectInfo<Peer>`.
         let router = router.layer(axum::middleware::from_fn(peer_address));
-        let app = router.into_make_service_with_connect_info::<Peer>();
+        // Bounded as the TLS fake is: connections at once, and the time a request's head may take (a node that
+        // opens connections and sends nothing must not exhaust the harness).
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
         let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::warn!(fake = name, "server stopped: {e}");
+            loop {
+                let Some((tcp, slot)) = accept_bounded(name, &listener, &slots).await else {
+                    continue;
+                };
+                let peer = {
+                    use std::os::fd::AsRawFd;
+                    Peer {
+                        addr: tcp.peer_addr().unwrap_or(addr),
+                        fd: tcp.as_raw_fd(),
+                        default_ttl: socket2::SockRef::from(&tcp).ttl_v4().unwrap_or(64),
+                    }
+                };
+                let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let io = hyper_util::rt::TokioIo::new(tcp);
+                    if let Err(e) = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HANDSHAKE)
+                        .serve_connection(io, service)
+                        .await
+                    {
+                        tracing::debug!(fake = name, "connection: {e}");
+                    }
+                });
             }
         });
         tracing::debug!(fake = name, %addr, "listening");
@@ -142,26 +181,17 @@ impl FakeServer {
         let addr = listener.local_addr().map_err(|e| fail(e.to_string()))?;
         // Bounded: connections at once, the TLS handshake, the request head. A node (or anything on the run's
         // network) holding connections open or sending nothing must not exhaust the harness.
-        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(TLS_CONNECTIONS));
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
         let task = tokio::spawn(async move {
             loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of descriptors (EMFILE) or the like: pause instead of spinning on the error.
-                        tracing::debug!(fake = name, "accept: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                        continue;
-                    }
+                let Some((tcp, slot)) = accept_bounded(name, &listener, &slots).await else {
+                    continue;
                 };
+                let Ok(peer) = tcp.peer_addr() else { continue };
                 if !callers.admits(peer.ip()) {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::warn!(fake = name, %peer, "refused a connection: {TLS_CONNECTIONS} already open");
-                    continue;
-                };
                 let acceptor = acceptor.clone();
                 let service = hyper_util::service::TowerToHyperService::new(router.clone());
                 tokio::spawn(async move {

@@ -11,8 +11,19 @@
 //! so the node's root can mount one too and reach the host's kernel parameters through it. No container node
 //! can be kept from that (docs/src/design/node-privileges.md says so, and the node-privileges scenario records it).
 
-/// Capabilities dropped from every node (on top of CAP_SYS_RESOURCE where the host's daemon lacks it).
-pub const DROPPED_CAPABILITIES: &[&str] = &["SYS_MODULE", "SYS_BOOT", "SYS_RAWIO", "SYS_TIME"];
+/// Capabilities dropped from every node (on top of CAP_SYS_RESOURCE where the host's daemon lacks it): what no
+/// part of a node uses (immutable files, process accounting, wake alarms, blocking suspend) besides what would
+/// reach the host's kernel, hardware and clock.
+pub const DROPPED_CAPABILITIES: &[&str] = &[
+    "SYS_MODULE",
+    "SYS_BOOT",
+    "SYS_RAWIO",
+    "SYS_TIME",
+    "SYS_PACCT",
+    "LINUX_IMMUTABLE",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+];
 
 /// What a node drops from `ALL` on this host: [`DROPPED_CAPABILITIES`], and CAP_SYS_RESOURCE where the host's
 /// bounding set lacks it (asking for a capability the host lacks fails the container's start).

@@ -52,6 +52,7 @@ pub mod var {
     pub const SHIM_SWAP_PRIVILEGED: &str = "NODEJOIN_SWAP_PRIVILEGED";
     pub const SHIM_CAP_DROP: &str = "NODEJOIN_CAP_DROP";
     pub const SHIM_DEVICES: &str = "NODEJOIN_DEVICES";
+    pub const SHIM_SECCOMP: &str = "NODEJOIN_SECCOMP";
 }
 
 /// The tools whose binary (`NODEJOIN_<TOOL>`) and Go module version (`NODEJOIN_<TOOL>_VERSION`) can be given.

@@ -27,6 +27,11 @@ struct Cli {
     /// amazon-eks-ami) may lead into; repeatable (also NODEJOIN_ALLOW_PATHS, colon-separated).
     #[arg(long = "allow-path", global = true, value_name = "DIR")]
     allow_path: Vec<PathBuf>,
+    /// A nodejoin checkout whose fixtures/ and kind-config/ (build scripts, the kind docker shim: they run as
+    /// root) replace the copy built into this binary; for nodejoin's own development (also NODEJOIN_FIXTURES,
+    /// naming its fixtures/). Never found from the working directory.
+    #[arg(long = "dev-checkout", global = true, value_name = "DIR")]
+    dev_checkout: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -196,6 +201,14 @@ fn main() -> ExitCode {
         return ExitCode::from(session::EXIT_BAD_INPUT);
     }
     settings.allow_paths.extend(cli.allow_path.iter().cloned());
+    if let Some(dir) = &cli.dev_checkout {
+        if !dir.join("fixtures/bootstrap/bootstrap.sh").is_file() || !dir.join("kind-config").is_dir() {
+            eprintln!("error: --dev-checkout {}: not a nodejoin checkout", dir.display());
+            eprintln!("  hint: name the folder holding fixtures/ and kind-config/");
+            return ExitCode::from(session::EXIT_BAD_INPUT);
+        }
+        settings.fixtures = Some(dir.join("fixtures"));
+    }
     if let Command::List(args) = &cli.command {
         settings.set_versions(args.kubernetes_version.clone());
     }

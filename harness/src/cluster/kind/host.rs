@@ -44,6 +44,9 @@ pub struct Shim {
     pub swaps_privileged: bool,
     /// Capabilities dropped from `ALL` when swapped.
     cap_drop: Vec<String>,
+    /// The node seccomp profile, written to a file (the docker CLI takes a path), for kind's
+    /// `seccomp=unconfined` when swapped.
+    seccomp: Option<PathBuf>,
 }
 
 impl Shim {
@@ -67,6 +70,9 @@ impl Shim {
                 crate::settings::var::SHIM_DEVICES,
                 crate::node::privileges::devices().join(" "),
             );
+        if let Some(profile) = &self.seccomp {
+            cmd.env(crate::settings::var::SHIM_SECCOMP, profile);
+        }
     }
 }
 
@@ -93,7 +99,27 @@ fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim
         labels: label_lines(labels),
         swaps_privileged,
         cap_drop: crate::node::privileges::dropped_capabilities(),
+        seccomp: swaps_privileged.then(seccomp_file).transpose()?,
     })
+}
+
+/// The node seccomp profile as a file, named by its content in the cache (every run writes the same bytes; a
+/// rename makes it appear whole).
+fn seccomp_file() -> Result<PathBuf, String> {
+    use sha2::Digest;
+    let profile = crate::node::privileges::seccomp_profile();
+    let hash = hex::encode(sha2::Sha256::digest(profile.as_bytes()));
+    let dir = crate::paths::cache_dir().join("seccomp");
+    let path = dir.join(format!("node-{}.json", &hash[..16]));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let fail = |e: std::io::Error| format!("the node seccomp profile in {}: {e}", dir.display());
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
+    std::io::Write::write_all(&mut tmp, profile.as_bytes()).map_err(fail)?;
+    tmp.persist(&path).map_err(|e| fail(e.error))?;
+    Ok(path)
 }
 
 /// The shim to run kind with: `labels` on every node container, `--privileged` swapped for a node's
@@ -132,6 +158,7 @@ mod tests {
             .env(crate::settings::var::SHIM_SWAP_PRIVILEGED, if swap { "1" } else { "0" })
             .env(crate::settings::var::SHIM_CAP_DROP, "SYS_MODULE SYS_RAWIO")
             .env(crate::settings::var::SHIM_DEVICES, "/dev/kmsg")
+            .env(crate::settings::var::SHIM_SECCOMP, "/cache/seccomp/node.json")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -147,7 +174,17 @@ mod tests {
     #[test]
     fn shim_swaps_only_privileged() {
         let run = |args: &[&str]| shim_run(args, "", true);
-        let args = run(&["run", "--name", "n", "--privileged", "--tmpfs", "/run", "img"]);
+        let args = run(&[
+            "run",
+            "--name",
+            "n",
+            "--privileged",
+            "--security-opt",
+            "seccomp=unconfined",
+            "--tmpfs",
+            "/run",
+            "img",
+        ]);
         assert!(!args.iter().any(|a| a == "--privileged"), "{args:?}");
         let joined = args.join(" ");
         for want in [
@@ -155,10 +192,11 @@ mod tests {
             "--cap-drop SYS_MODULE",
             "--cap-drop SYS_RAWIO",
             "--device /dev/kmsg",
+            "--security-opt seccomp=/cache/seccomp/node.json",
         ] {
             assert!(joined.contains(want), "{want} missing from {args:?}");
         }
-        for unwanted in ["systempaths=unconfined", "a *:* rwm"] {
+        for unwanted in ["systempaths=unconfined", "a *:* rwm", "seccomp=unconfined"] {
             assert!(!args.iter().any(|a| a == unwanted), "{unwanted} in {args:?}");
         }
         assert_eq!(args.first().map(String::as_str), Some("run"));

@@ -146,6 +146,8 @@ pub async fn ensure_kind() -> Result<PathBuf> {
         .env("CGO_ENABLED", "0")
         .current_dir(&dir);
     crate::assets::go_env(&mut go);
+    let work = crate::assets::go_work_dir().map_err(|e| Error::io(crate::paths::scratch_root(), e))?;
+    go.env("TMPDIR", work.path());
     let out = crate::deadline::output(
         &mut tokio::process::Command::from(go),
         &format!("go install sigs.k8s.io/kind@{KIND_VERSION}"),

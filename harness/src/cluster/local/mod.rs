@@ -123,9 +123,15 @@ impl LocalControlPlane {
             format!("--key-file={}", d(&paths.etcd_server.1)),
             format!("--trusted-ca-file={}", d(&paths.etcd_ca.0)),
             "--client-cert-auth=true".to_string(),
-            format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
-            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
-            format!("--initial-cluster=nodejoin=http://127.0.0.1:{peer_port}"),
+            // A single member never dials a peer, but etcd listens for them: over TLS, and only for a client
+            // certificate of the run's etcd CA, so no other local process talks raft to it.
+            format!("--listen-peer-urls=https://127.0.0.1:{peer_port}"),
+            format!("--initial-advertise-peer-urls=https://127.0.0.1:{peer_port}"),
+            format!("--initial-cluster=nodejoin=https://127.0.0.1:{peer_port}"),
+            format!("--peer-cert-file={}", d(&paths.etcd_server.0)),
+            format!("--peer-key-file={}", d(&paths.etcd_server.1)),
+            format!("--peer-trusted-ca-file={}", d(&paths.etcd_ca.0)),
+            "--peer-client-cert-auth=true".to_string(),
             format!(
                 "--initial-cluster-token=nodejoin-{}-{}",
                 ctx.run_id,
