@@ -28,6 +28,11 @@ pub const CONTROL_PLANE_START: Duration = Duration::from_secs(5 * 60);
 pub const DOCKERD_START: Duration = Duration::from_secs(60);
 /// Waiting for another process that holds a cache lock (it may be building what the lock guards).
 pub const CACHE_LOCK: Duration = Duration::from_secs(45 * 60);
+/// Installing the host's missing Debian packages (`apt-get update` or `install`: a dead mirror must not hang a
+/// run).
+pub const APT: Duration = Duration::from_secs(15 * 60);
+/// A git command on the user's repository (`compare`'s worktree, its prune).
+pub const GIT: Duration = Duration::from_secs(5 * 60);
 /// The clean-up after SIGINT, SIGTERM or SIGHUP: whatever is left after this, `nodejoin reap` removes.
 pub const CLEANUP: Duration = Duration::from_secs(120);
 

@@ -78,13 +78,10 @@ const PACKAGES: &[Package] = &[
         present: || {
             // Isolated (`-I`: neither the working directory nor PYTHON* variables on its path) and run from `/`:
             // a `pip.py` in the repository nodejoin was handed would otherwise run as root here.
-            std::process::Command::new("python3")
-                .args(["-I", "-m", "pip", "--version"])
-                .current_dir("/")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
+            let mut probe = std::process::Command::new("python3");
+            probe.args(["-I", "-m", "pip", "--version"]).current_dir("/");
+            crate::deadline::output_blocking(&mut probe, "python3 -I -m pip --version", crate::deadline::TOOL_PROBE)
+                .is_ok_and(|o| o.status.success())
         },
         why: "the AWS CLI in the node image",
     },
@@ -143,15 +140,9 @@ pub async fn ensure_packages() -> Result<()> {
 }
 
 async fn apt(args: &[&str]) -> Result<()> {
-    let out = tokio::process::Command::new("apt-get")
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .output()
-        .await
-        .map_err(|e| Error::Process {
-            what: "apt-get".into(),
-            message: e.to_string(),
-        })?;
+    let mut cmd = tokio::process::Command::new("apt-get");
+    cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+    let out = crate::deadline::output(&mut cmd, "apt-get", crate::deadline::APT).await?;
     if out.status.success() {
         return Ok(());
     }

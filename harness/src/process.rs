@@ -131,7 +131,22 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 /// Is a process with this PID alive? A zombie (exited, not yet reaped by its parent) is not. Read from /proc,
 /// which every user may read, never from kill(2), whose EPERM would make another user's process look dead.
 pub fn alive(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|f| f.first().map(String::as_str) != Some("Z"))
+    match stat_fields(pid) {
+        Some(f) => f.first().map(String::as_str) != Some("Z"),
+        None => hidden(pid),
+    }
+}
+
+/// Whether `pid` runs but /proc hides it from us (`hidepid=`: another user's process): kill(2) with no signal
+/// then answers EPERM, never ESRCH. Such a process is never proven dead, so never reaped.
+fn hidden(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// A process as the reaper proves it: its PID and its start time (clock ticks after boot), so a PID the kernel
@@ -162,7 +177,8 @@ impl Identity {
     /// Whether the process it names still runs (the same process: same PID and start time), not a zombie.
     pub fn alive(&self) -> bool {
         let Some(fields) = stat_fields(self.pid) else {
-            return false;
+            // Hidden from us by `hidepid=`: its start time cannot be compared, and it is never taken for dead.
+            return hidden(self.pid);
         };
         let running = fields.first().map(String::as_str) != Some("Z");
         let same = match self.start {

@@ -162,11 +162,11 @@ fn remove_work_dir(dir: &Path) {
     let repo = std::fs::read_to_string(dir.join(WORKTREE_REPO_FILE)).ok();
     let _ = std::fs::remove_dir_all(dir);
     if let Some(repo) = repo.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
-        let _ = std::process::Command::new("git")
-            .args(["-C", &repo, "worktree", "prune"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        let _ = crate::deadline::output_blocking(
+            std::process::Command::new("git").args(["-C", &repo, "worktree", "prune"]),
+            "git worktree prune",
+            crate::deadline::GIT,
+        );
     }
 }
 

@@ -413,3 +413,34 @@ fn a_dev_checkout_is_named_explicitly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a nodejoin checkout"));
 }
+
+/// A `pip.py` in the repository nodejoin is handed (its working directory, or on a PYTHONPATH it sets) never runs
+/// as root: the host's pip probe is isolated (`python3 -I`) and runs from `/`.
+#[test]
+fn a_pip_py_in_the_repository_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pip-py-ran");
+    std::fs::write(
+        dir.path().join("pip.py"),
+        format!("open({:?}, 'w').write('ran')\n", marker.display().to_string()),
+    )
+    .unwrap();
+    // A run prepares the host first: the package probe, then the Docker engine (unreachable here: it ends there).
+    let scenario = nodejoin::paths::workspace_root().join("scenarios/basic-bootstrap-token.yaml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+        .current_dir(dir.path())
+        .arg("run")
+        .arg(&scenario)
+        .env("PYTHONPATH", dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("NODEJOIN_HOST_SETUP", "never")
+        .env("NODEJOIN_ARTIFACTS_DIR", dir.path().join("artifacts"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("Docker is not reachable") || text.contains("missing packages"),
+        "the host was not prepared:\n{text}"
+    );
+    assert!(!marker.exists(), "the repository's pip.py ran as root");
+}

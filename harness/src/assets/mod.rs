@@ -378,6 +378,18 @@ mod go_env_tests {
         assert!(envs.contains(&("GOWORK".into(), Some("off".into()))), "{envs:?}");
         assert!(envs.contains(&("GOFLAGS".into(), None)), "GOFLAGS removed: {envs:?}");
     }
+
+    /// A build's temporary files are where the reaper looks, named after their owner (a killed build's go).
+    #[test]
+    fn a_builds_temporary_directory_is_the_reapers_to_find() {
+        let dir = super::go_work_dir().unwrap();
+        assert_eq!(dir.path().parent(), Some(crate::paths::scratch_root().as_path()));
+        let name = dir.path().file_name().unwrap().to_string_lossy().to_string();
+        assert_eq!(
+            crate::paths::owner_of_scratch(&name),
+            Some(crate::process::Identity::own())
+        );
+    }
 }
 
 #[cfg(test)]

@@ -220,12 +220,12 @@ impl Drop for Worktree {
 
 /// Runs git in `dir`; its stdout, or its stderr as the error.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .map_err(|e| format!("running git: {e}"))?;
+    let out = crate::deadline::output_blocking(
+        std::process::Command::new("git").arg("-C").arg(dir).args(args),
+        &format!("git {}", args.join(" ")),
+        crate::deadline::GIT,
+    )
+    .map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

@@ -193,6 +193,14 @@ impl Authenticator {
         }
     }
 
+    /// How many decisions about `instance_id`'s tokens were past the cap: counted, not kept.
+    pub fn decisions_dropped(&self, instance_id: &str) -> u64 {
+        self.decisions
+            .lock()
+            .map(|d| d.dropped(&Some(instance_id.to_string())))
+            .unwrap_or(0)
+    }
+
     /// Decisions about tokens signed with `instance_id`'s credentials, oldest first.
     pub fn decisions_for(&self, instance_id: &str) -> Vec<Decision> {
         self.decisions

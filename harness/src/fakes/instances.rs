@@ -184,6 +184,11 @@ impl Instances {
         }
     }
 
+    /// How many IMDS requests from `ip` were past the cap: counted, not kept.
+    pub fn requests_dropped(&self, ip: IpAddr) -> u64 {
+        self.log.lock().map(|l| l.dropped(&ip)).unwrap_or(0)
+    }
+
     /// The IMDS requests made from `ip`, oldest first.
     pub fn requests_from(&self, ip: IpAddr) -> Vec<ImdsRequest> {
         self.log.lock().map(|l| l.of(&ip)).unwrap_or_default()

@@ -91,8 +91,16 @@ pub(crate) fn calls_text(env: &Environment, n: &RunningNode) -> String {
 }
 
 pub(crate) fn imds_text(env: &Environment, n: &RunningNode) -> String {
+    let ip = std::net::IpAddr::V4(n.instance.private_ip);
+    let dropped = env.instances.requests_dropped(ip);
+    let cut = (dropped > 0).then(|| {
+        format!(
+            "({dropped} more requests past the first {} were counted, not kept)",
+            crate::fakes::capped::CAP
+        )
+    });
     env.instances
-        .requests_from(std::net::IpAddr::V4(n.instance.private_ip))
+        .requests_from(ip)
         .iter()
         // Addresses are reused by later containers: only this instance's lifetime counts.
         .filter(|r| r.at >= n.instance.launch_time)
@@ -111,6 +119,7 @@ pub(crate) fn imds_text(env: &Environment, n: &RunningNode) -> String {
                 }
             )
         })
+        .chain(cut)
         .collect::<Vec<_>>()
         .join("\n")
 }
