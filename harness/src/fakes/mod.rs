@@ -83,6 +83,22 @@ async fn accept_bounded(
     }
 }
 
+/// Serves HTTP/1.1 on one connection until the caller closes it, a request's head bounded by [`HANDSHAKE`].
+async fn serve_connection<I>(name: &'static str, io: I, app: axum::Router)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HANDSHAKE)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .await
+    {
+        tracing::debug!(fake = name, "connection: {e}");
+    }
+}
+
 /// Connections a fake serves at once; more are closed at once (every node of a run shares the fakes).
 const CONNECTIONS: usize = 1024;
 /// How long a TLS handshake, and then a request's head, may take.
@@ -130,18 +146,9 @@ impl FakeServer {
                     }
                 };
                 let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
-                let service = hyper_util::service::TowerToHyperService::new(app);
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let io = hyper_util::rt::TokioIo::new(tcp);
-                    if let Err(e) = hyper::server::conn::http1::Builder::new()
-                        .timer(hyper_util::rt::TokioTimer::new())
-                        .header_read_timeout(HANDSHAKE)
-                        .serve_connection(io, service)
-                        .await
-                    {
-                        tracing::debug!(fake = name, "connection: {e}");
-                    }
+                    serve_connection(name, tcp, app).await;
                 });
             }
         });
@@ -192,22 +199,13 @@ impl FakeServer {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
-                let acceptor = acceptor.clone();
-                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                let (acceptor, app) = (acceptor.clone(), router.clone());
                 tokio::spawn(async move {
                     let _slot = slot;
                     let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await else {
                         return;
                     };
-                    let io = hyper_util::rt::TokioIo::new(tls);
-                    if let Err(e) = hyper::server::conn::http1::Builder::new()
-                        .timer(hyper_util::rt::TokioTimer::new())
-                        .header_read_timeout(HANDSHAKE)
-                        .serve_connection(io, service)
-                        .await
-                    {
-                        tracing::debug!(fake = name, "connection: {e}");
-                    }
+                    serve_connection(name, tls, app).await;
                 });
             }
         });
