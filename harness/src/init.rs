@@ -254,12 +254,15 @@ name: nodejoin
 on:
   push:
   pull_request:
+permissions:
+  contents: read
 jobs:
   nodejoin:
     runs-on: ubuntu-24.04
     timeout-minutes: 60
     steps:
-      - uses: actions/checkout@v4
+      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4.4.0
+        with: {{ persist-credentials: false }}
       - uses: {action}
         with:
           scenarios: nodejoin/scenarios
