@@ -202,6 +202,10 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         .chain([
             ("cargo-install-args".to_string(), "--debug --locked".to_string()),
             ("compare-base".to_string(), "git:HEAD".to_string()),
+            // Selection inputs as a user passes them: every trial, in one share, no retry.
+            ("filter".to_string(), "all()".to_string()),
+            ("partition".to_string(), "count:1/1".to_string()),
+            ("retries".to_string(), "0".to_string()),
         ])
         .collect();
     let ctx: BTreeMap<&str, String> = BTreeMap::from([
