@@ -305,6 +305,12 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         .lines()
         .find_map(|l| l.strip_prefix("junit="))
         .expect("the run step's junit output");
+    for (key, want) in [("passed", "2"), ("failed", "0"), ("flaky", "0"), ("ignored", "0"), ("result", "passed")] {
+        assert!(
+            outputs.lines().any(|l| l == format!("{key}={want}")),
+            "the run step's output {key} is not {want}:\n{outputs}"
+        );
+    }
     let xml = std::fs::read_to_string(junit).unwrap();
     // One suite per trial, a test case per check and one for the scenario's outcome.
     assert!(
