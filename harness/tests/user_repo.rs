@@ -305,7 +305,13 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         .lines()
         .find_map(|l| l.strip_prefix("junit="))
         .expect("the run step's junit output");
-    for (key, want) in [("passed", "2"), ("failed", "0"), ("flaky", "0"), ("ignored", "0"), ("result", "passed")] {
+    for (key, want) in [
+        ("passed", "2"),
+        ("failed", "0"),
+        ("flaky", "0"),
+        ("ignored", "0"),
+        ("result", "passed"),
+    ] {
         assert!(
             outputs.lines().any(|l| l == format!("{key}={want}")),
             "the run step's output {key} is not {want}:\n{outputs}"

@@ -18,6 +18,9 @@ pub struct ExecTrace {
     pub unparsed_count: usize,
     /// execve calls strace left `<unfinished ...>` and never resumed: whether they ran is unknown.
     pub unfinished: usize,
+    /// Processes strace detached from before they ended (`<detached ...>`, as it writes for one still running
+    /// when tracing stops): what they ran after that is not in the trace, and the check says so.
+    pub detached: usize,
 }
 
 /// The bootstrap's exec trace, or why there is none.
@@ -71,6 +74,10 @@ pub fn parse_strace(trace: &str) -> ExecTrace {
                 record(&path, rest);
                 continue;
             }
+        } else if rest.ends_with("<detached ...>") {
+            // `???( <detached ...>` or `wait4(... <detached ...>`: tracing of this process stopped here.
+            t.detached += 1;
+            continue;
         } else if (rest.starts_with("+++ ") && rest.ends_with(" +++"))
             || (rest.starts_with("--- SIG") && rest.ends_with(" ---"))
         {
@@ -142,7 +149,17 @@ pub fn checks(node: &str, trace: Option<&Trace>, want: &ExecutableExpectation) -
         name,
         true,
         expected,
-        format!("{} execve calls, {} programs", t.execs, ran.len()),
+        if t.detached == 0 {
+            format!("{} execve calls, {} programs", t.execs, ran.len())
+        } else {
+            format!(
+                "{} execve calls, {} programs; {} process(es) still running were detached when tracing stopped \
+                 (what they ran afterwards is not in the trace)",
+                t.execs,
+                ran.len(),
+                t.detached
+            )
+        },
     )];
     if !want.forbid.is_empty() {
         let found: Vec<String> = want
@@ -209,6 +226,15 @@ mod tests {
         assert_eq!(t.ran.get("bootstrap.sh"), Some(&1));
         assert_eq!(summary(&t.ran), "bootstrap.sh 1x, curl 2x, jq 1x");
         assert_eq!((t.execs, t.unparsed_count, t.unfinished), (5, 0, 0));
+        // A process still running when tracing stopped: understood, counted, and said in the check.
+        let detached =
+            parse_strace("101   execve(\"/bin/sh\", [\"sh\"], 0x1 /* 1 vars */) = 0\n382   ???( <detached ...>\n");
+        assert_eq!((detached.execs, detached.unparsed_count, detached.detached), (1, 0, 1));
+        let checks = checks("n", Some(&Trace::Read(detached)), &Default::default());
+        assert!(
+            checks[0].passed && checks[0].actual.contains("1 process(es) still running were detached"),
+            "{checks:?}"
+        );
     }
 
     fn want() -> ExecutableExpectation {
