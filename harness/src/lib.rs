@@ -3,8 +3,9 @@
 //! Layers, bottom up. A module uses only the modules listed before it; `tests/layers.rs` reads this list and
 //! every `crate::` path outside tests, so it stays true (and no two files of it use each other, but a module and
 //! its own children):
-//! - `settings`, `error`, `process`, `deadline`, `paths`, `progress`, `redact`: settings (every variable, read
-//!   once), errors, child processes, time limits, folders, progress lines;
+//! - `untrusted`, `settings`, `error`, `process`, `deadline`, `paths`, `progress`, `redact`: bounded reads of files
+//!   a repository names, settings (every variable, read once), errors, child processes, time limits, folders,
+//!   progress lines;
 //! - `pki`, `userdata`, `aws`, `eks`: derivations without I/O of their own: certificates, user-data formats,
 //!   SigV4 and IAM credentials, what EKS computes (tokens, aws-auth, access entries, DNS, max pods, the VPC);
 //! - `fakes`: the in-process AWS and EKS endpoints nodes call (they know nothing of Docker or Kubernetes);
@@ -50,6 +51,7 @@ pub mod session;
 pub mod settings;
 pub mod signals;
 pub mod sysctl;
+pub mod untrusted;
 pub mod userdata;
 
 pub use error::{Error, Result};

@@ -59,17 +59,17 @@ impl<K: Eq + Hash, T: Clone> Capped<K, T> {
     pub fn all(&self) -> impl Iterator<Item = &T> {
         self.by.values().flat_map(|k| k.entries.iter())
     }
-
-    /// The cap, for notes.
-    pub fn cap(&self) -> usize {
-        self.cap
-    }
 }
 
 impl<K: Eq + Hash, T: Clone> Default for Capped<K, T> {
     fn default() -> Self {
         Self::new(CAP)
     }
+}
+
+/// What a report or log says of `dropped` entries of `what` cut from a source (nothing when none were).
+pub fn cut_note(dropped: u64, what: &str) -> Option<String> {
+    (dropped > 0).then(|| format!("({dropped} more {what} past the first {CAP} were counted, not kept)"))
 }
 
 /// Entries kept per source: far more than any bootstrap makes (a node joins in tens of calls), few enough that a
@@ -94,5 +94,10 @@ mod tests {
         log.forget(&"storm");
         assert!(log.of(&"storm").is_empty());
         assert_eq!(log.all().count(), 1);
+        assert_eq!(cut_note(0, "calls"), None);
+        assert_eq!(
+            cut_note(7, "calls").as_deref(),
+            Some("(7 more calls past the first 20000 were counted, not kept)")
+        );
     }
 }

@@ -92,13 +92,7 @@ pub(crate) fn calls_text(env: &Environment, n: &RunningNode) -> String {
 
 pub(crate) fn imds_text(env: &Environment, n: &RunningNode) -> String {
     let ip = std::net::IpAddr::V4(n.instance.private_ip);
-    let dropped = env.instances.requests_dropped(ip);
-    let cut = (dropped > 0).then(|| {
-        format!(
-            "({dropped} more requests past the first {} were counted, not kept)",
-            crate::fakes::capped::CAP
-        )
-    });
+    let cut = crate::fakes::capped::cut_note(env.instances.requests_dropped(ip), "requests");
     env.instances
         .requests_from(ip)
         .iter()

@@ -4,7 +4,6 @@
 //! `NODEJOIN_ALLOW_PATHS`, and the caller's own `--eks-ami`). A path is judged by where it really leads (links
 //! resolved), and a file is judged again once it is open (through `/proc/self/fd`), so a link swapped in between
 //! leads nowhere else. Files are read only if regular, and only up to a cap: `/dev/zero` or a FIFO never ends.
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 /// The directories a scenario's paths may lead into.
@@ -92,29 +91,14 @@ impl Roots {
 
     /// Reads the regular file at `path`, inside the roots, of at most `cap` bytes.
     pub fn read(&self, path: &Path, what: &str, cap: u64) -> Result<Vec<u8>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let fail = |e: &dyn std::fmt::Display| format!("{what} {}: {e}", path.display());
-        // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(|e| fail(&e))?;
-        let meta = file.metadata().map_err(|e| fail(&e))?;
-        if !meta.is_file() {
-            return Err(fail(&"not a regular file"));
-        }
+        let fail = |e: std::io::Error| format!("{what} {}: {e}", path.display());
+        let file = crate::untrusted::open_regular(path).map_err(fail)?;
         // Judged by what was opened, not by what the path said a moment before.
         let real = std::fs::read_link("/proc/self/fd/".to_string() + &fd_of(&file).to_string())
             .or_else(|_| std::fs::canonicalize(path))
-            .map_err(|e| fail(&e))?;
+            .map_err(fail)?;
         self.judge(path, &real, what)?;
-        let mut bytes = Vec::new();
-        file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| fail(&e))?;
-        if bytes.len() as u64 > cap {
-            return Err(fail(&format!("larger than {} KiB, the most nodejoin reads", cap >> 10)));
-        }
-        Ok(bytes)
+        crate::untrusted::read_capped(file, cap).map_err(fail)
     }
 
     /// [`Self::read`] as UTF-8 text.

@@ -67,7 +67,11 @@ pub fn find(dir: &Path) -> Option<PathBuf> {
 impl Config {
     /// Reads `path`; an error names the file, and the line of a bad key.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = read_small(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Read as a scenario's files are: a regular file (not a link to /dev/zero or a FIFO) of at most 1 MiB.
+        let text = crate::untrusted::open_regular(path)
+            .and_then(|f| crate::untrusted::read_capped(f, 1 << 20))
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display())))?;
         Self::parse(&text, path)
     }
 
@@ -159,27 +163,6 @@ impl Profile {
         settings.artifacts_dir = settings.artifacts_dir.take().or(self.artifacts_dir.as_ref().map(path));
         settings.flaky_fails = self.flaky_result == Some(FlakyResult::Fail);
     }
-}
-
-/// The repository's file, read as a scenario's files are: a regular file (not a link to /dev/zero or a FIFO),
-/// of at most 1 MiB, in UTF-8.
-fn read_small(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(bad("not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(1 << 20).read_to_string(&mut text)?;
-    if text.len() >= 1 << 20 {
-        return Err(bad("larger than 1 MiB"));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -36,13 +36,7 @@ fn token_format_check(name: String, decisions: &[crate::fakes::authenticator::De
 /// A Kubernetes API call of the IAM set-up failed: the cluster's fault, not the scenario file's.
 /// The token webhook's decisions about `instance_id`'s tokens, one line each.
 pub fn decision_lines(env: &Environment, instance_id: &str) -> String {
-    let dropped = env.authenticator.decisions_dropped(instance_id);
-    let cut = (dropped > 0).then(|| {
-        format!(
-            "({dropped} more decisions past the first {} were counted, not kept)",
-            crate::fakes::capped::CAP
-        )
-    });
+    let cut = crate::fakes::capped::cut_note(env.authenticator.decisions_dropped(instance_id), "decisions");
     env.authenticator
         .decisions_for(instance_id)
         .iter()

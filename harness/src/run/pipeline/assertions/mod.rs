@@ -130,12 +130,8 @@ fn calls(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioRe
         assert::calls::summary(&calls)
     ));
     let dropped = env.calls.dropped(&n.instance.instance_id);
-    if dropped > 0 {
-        report.notes.push(format!(
-            "{}: {dropped} more calls past the first {} were counted, not kept",
-            n.node_name,
-            crate::fakes::capped::CAP
-        ));
+    if let Some(cut) = crate::fakes::capped::cut_note(dropped, "calls") {
+        report.notes.push(format!("{}: {cut}", n.node_name));
     }
     if let Some(want) = &n.expect().calls {
         let ready_at = n.timeline.ready.map(|d| n.kubelet_start + d);
