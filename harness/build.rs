@@ -1,6 +1,8 @@
 //! Packs `fixtures/` and `kind-config/` (the reference bootstrap, the node-image recipe, the Go build modules,
-//! the kind config) into the binary as one tar archive, so a `cargo install`ed nodejoin works without a checkout
-//! (`paths::share_root` unpacks it into the cache on first use). The archive is deterministic (sorted entries,
+//! the kind config) into the binary as one tar archive. They are read through `share/`, whose two links lead to the
+//! workspace's top-level folders: `cargo package` follows them, so the published crate carries the files itself
+//! and builds the same binary without a checkout around it. So a `cargo install`ed nodejoin works without a
+//! checkout (`paths::share_root` unpacks the archive into the cache on first use). The archive is deterministic (sorted entries,
 //! no timestamps) and its SHA-256 names the unpacked copy, so a new build never reuses a stale one.
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -9,7 +11,7 @@ const DIRS: &[&str] = &["fixtures", "kind-config"];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let root = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
+    let root = manifest.join("share");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("share.tar");
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);

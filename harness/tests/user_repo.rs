@@ -83,7 +83,7 @@ fn the_action_is_composite_and_every_input_is_declared_described_and_documented(
 
 /// Fills in the expressions a runner would, for a step run here: inputs, the action's path, the runner's temp
 /// directory, and the two conditions the action uses.
-fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<&str, String>) -> String {
+fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<String, String>) -> String {
     let mut out = text.to_string();
     for e in expressions(text) {
         let value = if let Some(i) = e.strip_prefix("inputs.") {
@@ -97,6 +97,9 @@ fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<&str
             "true".into()
         } else if e == "always() && inputs.compare-base != ''" {
             (!inputs["compare-base"].is_empty()).to_string()
+        } else if let Some((left, right)) = e.split_once(" == ") {
+            let right = right.trim_matches('\'');
+            (ctx.get(left).map(String::as_str).unwrap_or_default() == right).to_string()
         } else if e.starts_with("steps.") || e.starts_with("runner.os") || e.starts_with("github.action_ref") {
             String::new()
         } else {
@@ -169,6 +172,7 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::create_dir_all(&runner_temp).unwrap();
     sample_repo(&repo);
+    let releases = Releases::pack(tmp.path());
 
     // The runner's files and environment.
     let files: BTreeMap<&str, PathBuf> = ["GITHUB_PATH", "GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"]
@@ -200,7 +204,9 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
             )
         })
         .chain([
-            ("cargo-install-args".to_string(), "--debug --locked".to_string()),
+            // The release of this build, served from a local directory as GitHub serves a release's assets.
+            ("nodejoin-version".to_string(), release_version().to_string()),
+            ("release-url".to_string(), releases.url.clone()),
             ("compare-base".to_string(), "git:HEAD".to_string()),
             // Selection inputs as a user passes them: every trial, in one share, no retry.
             ("filter".to_string(), "all()".to_string()),
@@ -208,9 +214,9 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
             ("retries".to_string(), "0".to_string()),
         ])
         .collect();
-    let ctx: BTreeMap<&str, String> = BTreeMap::from([
-        ("github.action_path", root().display().to_string()),
-        ("runner.temp", runner_temp.display().to_string()),
+    let mut ctx: BTreeMap<String, String> = BTreeMap::from([
+        ("github.action_path".to_string(), root().display().to_string()),
+        ("runner.temp".to_string(), runner_temp.display().to_string()),
     ]);
 
     let a = action();
@@ -249,11 +255,31 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
             None => repo.clone(),
         };
         let script = substitute(step["run"].as_str().unwrap(), &inputs, &ctx);
+        // Each step its own output file, as on a runner; a step with an id publishes steps.<id>.outputs.*.
+        let outputs = tmp.path().join(format!("output-{}", step["id"].as_str().unwrap_or("anonymous")));
+        std::fs::write(&outputs, "").unwrap();
+        step_env.insert("GITHUB_OUTPUT".into(), outputs.display().to_string());
         let (code, out) = sh(&dir, &script, &step_env);
         log.push_str(&format!("== {name}: exit {code}\n{out}\n"));
         assert_eq!(code, 0, "step '{name}' failed:\n{log}");
+        if let Some(id) = step["id"].as_str() {
+            for line in std::fs::read_to_string(&outputs).unwrap().lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    ctx.insert(format!("steps.{id}.outputs.{k}"), v.to_string());
+                }
+            }
+        }
 
         if name == "Install nodejoin" {
+            // The release was downloaded and checked, nothing compiled.
+            let served = releases.served();
+            let archive = format!("/v{v}/nodejoin-v{v}-x86_64-unknown-linux-gnu.tar.gz", v = release_version());
+            assert!(
+                served.contains(&archive) && served.contains(&format!("{archive}.sha256")),
+                "the install step did not fetch {archive} and its checksum: {served:?}\n{log}"
+            );
+            assert!(out.contains(": OK"), "no checksum verified:\n{out}");
+            assert!(!out.contains("Compiling"), "the install step compiled:\n{out}");
             // The user scaffolds with the installed binary, outside any nodejoin checkout.
             let bin = Path::new(&added_after(&files["GITHUB_PATH"])).join("nodejoin");
             assert!(bin.is_file(), "the install step put no nodejoin on GITHUB_PATH:\n{log}");
@@ -300,7 +326,7 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         summary.contains("### nodejoin compare") && summary.contains("No difference in 2 scenarios"),
         "{summary}"
     );
-    let outputs = std::fs::read_to_string(&files["GITHUB_OUTPUT"]).unwrap();
+    let outputs = std::fs::read_to_string(tmp.path().join("output-run")).unwrap();
     let junit = outputs
         .lines()
         .find_map(|l| l.strip_prefix("junit="))
@@ -335,4 +361,112 @@ fn added_after(github_path: &Path) -> String {
         .last()
         .unwrap_or_default()
         .to_string()
+}
+
+/// The version this build will be released as: its own without the pre-release part (main says X.Y.Z-dev).
+fn release_version() -> &'static str {
+    env!("CARGO_PKG_VERSION").split('-').next().unwrap_or_default()
+}
+
+/// Release archives of this build (ci/release.sh packs the test's own binary) served over HTTP from a local
+/// directory laid out as GitHub's release downloads are: `<url>/v<version>/<archive>`.
+struct Releases {
+    url: String,
+    dir: PathBuf,
+    served: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Releases {
+    fn pack(tmp: &Path) -> Releases {
+        let dir = tmp.join("releases");
+        let out = dir.join(format!("v{}", release_version()));
+        let status = Command::new("bash")
+            .arg(root().join("ci/release.sh"))
+            .args(["pack", env!("CARGO_BIN_EXE_nodejoin"), "x86_64-unknown-linux-gnu"])
+            .arg(&out)
+            .env("NODEJOIN_RELEASE_VERSION", release_version())
+            .status()
+            .expect("ci/release.sh");
+        assert!(status.success(), "ci/release.sh pack failed");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (root_dir, log) = (dir.clone(), served.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                serve_one(stream, &root_dir, &log);
+            }
+        });
+        Releases { url, dir, served }
+    }
+
+    fn served(&self) -> Vec<String> {
+        self.served.lock().unwrap().clone()
+    }
+}
+
+/// One GET: the file under `dir` the path names (no `..`), else 404.
+fn serve_one(mut stream: std::net::TcpStream, dir: &Path, log: &std::sync::Mutex<Vec<String>>) {
+    use std::io::{BufRead, Write};
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut request = String::new();
+    if reader.read_line(&mut request).is_err() {
+        return;
+    }
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+    log.lock().unwrap().push(path.clone());
+    let body = (!path.contains("..")).then(|| std::fs::read(dir.join(path.trim_start_matches('/'))).ok());
+    let response = match body.flatten() {
+        Some(b) => [
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len()).into_bytes(),
+            b,
+        ]
+        .concat(),
+        None => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+    };
+    let _ = stream.write_all(&response);
+}
+
+/// The install step with a release whose archive is not the one its checksum names: it fails and installs nothing.
+#[test]
+fn a_release_archive_that_fails_its_checksum_is_not_installed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let releases = Releases::pack(tmp.path());
+    let v = release_version();
+    let archive = releases
+        .dir
+        .join(format!("v{v}/nodejoin-v{v}-x86_64-unknown-linux-gnu.tar.gz"));
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&archive, bytes).unwrap();
+    let runner_temp = tmp.path().join("runner-temp");
+    std::fs::create_dir_all(&runner_temp).unwrap();
+    let step = action()["runs"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Install nodejoin"))
+        .cloned()
+        .expect("the install step");
+    let github_path = tmp.path().join("github_path");
+    std::fs::write(&github_path, "").unwrap();
+    let env = BTreeMap::from([
+        ("RUNNER_TEMP".to_string(), runner_temp.display().to_string()),
+        ("GITHUB_PATH".to_string(), github_path.display().to_string()),
+        ("NODEJOIN_MODE".to_string(), "release".to_string()),
+        ("NODEJOIN_VERSION".to_string(), v.to_string()),
+        ("NODEJOIN_RELEASE_URL".to_string(), releases.url.clone()),
+    ]);
+    let (code, out) = sh(tmp.path(), step["run"].as_str().unwrap(), &env);
+    assert_ne!(code, 0, "a tampered archive was installed:\n{out}");
+    assert!(out.contains("FAILED"), "sha256sum did not say the archive failed:\n{out}");
+    assert!(!runner_temp.join("nodejoin-install/bin/nodejoin").exists());
+    assert_eq!(std::fs::read_to_string(&github_path).unwrap(), "", "PATH changed");
 }

@@ -5,7 +5,7 @@
 //! to the contract's known values (m5.large 29, t3.medium 17, ...), which the scenarios then assert end to end.
 use std::collections::BTreeMap;
 
-pub const TABLE: &str = include_str!("../../../fixtures/bootstrap/eni-limits.txt");
+pub const TABLE: &str = include_str!("../../share/fixtures/bootstrap/eni-limits.txt");
 
 /// ENI limits of one instance type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
