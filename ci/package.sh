@@ -5,12 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
-cargo package -p nodejoin --locked
+# The packed crate has no workspace, so none of the workspace's profile: the same settings given here let its build
+# reuse the dependencies README's commands compiled (else every one is compiled again, minutes on 2 cores).
+profile=(--config 'profile.dev.package."*".opt-level=2' --config 'profile.dev.package."*".debug=false'
+  --config 'profile.dev.debug="line-tables-only"')
+cargo package "${profile[@]}" -p nodejoin --locked
 version=$(bash ci/release.sh version)
 packed="$target/package/nodejoin-$version"
 [ -f "$packed/share/fixtures/bootstrap/bootstrap.sh" ] || { echo "package: no fixtures in $packed" >&2; exit 1; }
 # The packed copy's own binary (the verification build above made it; this only links it under its name).
-cargo build --manifest-path "$packed/Cargo.toml" --locked --bin nodejoin --quiet
+cargo build "${profile[@]}" --manifest-path "$packed/Cargo.toml" --locked --bin nodejoin --quiet
 away=$(mktemp -d)
 trap 'rm -rf "$away"' EXIT
 out=$(cd "$away" && "$target/debug/nodejoin" doctor 2>&1) || true
