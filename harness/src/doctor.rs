@@ -110,7 +110,27 @@ pub async fn check(version: &str) -> Vec<Finding> {
         assets::which("go").is_some(),
         "Kubernetes binaries or the node image's Go tools are not cached",
     );
-    add("go (Kubernetes build)", ok, detail, "install Go >= 1.26");
+    let detail = match (ok, assets::local_go_version()) {
+        (true, Some(v)) => format!(
+            "{detail}: {v}, builds run with GOTOOLCHAIN={}{}",
+            assets::toolchain_setting(Some(&v)),
+            if assets::toolchain_setting(Some(&v)).starts_with("local") {
+                String::new()
+            } else {
+                format!(
+                    " (older than {}: fetched through the Go module proxy once)",
+                    assets::MIN_GO
+                )
+            }
+        ),
+        _ => detail,
+    };
+    add(
+        "go (Kubernetes build)",
+        ok,
+        detail,
+        "install Go (any version: an older one fetches go1.26 itself)",
+    );
     for tool in ["debootstrap", "tar", "gcc"] {
         let (ok, detail) = need(
             !image_present,

@@ -192,6 +192,9 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| root().join("target").display().to_string());
     env.insert("CARGO_TARGET_DIR".into(), target);
     env.insert("CARGO_TERM_COLOR".into(), "never".into());
+    // The node images' archive for the cache, here rather than in this machine's home.
+    let image_cache = tmp.path().join("image-cache");
+    env.insert("NODEJOIN_IMAGE_CACHE".into(), image_cache.display().to_string());
 
     let inputs: BTreeMap<String, String> = action()["inputs"]
         .as_mapping()
@@ -256,7 +259,9 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         };
         let script = substitute(step["run"].as_str().unwrap(), &inputs, &ctx);
         // Each step its own output file, as on a runner; a step with an id publishes steps.<id>.outputs.*.
-        let outputs = tmp.path().join(format!("output-{}", step["id"].as_str().unwrap_or("anonymous")));
+        let outputs = tmp
+            .path()
+            .join(format!("output-{}", step["id"].as_str().unwrap_or("anonymous")));
         std::fs::write(&outputs, "").unwrap();
         step_env.insert("GITHUB_OUTPUT".into(), outputs.display().to_string());
         let (code, out) = sh(&dir, &script, &step_env);
@@ -273,7 +278,10 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         if name == "Install nodejoin" {
             // The release was downloaded and checked, nothing compiled.
             let served = releases.served();
-            let archive = format!("/v{v}/nodejoin-v{v}-x86_64-unknown-linux-gnu.tar.gz", v = release_version());
+            let archive = format!(
+                "/v{v}/nodejoin-v{v}-x86_64-unknown-linux-gnu.tar.gz",
+                v = release_version()
+            );
             assert!(
                 served.contains(&archive) && served.contains(&format!("{archive}.sha256")),
                 "the install step did not fetch {archive} and its checksum: {served:?}\n{log}"
@@ -305,7 +313,19 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
             );
             assert_eq!(code, 0, "{git}");
         }
+        if name.starts_with("Cache key") {
+            let key = ctx.get("steps.key.outputs.key").cloned().unwrap_or_default();
+            assert!(
+                key.starts_with("nodejoin-x86_64-") && key.len() == "nodejoin-x86_64-".len() + 24,
+                "no content key: {key:?}\n{log}"
+            );
+        }
         if name.starts_with("Prepare the host") {
+            // No cache was restored here: the images the scenarios use were saved for the cache to keep.
+            let saved = std::fs::metadata(image_cache.join("images.tar"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            assert!(saved > 0, "no node images saved for the cache:\n{out}");
             assert!(
                 out.contains("built into this binary"),
                 "the installed nodejoin did not use its own packed fixtures:\n{out}"
@@ -424,7 +444,11 @@ fn serve_one(mut stream: std::net::TcpStream, dir: &Path, log: &std::sync::Mutex
     let body = (!path.contains("..")).then(|| std::fs::read(dir.join(path.trim_start_matches('/'))).ok());
     let response = match body.flatten() {
         Some(b) => [
-            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len()).into_bytes(),
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                b.len()
+            )
+            .into_bytes(),
             b,
         ]
         .concat(),
@@ -466,7 +490,10 @@ fn a_release_archive_that_fails_its_checksum_is_not_installed() {
     ]);
     let (code, out) = sh(tmp.path(), step["run"].as_str().unwrap(), &env);
     assert_ne!(code, 0, "a tampered archive was installed:\n{out}");
-    assert!(out.contains("FAILED"), "sha256sum did not say the archive failed:\n{out}");
+    assert!(
+        out.contains("FAILED"),
+        "sha256sum did not say the archive failed:\n{out}"
+    );
     assert!(!runner_temp.join("nodejoin-install/bin/nodejoin").exists());
     assert_eq!(std::fs::read_to_string(&github_path).unwrap(), "", "PATH changed");
 }

@@ -197,10 +197,50 @@ fn every_flavor_selects_scenarios_and_steps_name_what_exists() {
     for f in [
         "not test(/userdata-/) and not test(/al2023-/)",
         "test(/userdata-nodeadm/)",
-        "test(/al2023-/) or test(/eks-ami/)",
+        "al2023)       filter='test(/eks-ami/)'",
     ] {
         assert!(scenario_step.contains(f), "the Scenarios step lost its filter {f}");
     }
+}
+
+/// The AL2023 scenarios run through the repository's own action, on both containerd lines and every version the
+/// matrix has, with the amazon-eks-ami checkout as its `eks-ami` input; every input it passes is one the action
+/// declares.
+#[test]
+fn the_al2023_cells_use_the_action_itself() {
+    let w = workflow();
+    let job = &w["jobs"]["action"];
+    let steps = job["steps"].as_sequence().expect("the action job's steps");
+    let step = steps
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./"))
+        .expect("a step with uses: ./");
+    let with = &step["with"];
+    assert_eq!(with["filter"].as_str(), Some("test(/al2023-/)"));
+    assert_eq!(with["containerd"].as_str(), Some("${{ matrix.containerd }}"));
+    assert_eq!(with["eks-ami"].as_str(), Some("amazon-eks-ami"));
+    let lines: Vec<String> = expand(&job["strategy"]["matrix"])
+        .iter()
+        .map(|c| c["containerd"].clone())
+        .collect();
+    assert!(
+        lines.contains(&"2.2".to_string()) && lines.contains(&"1.7".to_string()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        job["strategy"]["matrix"]["kubernetes"], w["jobs"]["scenarios"]["strategy"]["matrix"]["kubernetes"],
+        "the same Kubernetes versions as the matrix"
+    );
+    let action: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap()).unwrap();
+    for (k, _) in with.as_mapping().unwrap() {
+        let k = k.as_str().unwrap();
+        assert!(!action["inputs"][k].is_null(), "the action declares no input {k}");
+    }
+    let checkout = steps
+        .iter()
+        .find(|s| s["with"]["repository"].as_str() == Some("awslabs/amazon-eks-ami"))
+        .expect("the amazon-eks-ami checkout");
+    assert_eq!(checkout["with"]["path"].as_str(), Some("amazon-eks-ami"));
 }
 
 /// Skips are never a green cell: each cell requires the provider it tests, and a provider image that cannot be

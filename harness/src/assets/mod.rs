@@ -340,8 +340,58 @@ pub(crate) async fn run_go_build_script(
 /// What every Go build of ours runs with: module mode, never a workspace (a `go.work` someone planted in a
 /// directory above the build, `/tmp` included, would switch every build to workspace mode and could compile
 /// foreign code in), and no `GOFLAGS` from the caller (the build scripts say their own).
+/// The toolchain is the caller's `GOTOOLCHAIN` if set, else [`toolchain_setting`].
 pub(crate) fn go_env(cmd: &mut std::process::Command) {
     cmd.env("GOWORK", "off").env_remove("GOFLAGS");
+    if std::env::var_os("GOTOOLCHAIN").is_none() {
+        cmd.env("GOTOOLCHAIN", toolchain_setting(local_go_version().as_deref()));
+    }
+}
+
+/// The oldest Go our builds compile with (Kubernetes 1.36 and containerd 2.2's modules need it).
+pub const MIN_GO: &str = "go1.26.0";
+
+/// `GOTOOLCHAIN` for a build: the installed Go where it is new enough, switching up when a module asks for a newer
+/// one (`local+auto`); else [`MIN_GO`], which the go command fetches through the module proxy once and caches
+/// (`go1.26.0+auto`). Either way never `local`, which some distributions' Go sets and which would fail the build.
+pub fn toolchain_setting(local: Option<&str>) -> String {
+    match local {
+        Some(v) if go_at_least(v, MIN_GO) => "local+auto".into(),
+        _ => format!("{MIN_GO}+auto"),
+    }
+}
+
+/// The installed Go's version (`go1.24.5`), from `go env GOVERSION` with the installed toolchain itself.
+pub fn local_go_version() -> Option<String> {
+    let go = which("go")?;
+    let out = std::process::Command::new(go)
+        .args(["env", "GOVERSION"])
+        .env("GOTOOLCHAIN", "local")
+        .env_remove("GOFLAGS")
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && v.starts_with("go")).then_some(v)
+}
+
+/// `a >= b` for Go versions (`go1.26.0`, `go1.26`, `go1.27rc1` counts as its release).
+fn go_at_least(a: &str, b: &str) -> bool {
+    let parts = |v: &str| -> Vec<u32> {
+        v.trim_start_matches("go")
+            .split('.')
+            .map(|p| {
+                p.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse()
+                    .unwrap_or(0)
+            })
+            .collect()
+    };
+    let (mut x, mut y) = (parts(a), parts(b));
+    x.resize(3, 0);
+    y.resize(3, 0);
+    x >= y
 }
 
 /// A Go build's temporary directory (its `TMPDIR`: the build script's work tree and Go's own): in
@@ -377,6 +427,15 @@ mod go_env_tests {
             .collect();
         assert!(envs.contains(&("GOWORK".into(), Some("off".into()))), "{envs:?}");
         assert!(envs.contains(&("GOFLAGS".into(), None)), "GOFLAGS removed: {envs:?}");
+    }
+
+    #[test]
+    fn an_older_go_fetches_the_toolchain_the_builds_need() {
+        assert_eq!(super::toolchain_setting(Some("go1.26.8")), "local+auto");
+        assert_eq!(super::toolchain_setting(Some("go1.27")), "local+auto");
+        assert_eq!(super::toolchain_setting(Some("go1.25.7")), "go1.26.0+auto");
+        assert_eq!(super::toolchain_setting(Some("go1.9")), "go1.26.0+auto");
+        assert_eq!(super::toolchain_setting(None), "go1.26.0+auto");
     }
 
     /// A build's temporary files are where the reaper looks, named after their owner (a killed build's go).

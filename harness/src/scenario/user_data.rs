@@ -23,6 +23,9 @@ pub struct UserDataSpec {
     /// For a `file` that runs `cfn-signal`: the CloudFormation stack (and AutoScalingGroup resource) that
     /// launched the node group, in the cluster's region; the only one the fake accepts a signal for.
     pub stack: Option<StackSpec>,
+    /// The file is a producer's output for a real cluster: its API server endpoint and cluster CA become this
+    /// run's (`crate::userdata::rendered`), everything else reaches the node as it is.
+    pub rendered: bool,
 }
 
 /// A CloudFormation stack and the resource in it that waits for its instances' signals.
@@ -40,7 +43,7 @@ pub(crate) fn default_resource() -> String {
 }
 
 /// The keys of a file source.
-const FILE_KEYS: [&str; 4] = ["file", "encoding", "encode", "stack"];
+const FILE_KEYS: [&str; 5] = ["file", "encoding", "encode", "stack", "rendered"];
 
 impl<'de> Deserialize<'de> for UserDataSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -98,6 +101,7 @@ impl<'de> Visitor<'de> for Checked {
                 "encoding" => spec.encoding = Some(map.next_value()?),
                 "encode" => encode = Some(map.next_value::<Vec<EncodeStep>>()?),
                 "stack" => spec.stack = Some(map.next_value()?),
+                "rendered" => spec.rendered = map.next_value()?,
                 flavor => {
                     let Some(generator) = super::flavors::next_flavor(flavor, &mut map) else {
                         return Err(A::Error::custom(format!("unknown field `{flavor}`")));
@@ -114,6 +118,11 @@ impl<'de> Visitor<'de> for Checked {
                 }
             }
             seen.push(key);
+        }
+        if spec.rendered && spec.file.is_none() {
+            return Err(A::Error::custom(
+                "rendered: only for a userData.file (a producer's output saved to a file)",
+            ));
         }
         if spec.stack.is_some() && spec.file.is_none() {
             return Err(A::Error::custom(
@@ -169,6 +178,14 @@ impl schemars::JsonSchema for UserDataSpec {
              launched the node group; the only one the fake accepts a signal for.",
             ),
             generator.subschema_for::<StackSpec>(),
+        );
+        add(
+            "rendered",
+            Some(
+                "The file is a producer's output for a real cluster (Karpenter, Terraform, eksctl, Cluster API): \
+             its API server endpoint and cluster CA become this run's; everything else reaches the node as it is.",
+            ),
+            generator.subschema_for::<bool>(),
         );
         for (key, schema) in super::flavors::schemas(generator) {
             // Described by its spec's own documentation.
@@ -248,6 +265,14 @@ impl UserDataSpec {
                 format!("{e} ({})", super::relative::HINT)
             }))
         })?;
+        let rendered = self.rendered;
+        let render = |text: &str| {
+            if rendered {
+                render(&crate::userdata::rendered::to_placeholders(text)?)
+            } else {
+                render(text)
+            }
+        };
         let prepared = udfile::prepare(&bytes, &self.encode, render).map_err(err)?;
         let default = if prepared.is_base64() {
             FileEncoding::Base64

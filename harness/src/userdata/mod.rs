@@ -1,9 +1,11 @@
 //! EC2 user data: detecting its format layer by layer (`format`), writing it the way EKS, CloudFormation,
-//! eksctl and nodeadm users do (`generate`), and filling a user's own file in whatever layers it comes (`file`).
+//! eksctl and nodeadm users do (`generate`), filling a user's own file in whatever layers it comes (`file`), and
+//! pointing a producer's output for a real cluster at this run's (`rendered`).
 //! Pure functions; the node's cloud-init is what runs it.
 pub mod file;
 pub mod format;
 pub mod generate;
+pub mod rendered;
 
 use base64::Engine;
 

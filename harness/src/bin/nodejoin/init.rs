@@ -8,15 +8,22 @@ pub struct Args {
     dir: PathBuf,
     /// Your bootstrap script (installed in the node as /etc/eks/bootstrap.sh); left out, the scenario runs
     /// nodejoin's reference bootstrap until you point it at yours.
-    #[arg(long, conflicts_with = "overlay")]
+    #[arg(long, conflicts_with_all = ["overlay", "user_data", "eks_ami"])]
     script: Option<PathBuf>,
     /// A directory laid out like the node's root file system (your AMI's files, e.g. etc/eks/bootstrap.sh),
     /// layered over the node image.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["user_data", "eks_ami"])]
     overlay: Option<PathBuf>,
-    /// The action the workflow uses.
-    #[arg(long, default_value = nodejoin::init::DEFAULT_ACTION)]
-    action: String,
+    /// User data a producer rendered for your cluster (Karpenter's, Terraform's, eksctl's output saved to a
+    /// file): served to the node as it is, its API server endpoint and CA pointed at the run's.
+    #[arg(long)]
+    user_data: Option<PathBuf>,
+    /// An amazon-eks-ami tree (`.` in a fork of it): the node runs its nodeadm and AL2023 runtime files.
+    #[arg(long)]
+    eks_ami: Option<PathBuf>,
+    /// The action the workflow uses (default: nodejoin's, at this version's release tag).
+    #[arg(long)]
+    action: Option<String>,
     /// Overwrite files that exist (otherwise nothing is written when one does).
     #[arg(long)]
     force: bool,
@@ -27,7 +34,9 @@ pub fn main(args: Args) -> u8 {
         dir: args.dir,
         script: args.script,
         overlay: args.overlay,
-        action: args.action,
+        user_data: args.user_data,
+        eks_ami: args.eks_ami,
+        action: args.action.unwrap_or_else(nodejoin::init::default_action),
         force: args.force,
     };
     match nodejoin::init::scaffold(&opts) {

@@ -46,6 +46,13 @@ enum Command {
         #[command(subcommand)]
         command: image::ImageCommand,
     },
+    /// Print a key for a CI cache of the Kubernetes binaries, tools, node images and Go build cache: it changes
+    /// exactly when what they depend on does (nodejoin's files, tool and Kubernetes versions, the containerd
+    /// line, the --eks-ami tree, the scenario files given).
+    CacheKey {
+        /// Scenario files or directories (default: scenarios/).
+        scenarios: Vec<PathBuf>,
+    },
     /// Check prerequisites and say how to fix what is missing.
     Doctor {
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
@@ -272,6 +279,18 @@ fn main() -> ExitCode {
         Command::Image { command } => rt.block_on(image::main(command)),
         Command::Assets { version } => rt.block_on(assets(&version)),
         Command::Doctor { version } => rt.block_on(doctor(&version)),
+        Command::CacheKey { mut scenarios } => {
+            if scenarios.is_empty() {
+                scenarios.push(PathBuf::from("scenarios"));
+            }
+            match nodejoin::run::env::cache_key::cache_key(&scenarios) {
+                Ok(key) => {
+                    println!("{key}");
+                    0
+                }
+                Err(e) => nodejoin::session::fail(&e),
+            }
+        }
         Command::Reap => rt.block_on(reap()),
     };
     ExitCode::from(code)

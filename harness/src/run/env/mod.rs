@@ -1,6 +1,7 @@
 //! The environment shared by every scenario a process runs: one Docker network, the AWS fakes, and one control
 //! plane per (provider, version, service CIDR), created on first use and stopped once unused for a while (cheap
 //! ones, see `run::clusters`) or at shutdown.
+pub mod cache_key;
 pub mod clusters;
 pub mod lazy;
 pub mod prepare;

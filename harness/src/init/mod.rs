@@ -1,12 +1,25 @@
-//! `nodejoin init`: a starter `nodejoin/` folder for a user's repository (a scenario for their bootstrap script or
-//! image overlay, a README stub) and a GitHub workflow that runs it through nodejoin's action. What it writes
-//! passes as written: with no script given, the scenario runs our reference bootstrap, which takes the same
-//! arguments as the EKS AMI's `bootstrap.sh`.
+//! `nodejoin init`: a starter `nodejoin/` folder for a user's repository and a GitHub workflow that runs it
+//! through nodejoin's action, for each kind of user: a bootstrap script (`--script`), an image's files
+//! (`--overlay`), user data a producer rendered (`--user-data`: Karpenter's, Terraform's, eksctl's output saved to
+//! a file) and a fork of amazon-eks-ami (`--eks-ami`). What it writes passes as written; nodes join with IAM, as
+//! EKS nodes do. The texts are in `text`.
 use crate::error::{Error, Result};
 use std::path::{Component, Path, PathBuf};
 
-/// The action the generated workflow uses (`uses:`); `--action` overrides it (a fork, a pinned tag or commit).
-pub const DEFAULT_ACTION: &str = "nodejoin/nodejoin@main";
+mod text;
+
+/// The action the generated workflow uses (`uses:`): this repository at the release of this binary's version,
+/// or `main` for a build between releases; `--action` overrides it (a fork, a commit).
+pub fn default_action() -> String {
+    format!("{}@{}", repository_slug(), text::release_ref())
+}
+
+/// `owner/name` of nodejoin's repository (Cargo.toml's `repository`).
+pub fn repository_slug() -> &'static str {
+    env!("CARGO_PKG_REPOSITORY")
+        .trim_start_matches("https://github.com/")
+        .trim_end_matches('/')
+}
 
 /// What to scaffold.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +31,11 @@ pub struct InitOptions {
     /// A directory laid out like the node's root file system (e.g. `etc/eks/bootstrap.sh`), layered over the
     /// node image.
     pub overlay: Option<PathBuf>,
+    /// User data a producer rendered for a real cluster, run as the node's user data (its endpoint and CA
+    /// become the run's).
+    pub user_data: Option<PathBuf>,
+    /// An amazon-eks-ami tree (the repository itself, for a fork) whose nodeadm and AL2023 files the node runs.
+    pub eks_ami: Option<PathBuf>,
     /// `uses:` of the generated workflow.
     pub action: String,
     /// Overwrite files that exist.
@@ -31,8 +49,6 @@ const WORKFLOW: &str = ".github/workflows/nodejoin.yml";
 /// The scenario schema, beside the scenario that names it in its first line.
 const SCHEMA: &str = "nodejoin/scenarios/nodejoin.schema.json";
 
-/// Writes the starter files and returns their paths. Refuses, before writing anything, when one exists (unless
-/// `force`), when the script or overlay does not exist, or when it lies outside `dir`.
 /// The newest Kubernetes an AL2 bootstrap runs on: kubelet 1.35 removed `--pod-infra-container-image`, which the
 /// AL2 AMI's bootstrap.sh passes (amazon-eks-ami retired AL2 at 1.34).
 pub const LAST_AL2_KUBERNETES: &str = "v1.34.4";
@@ -74,6 +90,8 @@ fn version_for(script: Option<&Path>, overlay: Option<&Path>) -> Option<(&'stati
     ))
 }
 
+/// Writes the starter files and returns their paths. Refuses, before writing anything, when one exists (unless
+/// `force`), when a path given does not exist or lies outside `dir`, or when user data cannot be joined with.
 pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
     let dir = std::path::absolute(&opts.dir).map_err(|e| Error::io(&opts.dir, e))?;
     if !dir.is_dir() {
@@ -86,27 +104,43 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dir.clone());
-    let script = match &opts.script {
-        Some(s) => Some(in_repo(&dir, s, "--script", "file", Path::is_file)?),
-        None => None,
+    let given = |p: &Option<PathBuf>, flag: &str, noun: &str, kind: fn(&Path) -> bool| match p {
+        Some(p) => in_repo(&dir, p, flag, noun, kind).map(Some),
+        None => Ok(None),
     };
-    let overlay = match &opts.overlay {
-        Some(o) => Some(in_repo(&dir, o, "--overlay", "directory", Path::is_dir)?),
-        None => None,
+    let script = given(&opts.script, "--script", "file", Path::is_file)?;
+    let overlay = given(&opts.overlay, "--overlay", "directory", Path::is_dir)?;
+    let user_data = given(&opts.user_data, "--user-data", "file", Path::is_file)?;
+    let eks_ami = given(&opts.eks_ami, "--eks-ami", "amazon-eks-ami tree", is_eks_ami)?;
+    if (script.is_some() || overlay.is_some()) && (user_data.is_some() || eks_ami.is_some()) {
+        return Err(Error::Init(
+            "--script and --overlay bootstrap a node themselves; --user-data and --eks-ami bootstrap it with              nodeadm: give one kind"
+                .into(),
+        ));
+    }
+    let rel = |p: &Option<PathBuf>| p.as_deref().map(|p| relative(&scenario_dir, p));
+    let mut notes = Vec::new();
+    let scenario = if let Some(file) = &user_data {
+        let found = text::read_user_data(file)?;
+        notes.extend(found.note);
+        text::user_data_scenario(&text::UserDataScenario {
+            file: rel(&user_data).unwrap_or_default(),
+            eks_ami: rel(&eks_ami),
+            facts: found.facts,
+            labels: found.labels,
+        })
+    } else if eks_ami.is_some() {
+        text::eks_ami_scenario(&rel(&eks_ami).unwrap_or_default())
+    } else {
+        let pin = version_for(script.as_deref(), overlay.as_deref());
+        notes.extend(pin.as_ref().map(|(_, why)| why.clone()));
+        text::bootstrap_scenario(rel(&script), rel(&overlay), pin.map(|(v, _)| v))
     };
-    let pin = version_for(script.as_deref(), overlay.as_deref());
     let files = [
-        (
-            SCENARIO,
-            scenario_text(
-                script.as_deref().map(|s| relative(&scenario_dir, s)),
-                overlay.as_deref().map(|o| relative(&scenario_dir, o)),
-                pin.as_ref().map(|(v, _)| *v),
-            ),
-        ),
+        (SCENARIO, scenario),
         (SCHEMA, crate::scenario::schema::text()),
-        (README, readme_text(&opts.action)),
-        (WORKFLOW, workflow_text(&opts.action)),
+        (README, text::readme(&opts.action)),
+        (WORKFLOW, text::workflow(&opts.action)),
     ];
     if !opts.force {
         let existing: Vec<String> = files
@@ -132,10 +166,14 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
         written.push(path);
     }
-    Ok(Scaffolded {
-        written,
-        notes: pin.map(|(_, why)| why).into_iter().collect(),
-    })
+    Ok(Scaffolded { written, notes })
+}
+
+/// An amazon-eks-ami checkout (its `nodeadm/` beside the AL2023 templates), its `nodeadm/` itself, or a `.tar.gz`
+/// of one, as `image.amazonEksAmi` takes it.
+fn is_eks_ami(p: &Path) -> bool {
+    (p.is_dir() && (p.join("nodeadm/go.mod").is_file() || p.join("go.mod").is_file()))
+        || (p.is_file() && p.to_string_lossy().ends_with(".tar.gz"))
 }
 
 /// `p` (relative to the current directory, or absolute) as an absolute path inside `repo` that passes `kind`.
@@ -162,113 +200,10 @@ pub fn relative(from: &Path, to: &Path) -> String {
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     let mut parts: Vec<String> = vec!["..".to_string(); a.len() - common];
     parts.extend(b[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    if parts.is_empty() {
+        return ".".into();
+    }
     parts.join("/")
-}
-
-fn scenario_text(script: Option<String>, overlay: Option<String>, version: Option<&str>) -> String {
-    let version = match version {
-        Some(v) => format!(
-            "  kubernetesVersion: {v}   # the newest this bootstrap joins: kubelet 1.35 removed {REMOVED_IN_1_35}\n"
-        ),
-        None => String::new(),
-    };
-    let source = match (&script, &overlay) {
-        (Some(s), _) => format!("      script: {s}                 # installed as /etc/eks/bootstrap.sh\n"),
-        (None, Some(_)) => String::new(),
-        (None, None) => "      # script: ../../path/to/your/bootstrap.sh   # yours, installed as /etc/eks/bootstrap.sh;\n      #                                           # left out, nodejoin's reference bootstrap runs\n".into(),
-    };
-    let image = match &overlay {
-        Some(o) => format!(
-            "    image: {{ overlay: {o} }}   # laid over the node image; its etc/eks/bootstrap.sh is the bootstrap\n"
-        ),
-        None => String::new(),
-    };
-    format!(
-        r#"{modeline}
-# A node bootstrapped the way an EKS AMI does it (`/etc/eks/bootstrap.sh CLUSTER --apiserver-endpoint ...`)
-# joins a real control plane: TLS bootstrapping, registration under its PrivateDnsName, labels, max-pods and
-# providerID. Paths are relative to this file. Run it: nodejoin run nodejoin/scenarios
-description: a node bootstrapped by this repository's bootstrap joins the cluster
-cluster:
-  auth: bootstrap-token
-{version}nodes:
-  - name: worker
-    instanceType: m5.large
-    availabilityZone: us-west-2a
-{image}    bootstrap:
-{source}      args:
-        - "{{{{cluster.name}}}}"
-        - --apiserver-endpoint
-        - "{{{{cluster.endpoint}}}}"
-        - --b64-cluster-ca
-        - "{{{{cluster.caBase64}}}}"
-        - --kubelet-extra-args
-        - --node-labels=nodejoin.io/scenario=join
-    expect:
-      within: 90s
-      labels:
-        nodejoin.io/scenario: join
-        kubernetes.io/hostname: "{{{{instance.privateDnsName}}}}"
-      capacityPods: 29          # m5.large: 3 ENIs x (10 - 1) + 2
-      providerID: "aws:///{{{{instance.az}}}}/{{{{instance.id}}}}"
-      clientCsr: issued
-      servingCsr: issued
-      servingCert: true
-"#,
-        modeline = crate::scenario::schema::modeline(crate::scenario::schema::FILE_NAME)
-    )
-}
-
-fn readme_text(action: &str) -> String {
-    format!(
-        r#"# nodejoin scenarios
-
-These scenarios boot node containers that run this repository's bootstrap for real against a real Kubernetes
-control plane with fake EC2/EKS/IMDS APIs, and check what the cluster sees (CSRs, the Node's name, labels,
-taints, max-pods, providerID, the kubelet's live config).
-
-Run them (Linux, root, Docker; nodejoin prepares the rest on first use):
-
-```sh
-cargo install --locked --git <nodejoin repository> nodejoin
-nodejoin run nodejoin/scenarios
-```
-
-See what a change does to a node, compared with main:
-
-```sh
-nodejoin compare --base git:main --head git:HEAD nodejoin/scenarios
-```
-
-Paths in a scenario (`bootstrap.script`, `image.overlay`, `userData.file`, golden files) are relative to the
-scenario file. CI: `.github/workflows/nodejoin.yml` runs them with `{action}`.
-"#
-    )
-}
-
-fn workflow_text(action: &str) -> String {
-    format!(
-        r#"# Runs nodejoin's scenarios (nodejoin/scenarios) on every push and pull request: the bootstrap in this repository
-# joins a real control plane in node containers. Written by `nodejoin init`.
-name: nodejoin
-on:
-  push:
-  pull_request:
-permissions:
-  contents: read
-jobs:
-  nodejoin:
-    runs-on: ubuntu-24.04
-    timeout-minutes: 60
-    steps:
-      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4.4.0
-        with: {{ persist-credentials: false }}
-      - uses: {action}
-        with:
-          scenarios: nodejoin/scenarios
-          provider: local
-"#
-    )
 }
 
 #[cfg(test)]
@@ -285,7 +220,7 @@ mod tests {
     fn opts(dir: &Path) -> InitOptions {
         InitOptions {
             dir: dir.to_path_buf(),
-            action: DEFAULT_ACTION.into(),
+            action: default_action(),
             ..Default::default()
         }
     }
@@ -320,7 +255,7 @@ mod tests {
             serde_yaml_ng::from_str(&std::fs::read_to_string(repo.path().join(WORKFLOW)).unwrap()).unwrap();
         assert_eq!(
             wf["jobs"]["nodejoin"]["steps"][1]["uses"].as_str(),
-            Some(DEFAULT_ACTION)
+            Some(default_action().as_str())
         );
     }
 
@@ -370,6 +305,86 @@ mod tests {
             "{:?}",
             done.notes
         );
+    }
+
+    const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMvakNDQWVhZ0F3SUJBZ0lCQURBTkJna3Foa2lHOXcwQkFRc0ZBREFWTVJNd0VRWURWUVFERXdwcmRXSmwK";
+
+    /// Terraform's layout with a real cluster's values: the scenario names the file, keeps the cluster's name and
+    /// service CIDR, expects its labels, and loads (its endpoint and CA become placeholders).
+    #[test]
+    fn rendered_user_data_gets_its_clusters_name_cidr_and_labels() {
+        let repo = git_repo();
+        let file = repo.path().join("rendered/al2023.mime");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let text = std::fs::read_to_string(crate::paths::fixtures_dir().join("user-data/al2023/terraform-mime.txt"))
+            .unwrap()
+            .replace("{{cluster.name}}", "acme-prod")
+            .replace(
+                "{{cluster.endpoint}}",
+                "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+            )
+            .replace("{{cluster.caBase64}}", CA)
+            .replace("{{cluster.serviceIpv4Cidr}}", "172.20.0.0/16");
+        std::fs::write(&file, &text).unwrap();
+        let mut o = opts(repo.path());
+        o.user_data = Some(file);
+        scaffold(&o).unwrap();
+        let written = std::fs::read_to_string(repo.path().join(SCENARIO)).unwrap();
+        assert!(
+            written.contains("file: ../../rendered/al2023.mime\n") && written.contains("rendered: true"),
+            "{written}"
+        );
+        let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
+        assert_eq!(sc.cluster.name.as_deref(), Some("acme-prod"));
+        assert_eq!(
+            sc.cluster.service_ipv4_cidr.map(|c| c.to_string()).as_deref(),
+            Some("172.20.0.0/16")
+        );
+        assert!(matches!(sc.cluster.auth, crate::scenario::model::AuthMode::Iam));
+        assert!(sc.nodes[0].user_data.as_ref().unwrap().rendered);
+        assert_eq!(
+            sc.nodes[0].expect.labels.get("team").map(String::as_str),
+            Some("platform")
+        );
+
+        // User data with nothing to point at this run is refused, and nothing is written.
+        let repo = git_repo();
+        let file = repo.path().join("ud.sh");
+        std::fs::write(&file, "#!/bin/bash\necho hello\n").unwrap();
+        let mut o = opts(repo.path());
+        o.user_data = Some(file);
+        let err = scaffold(&o).unwrap_err().to_string();
+        assert!(err.contains("no API server endpoint"), "{err}");
+        assert!(!repo.path().join(SCENARIO).exists());
+    }
+
+    /// A fork of amazon-eks-ami: the scenario names the tree itself.
+    #[test]
+    fn an_eks_ami_fork_runs_its_own_tree() {
+        let repo = git_repo();
+        std::fs::create_dir_all(repo.path().join("nodeadm")).unwrap();
+        std::fs::write(
+            repo.path().join("nodeadm/go.mod"),
+            "module github.com/awslabs/amazon-eks-ami/nodeadm\n",
+        )
+        .unwrap();
+        let mut o = opts(repo.path());
+        o.eks_ami = Some(repo.path().to_path_buf());
+        scaffold(&o).unwrap();
+        let written = std::fs::read_to_string(repo.path().join(SCENARIO)).unwrap();
+        assert!(written.contains("amazonEksAmi: ../..   #"), "{written}");
+        let mut o = opts(repo.path());
+        o.eks_ami = Some(repo.path().join("nodeadm/go.mod"));
+        o.force = true;
+        assert!(scaffold(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("no such amazon-eks-ami tree"));
+        let mut o = opts(repo.path());
+        o.eks_ami = Some(repo.path().to_path_buf());
+        o.script = Some(repo.path().join("nodeadm/go.mod"));
+        o.force = true;
+        assert!(scaffold(&o).unwrap_err().to_string().contains("give one kind"));
     }
 
     #[test]
