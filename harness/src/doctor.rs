@@ -76,10 +76,24 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 Some(p) => p.display().to_string(),
                 None => tool.missing_detail(),
             },
-            &format!(
-                "nodejoin assets  (builds {} from {}: needs `go`)",
-                tool.name, tool.module
-            ),
+            &match assets::releases::asset(tool.name) {
+                Some(a) => format!(
+                    "nodejoin assets  (downloads {} from {}, checksum verified; else builds it from {}: needs `go`)",
+                    tool.name,
+                    assets::releases::urls(
+                        a,
+                        &assets::releases::base_url(),
+                        &tool.version(),
+                        assets::releases::arch()
+                    )
+                    .0,
+                    tool.module
+                ),
+                None => format!(
+                    "nodejoin assets  (builds {} from {}: needs `go`; it publishes no release binaries)",
+                    tool.name, tool.module
+                ),
+            },
         );
     }
     let tools = assets::tools::NodeTools::find(assets::tools::ContainerdLine::from_settings());

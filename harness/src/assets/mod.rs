@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 pub mod kubeadm;
+pub mod releases;
 mod stamp;
 pub mod tools;
 

@@ -346,6 +346,36 @@ impl GoTool {
         let staging = cache.with_extension("partial");
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        // The official release binary where the tool publishes one (checksum checked), else the Go build.
+        let downloaded = match super::releases::asset(self.name) {
+            Some(_) => {
+                let steps = crate::progress::Steps::new(&format!("download {} {version}", self.name), 1);
+                let got = super::releases::download(self.name, &version, &staging).await;
+                steps.finish(if got.is_ok() {
+                    "downloaded, checksum verified"
+                } else {
+                    "unavailable"
+                });
+                Some(got)
+            }
+            None => None,
+        };
+        if let Some(Ok(())) = downloaded {
+            super::stamp::write(&staging, &[self.name]).map_err(|e| Error::io(&staging, e))?;
+            let _ = std::fs::remove_dir_all(&cache);
+            std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
+            return Ok(bin);
+        }
+        let download_note = match &downloaded {
+            Some(Err(e)) => {
+                eprintln!(
+                    "[nodejoin] {} {version}: official download unavailable ({e}); building from Go modules instead",
+                    self.name
+                );
+                format!("official download ({e}); ")
+            }
+            _ => String::new(),
+        };
         let title = format!("build {} {version} from Go modules", self.name);
         let args: Vec<&str> = if !self.build_args.is_empty() {
             self.build_args.to_vec()
@@ -361,7 +391,7 @@ impl GoTool {
             return Err(self.unavailable(
                 &version,
                 format!(
-                    "{} (unset); cache {} (empty); Go module build ({e})",
+                    "{} (unset); cache {} (empty); {download_note}Go module build ({e})",
                     self.env_bin(),
                     cache.display()
                 ),

@@ -20,6 +20,7 @@ pub mod var {
     pub const K8S_ASSETS: &str = "NODEJOIN_K8S_ASSETS";
     pub const K8S_RELEASE_URL: &str = "NODEJOIN_K8S_RELEASE_URL";
     pub const ETCD_RELEASE_URL: &str = "NODEJOIN_ETCD_RELEASE_URL";
+    pub const GITHUB_RELEASE_URL: &str = "NODEJOIN_GITHUB_RELEASE_URL";
     pub const CONTAINERD_LINE: &str = "NODEJOIN_CONTAINERD_LINE";
     pub const NODE_IMAGE: &str = "NODEJOIN_NODE_IMAGE";
     pub const BASE_IMAGE: &str = "NODEJOIN_BASE_IMAGE";
@@ -127,6 +128,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
     (var::K8S_RELEASE_URL, "mirror of Kubernetes' release downloads"),
     (var::ETCD_RELEASE_URL, "mirror of etcd's release downloads"),
     (
+        var::GITHUB_RELEASE_URL,
+        "mirror of github.com's release downloads (containerd, runc, aws-iam-authenticator)",
+    ),
+    (
         "NODEJOIN_<TOOL>",
         "a binary to use for a node tool (NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, COREDNS, CONTAINERD, RUNC)",
     ),
@@ -168,6 +173,7 @@ pub struct Settings {
     pub k8s_assets: Option<PathBuf>,
     pub k8s_release_url: Option<String>,
     pub etcd_release_url: Option<String>,
+    pub github_release_url: Option<String>,
     /// `NODEJOIN_<TOOL>`, by tool key ([`TOOLS`]).
     pub tool_bins: BTreeMap<&'static str, PathBuf>,
     /// `NODEJOIN_<TOOL>_VERSION`, by tool key.
@@ -233,6 +239,7 @@ impl Settings {
             k8s_assets: path(var::K8S_ASSETS),
             k8s_release_url: get(var::K8S_RELEASE_URL),
             etcd_release_url: get(var::ETCD_RELEASE_URL),
+            github_release_url: get(var::GITHUB_RELEASE_URL),
             tool_bins,
             tool_versions,
             containerd_line: get(var::CONTAINERD_LINE),
@@ -392,6 +399,7 @@ mod tests {
             var::K8S_ASSETS,
             var::K8S_RELEASE_URL,
             var::ETCD_RELEASE_URL,
+            var::GITHUB_RELEASE_URL,
             var::CONTAINERD_LINE,
             var::NODE_IMAGE,
             var::BASE_IMAGE,
