@@ -88,13 +88,13 @@ pub fn expected_sum(sums: &str, name: &str) -> Option<String> {
     })
 }
 
-/// Downloads `tool` at `version` into `out` (its binaries under their own names), checksum checked; the error
-/// says which URL failed or which sum did not match.
-pub(crate) async fn download(tool: &str, version: &str, out: &Path) -> Result<(), String> {
-    download_from(&base_url(), tool, version, out).await
+/// Downloads `tool` at `version` into `out` (its binaries under their own names; from a tarball, the `bin/` ones
+/// `wanted` names), checksum checked; the error says which URL failed or which sum did not match.
+pub(crate) async fn download(tool: &str, version: &str, out: &Path, wanted: &[&str]) -> Result<(), String> {
+    download_from(&base_url(), tool, version, out, wanted).await
 }
 
-async fn download_from(base: &str, tool: &str, version: &str, out: &Path) -> Result<(), String> {
+async fn download_from(base: &str, tool: &str, version: &str, out: &Path, wanted: &[&str]) -> Result<(), String> {
     let asset = asset(tool).ok_or_else(|| format!("{tool} publishes no release binaries"))?;
     let (url, sums_url, name) = urls(asset, base, version, arch());
     let client = super::release_client()?;
@@ -106,22 +106,19 @@ async fn download_from(base: &str, tool: &str, version: &str, out: &Path) -> Res
         return Err(format!("{url}: SHA-256 {actual}, but {sums_url} says {expected}"));
     }
     match asset {
-        Asset::ContainerdStatic => unpack_containerd(&data, out),
+        Asset::ContainerdStatic => unpack_bin(&data, out, wanted),
         Asset::Runc | Asset::Goreleaser => super::write_executable(&out.join(tool), &data),
     }
 }
 
-/// containerd's three binaries from its release tarball's `bin/`.
-fn unpack_containerd(tarball: &[u8], out: &Path) -> Result<(), String> {
+/// The `wanted` binaries from a release tarball's `bin/` (containerd's).
+fn unpack_bin(tarball: &[u8], out: &Path, wanted: &[&str]) -> Result<(), String> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(tarball));
     let mut found = Vec::new();
     for entry in archive.entries().map_err(|e| e.to_string())? {
         let mut entry = entry.map_err(|e| e.to_string())?;
         let path = entry.path().map_err(|e| e.to_string())?.into_owned();
-        let Some(bin) = super::tools::CONTAINERD_BINARIES
-            .iter()
-            .find(|b| path == Path::new("bin").join(b))
-        else {
+        let Some(bin) = wanted.iter().find(|b| path == Path::new("bin").join(b)) else {
             continue;
         };
         let mut data = Vec::new();
@@ -129,7 +126,7 @@ fn unpack_containerd(tarball: &[u8], out: &Path) -> Result<(), String> {
         super::write_executable(&out.join(bin), &data)?;
         found.push(*bin);
     }
-    match super::tools::CONTAINERD_BINARIES.iter().find(|b| !found.contains(b)) {
+    match wanted.iter().find(|b| !found.contains(b)) {
         Some(missing) => Err(format!("the release tarball has no bin/{missing}")),
         None => Ok(()),
     }
@@ -204,8 +201,11 @@ mod tests {
         let server = mirror(false).await;
         let base = format!("http://{}", server.addr);
         let out = tempfile::tempdir().unwrap();
-        download_from(&base, "containerd", "v2.2.4", out.path()).await.unwrap();
-        for bin in crate::assets::tools::CONTAINERD_BINARIES {
+        let three = ["containerd", "containerd-shim-runc-v2", "ctr"];
+        download_from(&base, "containerd", "v2.2.4", out.path(), &three)
+            .await
+            .unwrap();
+        for bin in three {
             let text = std::fs::read_to_string(out.path().join(bin)).unwrap();
             assert!(text.contains(&format!("echo {bin}")), "{bin}: {text}");
         }
@@ -213,10 +213,12 @@ mod tests {
             !out.path().join("containerd-stress").exists(),
             "only the three the node runs"
         );
-        download_from(&base, "runc", "v1.3.5", out.path()).await.unwrap();
+        download_from(&base, "runc", "v1.3.5", out.path(), &[]).await.unwrap();
         assert!(crate::assets::is_executable(&out.path().join("runc")));
         // A version the mirror does not have: the URL that failed is named.
-        let err = download_from(&base, "runc", "v9.9.9", out.path()).await.unwrap_err();
+        let err = download_from(&base, "runc", "v9.9.9", out.path(), &[])
+            .await
+            .unwrap_err();
         assert!(err.contains("/v9.9.9/runc.sha256sum") && err.contains("404"), "{err}");
         let corrupt = mirror(true).await;
         let err = download_from(
@@ -224,11 +226,14 @@ mod tests {
             "runc",
             "v1.3.5",
             tempfile::tempdir().unwrap().path(),
+            &[],
         )
         .await
         .unwrap_err();
         assert!(err.contains("SHA-256") && err.contains("says"), "{err}");
-        assert!(download_from(&base, "nodeadm", "v0.0.0", out.path()).await.is_err());
+        assert!(download_from(&base, "nodeadm", "v0.0.0", out.path(), &[])
+            .await
+            .is_err());
     }
 
     #[test]

@@ -350,7 +350,7 @@ impl GoTool {
         let downloaded = match super::releases::asset(self.name) {
             Some(_) => {
                 let steps = crate::progress::Steps::new(&format!("download {} {version}", self.name), 1);
-                let got = super::releases::download(self.name, &version, &staging).await;
+                let got = super::releases::download(self.name, &version, &staging, &CONTAINERD_BINARIES).await;
                 steps.finish(if got.is_ok() {
                     "downloaded, checksum verified"
                 } else {
