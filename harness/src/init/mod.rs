@@ -111,7 +111,12 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
     let script = given(&opts.script, "--script", "file", Path::is_file)?;
     let overlay = given(&opts.overlay, "--overlay", "directory", Path::is_dir)?;
     let user_data = given(&opts.user_data, "--user-data", "file", Path::is_file)?;
-    let eks_ami = given(&opts.eks_ami, "--eks-ami", "amazon-eks-ami tree", is_eks_ami)?;
+    let eks_ami = given(
+        &opts.eks_ami,
+        "--eks-ami",
+        "amazon-eks-ami tree",
+        crate::node::eks_ami::looks_like_checkout,
+    )?;
     if (script.is_some() || overlay.is_some()) && (user_data.is_some() || eks_ami.is_some()) {
         return Err(Error::Init(
             "--script and --overlay bootstrap a node themselves; --user-data and --eks-ami bootstrap it with              nodeadm: give one kind"
@@ -167,13 +172,6 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
         written.push(path);
     }
     Ok(Scaffolded { written, notes })
-}
-
-/// An amazon-eks-ami checkout (its `nodeadm/` beside the AL2023 templates), its `nodeadm/` itself, or a `.tar.gz`
-/// of one, as `image.amazonEksAmi` takes it.
-fn is_eks_ami(p: &Path) -> bool {
-    (p.is_dir() && (p.join("nodeadm/go.mod").is_file() || p.join("go.mod").is_file()))
-        || (p.is_file() && p.to_string_lossy().ends_with(".tar.gz"))
 }
 
 /// `p` (relative to the current directory, or absolute) as an absolute path inside `repo` that passes `kind`.

@@ -29,6 +29,14 @@ fn is_nodeadm_dir(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("go.mod")).is_ok_and(|m| m.lines().any(|l| l.trim() == NODEADM_MODULE))
 }
 
+/// Does `path` look like what `image.amazonEksAmi` takes: a checkout (with `nodeadm/`), its `nodeadm/`, or a
+/// `.tar.gz` of one (an archive is only looked into when it is opened)?
+pub fn looks_like_checkout(path: &Path) -> bool {
+    (path.is_file() && path.to_string_lossy().ends_with(".tar.gz"))
+        || is_nodeadm_dir(path)
+        || is_nodeadm_dir(&path.join("nodeadm"))
+}
+
 /// The checkout's root inside `dir`: `dir` itself or its one top-level directory (an archive's `name/`).
 fn find_root(dir: &Path) -> Option<PathBuf> {
     if is_nodeadm_dir(&dir.join("nodeadm")) {
