@@ -14,6 +14,7 @@ use testcontainers::bollard::query_parameters::{
 pub use testcontainers::bollard::Docker;
 
 pub mod images;
+pub mod oneshot;
 
 /// Label every object of a run carries: its run id.
 pub const RUN_LABEL: &str = "io.nodejoin.run";

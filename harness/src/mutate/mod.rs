@@ -26,7 +26,7 @@ pub use catalogue::CATALOGUE;
 pub enum Target {
     /// `fixtures/bootstrap/bootstrap.sh`, for every node group that runs it.
     ReferenceBootstrap,
-    /// The user data a scenario's generator (eksManaged, cloudFormation, eksctl, nodeadm) writes.
+    /// The user data a scenario's generator (a `userData` flavor) writes.
     UserData,
 }
 

@@ -60,6 +60,8 @@ pub struct NodeContainer {
     pub ip: Ipv4Addr,
     /// The MAC address of its interface on the run network (IMDS reports it, as EC2 reports the ENI's).
     pub mac: Option<String>,
+    /// The image it runs (`repository:tag`).
+    pub image: String,
     docker: Docker,
     container: Option<ContainerAsync<GenericImage>>,
     /// Dropped after the container (field order).
@@ -126,6 +128,7 @@ impl NodeContainer {
             id,
             ip,
             mac,
+            image: format!("{}:{}", spec.image.repository(), spec.image.version()),
             docker: docker.clone(),
             container: Some(container),
             journal: spec.journal,

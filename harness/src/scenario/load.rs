@@ -373,23 +373,24 @@ mod tests {
     #[test]
     fn user_data_rules() {
         let base = "cluster: { auth: iam }\nnodes:\n  - name: a\n    imds: { tokens: optional }\n";
-        let two = format!("{base}    userData: {{ file: fixtures/user-data/wrong-content-type.mime, eksctl: {{}} }}\n");
+        let two =
+            format!("{base}    userData: {{ file: fixtures/user-data/wrong-content-type.mime, eksctlAl2: {{}} }}\n");
         assert!(p(&two).unwrap_err().to_string().contains("exactly one"));
         let none = format!("{base}    userData: {{}}\n");
         assert!(p(&none).unwrap_err().to_string().contains("found none"));
         let missing = format!("{base}    userData: {{ file: fixtures/user-data/nope.mime }}\n");
         assert!(p(&missing).unwrap_err().to_string().contains("nope.mime"));
         // IMDSv2-only instances run user data: cloud-init recognises AWS from the node's DMI and uses tokens.
-        let v2 = "cluster: { auth: iam }\nnodes:\n  - name: a\n    userData: { eksManaged: {} }\n";
+        let v2 = "cluster: { auth: iam }\nnodes:\n  - name: a\n    userData: { eksManagedAl2: {} }\n";
         assert!(p(v2).is_ok());
-        let token = "nodes:\n  - name: a\n    imds: { tokens: optional }\n    userData: { eksctl: {} }\n";
+        let token = "nodes:\n  - name: a\n    imds: { tokens: optional }\n    userData: { eksctlAl2: {} }\n";
         assert!(p(token).unwrap_err().to_string().contains("auth: iam"));
-        let args = format!("{base}    bootstrap: {{ args: [x] }}\n    userData: {{ eksManaged: {{}} }}\n");
+        let args = format!("{base}    bootstrap: {{ args: [x] }}\n    userData: {{ eksManagedAl2: {{}} }}\n");
         assert!(p(&args).unwrap_err().to_string().contains("bootstrap.args"));
         let typo =
-            format!("{base}    userData: {{ cloudFormation: {{ bootstrapArguments: \"{{{{cluster.nam}}}}\" }} }}\n");
+            format!("{base}    userData: {{ cloudFormationAl2: {{ bootstrapArguments: \"{{{{cluster.nam}}}}\" }} }}\n");
         assert!(p(&typo).unwrap_err().to_string().contains("cluster.nam"));
-        assert!(p(&format!("{base}    userData: {{ eksManaged: {{}} }}\n")).is_ok());
+        assert!(p(&format!("{base}    userData: {{ eksManagedAl2: {{}} }}\n")).is_ok());
     }
 
     /// Expectations and settings only an IAM cluster checks are refused elsewhere, at the key, with a hint.

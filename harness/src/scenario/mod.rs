@@ -17,6 +17,7 @@ pub mod relative;
 mod rules;
 pub mod schema;
 pub mod template;
+pub mod user_command;
 pub mod user_data;
 
 pub use load::{discover, load_file, Defaults};

@@ -251,7 +251,7 @@ fn check_user_data(
     let sources = ud.sources();
     if sources.len() != 1 {
         return Err(format!(
-            "give exactly one of file, {} (found {})",
+            "give exactly one of file, command, {} (found {})",
             super::flavors::KEYS.join(", "),
             if sources.is_empty() {
                 "none".to_string()

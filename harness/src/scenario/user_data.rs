@@ -18,8 +18,10 @@ pub struct UserDataSpec {
     pub encoding: Option<FileEncoding>,
     /// Steps applied to a plain-text file after its placeholders are filled in (empty: none).
     pub encode: Vec<EncodeStep>,
-    /// The generator named instead of a file (`eksManaged`, `cloudFormation`, `eksctl`, `nodeadm`).
+    /// The generator named instead of a file (a flavor: `super::flavors::KEYS`).
     pub generator: Option<super::flavors::Generator>,
+    /// The user's own generator, run in a container of the node's image; its output is the user data.
+    pub command: Option<super::user_command::CommandSpec>,
     /// For a `file` that runs `cfn-signal`: the CloudFormation stack (and AutoScalingGroup resource) that
     /// launched the node group, in the cluster's region; the only one the fake accepts a signal for.
     pub stack: Option<StackSpec>,
@@ -43,7 +45,7 @@ pub(crate) fn default_resource() -> String {
 }
 
 /// The keys of a file source.
-const FILE_KEYS: [&str; 5] = ["file", "encoding", "encode", "stack", "rendered"];
+const FILE_KEYS: [&str; 6] = ["file", "encoding", "encode", "stack", "rendered", "command"];
 
 impl<'de> Deserialize<'de> for UserDataSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -102,6 +104,11 @@ impl<'de> Visitor<'de> for Checked {
                 "encode" => encode = Some(map.next_value::<Vec<EncodeStep>>()?),
                 "stack" => spec.stack = Some(map.next_value()?),
                 "rendered" => spec.rendered = map.next_value()?,
+                "command" => {
+                    let argv: Vec<String> = map.next_value()?;
+                    let dir = super::relative::resolve(".");
+                    spec.command = Some(super::user_command::CommandSpec::new(argv, dir).map_err(A::Error::custom)?);
+                }
                 flavor => {
                     let Some(generator) = super::flavors::next_flavor(flavor, &mut map) else {
                         return Err(A::Error::custom(format!("unknown field `{flavor}`")));
@@ -118,6 +125,14 @@ impl<'de> Visitor<'de> for Checked {
                 }
             }
             seen.push(key);
+        }
+        let sources = spec.sources();
+        if sources.len() > 1 {
+            return Err(A::Error::custom(format!(
+                "give exactly one of file, command, {} (found {})",
+                super::flavors::KEYS.join(", "),
+                sources.join(" and ")
+            )));
         }
         if spec.rendered && spec.file.is_none() {
             return Err(A::Error::custom(
@@ -180,6 +195,16 @@ impl schemars::JsonSchema for UserDataSpec {
             generator.subschema_for::<StackSpec>(),
         );
         add(
+            "command",
+            Some(
+                "The user's own generator: a program and its arguments (relative to the scenario file), run in a \
+             container of the node's image without network, with every placeholder in its environment as NODEJOIN_ \
+             and the name in upper snake case (NODEJOIN_CLUSTER_ENDPOINT); what it prints is the user data \
+             (`encoding: base64` when it prints the RunInstances form).",
+            ),
+            generator.subschema_for::<Vec<String>>(),
+        );
+        add(
             "rendered",
             Some(
                 "The file is a producer's output for a real cluster (Karpenter, Terraform, eksctl, Cluster API): \
@@ -224,6 +249,7 @@ impl UserDataSpec {
     pub fn sources(&self) -> Vec<&'static str> {
         let file = self.file.as_ref().map(|_| "file");
         file.into_iter()
+            .chain(self.command.as_ref().map(|_| "command"))
             .chain(self.generator.as_ref().map(|g| g.key()))
             .collect()
     }
@@ -232,7 +258,7 @@ impl UserDataSpec {
     /// every placeholder known (each filled in with an empty value here).
     fn check_file(&self) -> Result<(), String> {
         let Some(file) = &self.file else {
-            if !self.encode.is_empty() || self.encoding.is_some() {
+            if !self.encode.is_empty() || (self.encoding.is_some() && self.command.is_none()) {
                 return Err("encode and encoding apply to userData.file; the generators write their own format".into());
             }
             return Ok(());
@@ -532,7 +558,7 @@ mod tests {
                 "end encode with base64",
             ),
             (format!("file: {SOURCE}, encoding: base64"), "not valid base64"),
-            ("eksctl: {}, encode: [gzip]".to_string(), "apply to userData.file"),
+            ("eksctlAl2: {}, encode: [gzip]".to_string(), "apply to userData.file"),
             ("file: fixtures/user-data/nope.mime".to_string(), "nope.mime"),
         ] {
             let (line, msg) = parse_error(&user_data);

@@ -5,6 +5,7 @@
 pub mod file;
 pub mod format;
 pub mod generate;
+pub mod producers;
 pub mod rendered;
 
 use base64::Engine;

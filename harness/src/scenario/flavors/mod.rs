@@ -1,5 +1,5 @@
-//! The user-data generators a node group can name in `userData` (`eksManaged`, `cloudFormation`, `eksctl`,
-//! `nodeadm`): each one file here (its YAML spec, the texts whose placeholders are checked when the scenario
+//! The user-data generators a node group can name in `userData` (AL2023: `nodeadm`, `karpenter`, `capa`; AL2:
+//! `eksManagedAl2`, `cloudFormationAl2`, `eksctlAl2`): each one file here (its YAML spec, the texts whose placeholders are checked when the scenario
 //! loads, and the user data it writes) plus one line in [`registry!`]. The loader reads a flavor's spec as the
 //! typed struct it is, so a mistake in it is reported at its own line and column; the schema lists them all.
 use super::model::NodeGroup;
@@ -41,6 +41,27 @@ impl GenerateInput<'_> {
     pub fn render_list(&self, l: &[String]) -> Result<Vec<String>, String> {
         l.iter().map(|t| self.render(t)).collect()
     }
+}
+
+/// maxPods for the group's instance type by the ENI formula (what EKS and Karpenter compute), from the ENI table
+/// or the group's `instanceTypeInfo`.
+pub fn eni_max_pods(group: &NodeGroup, flavor: &str) -> Result<u32, String> {
+    crate::eks::max_pods::max_pods(&group.instance_type)
+        .or_else(|| {
+            group.instance_type_info.map(|i| {
+                crate::eks::max_pods::EniLimits {
+                    enis: i.maximum_network_interfaces,
+                    ipv4_per_eni: i.ipv4_addresses_per_interface,
+                }
+                .max_pods()
+            })
+        })
+        .ok_or_else(|| {
+            format!(
+                "{flavor}: instance type {} is not in the ENI table; set maxPods or instanceTypeInfo",
+                group.instance_type
+            )
+        })
 }
 
 /// One user-data flavor, as a scenario names it.
@@ -123,8 +144,10 @@ macro_rules! registry {
 }
 
 registry! {
-    eks_managed::EksManagedSpec,
-    cloud_formation::CloudFormationSpec,
-    eksctl::EksctlSpec,
     nodeadm::NodeadmSpec,
+    karpenter::KarpenterSpec,
+    capa::CapaSpec,
+    eks_managed_al2::EksManagedAl2Spec,
+    cloud_formation_al2::CloudFormationAl2Spec,
+    eksctl_al2::EksctlAl2Spec,
 }

@@ -288,12 +288,28 @@ pub(crate) async fn run_bootstrap(
             // The stack that launched this node group, in the cluster's region: what its cfn-signal must name.
             env.cloudformation.create_stack(&stack, &resource, &sc.cluster.region);
         }
+        let printed = match &spec.command {
+            Some(command) => Some(
+                crate::run::pipeline::bootstrap::command::generate(
+                    &env.docker,
+                    &env.run_id,
+                    &sc.roots,
+                    command,
+                    &node.container,
+                    &node.vars,
+                )
+                .await
+                .map_err(|e| Error::node(&label, e))?,
+            ),
+            None => None,
+        };
         let (served, description) = crate::run::pipeline::bootstrap::userdata::build(
             sc,
             &group,
             spec,
             &node.instance,
             &node.vars,
+            printed,
             trial.user_data_patch.as_ref(),
         )
         .map_err(|e| Error::node(&label, e))?;

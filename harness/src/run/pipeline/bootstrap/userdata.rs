@@ -19,6 +19,7 @@ pub fn build(
     spec: &UserDataSpec,
     instance: &Instance,
     vars: &BTreeMap<String, String>,
+    printed: Option<Vec<u8>>,
     patch: Option<&crate::scenario::patch::TextPatch>,
 ) -> std::result::Result<(Vec<u8>, String), String> {
     let r = |t: &str| render(t, vars);
@@ -34,6 +35,15 @@ pub fn build(
     let (served, api_form): (Vec<u8>, Option<Vec<u8>>) = if let Some(file) = &spec.file {
         let f = spec.file_user_data(file, &sc.roots, r).map_err(|e| e.to_string())?;
         (f.served, f.api_form)
+    } else if let Some(printed) = printed {
+        // What the user's generator printed (`userData.command`): as IMDS serves it, or the RunInstances form.
+        match spec.encoding {
+            Some(crate::scenario::user_data::FileEncoding::Base64) => {
+                let served = crate::userdata::from_api(&printed).map_err(|e| format!("userData.command: {e}"))?;
+                (served, Some(printed))
+            }
+            _ => (printed, None),
+        }
     } else if let Some(g) = &spec.generator {
         let input = crate::scenario::flavors::GenerateInput {
             facts: &facts,
@@ -45,7 +55,7 @@ pub fn build(
         (generated.served, generated.api_form)
     } else {
         return Err(format!(
-            "userData needs one of file, {}",
+            "userData needs one of file, command, {}",
             crate::scenario::flavors::KEYS.join(", ")
         ));
     };
@@ -63,6 +73,13 @@ pub fn build(
         Ok(p) => p.to_string(),
         Err(e) => format!("unreadable ({e})"),
     };
+    if served.len() > crate::scenario::user_data::MAX_USER_DATA {
+        return Err(format!(
+            "the user data is {} bytes as EC2 keeps it (what IMDS serves); EC2 refuses user data over {} bytes (16 KB)",
+            served.len(),
+            crate::scenario::user_data::MAX_USER_DATA
+        ));
+    }
     let description = match &api_form {
         Some(api) => format!("{} bytes, given to EC2 as {}", served.len(), describe(api)),
         None => format!("{} bytes, {}", served.len(), describe(&served)),

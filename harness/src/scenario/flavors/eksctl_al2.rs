@@ -1,4 +1,4 @@
-//! `eksctl`: eksctl's self-managed node group (base64(gzip(`#cloud-config`)) with `write_files` and `runcmd`,
+//! `eksctlAl2`: eksctl's self-managed AL2 node group (base64(gzip(`#cloud-config`)) with `write_files` and `runcmd`,
 //! embedding the eksctl-style helper in fixtures/user-data/eksctl/).
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
 use crate::userdata::generate;
@@ -11,7 +11,7 @@ const HELPER: &str = "user-data/eksctl/bootstrap.helper.sh";
 /// eksctl's self-managed node group: base64(gzip(#cloud-config)).
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksctlSpec {
+pub struct EksctlAl2Spec {
     /// Defaults to the node group's name.
     #[serde(default)]
     pub nodegroup: Option<String>,
@@ -27,11 +27,11 @@ pub struct EksctlSpec {
     pub kubelet_extra_config: Option<serde_json::Value>,
 }
 
-impl FlavorSpec for EksctlSpec {
-    const KEY: &'static str = "eksctl";
+impl FlavorSpec for EksctlAl2Spec {
+    const KEY: &'static str = "eksctlAl2";
 }
 
-impl Flavor for EksctlSpec {
+impl Flavor for EksctlAl2Spec {
     fn texts(&self) -> Vec<String> {
         self.labels.values().chain(&self.taints).cloned().collect()
     }

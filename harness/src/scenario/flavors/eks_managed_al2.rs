@@ -1,4 +1,4 @@
-//! `eksManaged`: what EKS injects for a managed node group (MIME with a shell part calling bootstrap.sh with the
+//! `eksManagedAl2`: what EKS injected for an AL2 managed node group (AL2 support ended 2025-11-26) (MIME with a shell part calling bootstrap.sh with the
 //! managed labels).
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
 use crate::scenario::model::Lifecycle;
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// What EKS injects for a managed node group: MIME with a shell part calling bootstrap.sh with EKS's labels.
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EksManagedSpec {
+pub struct EksManagedAl2Spec {
     /// Defaults to the node group's name.
     #[serde(default)]
     pub nodegroup: Option<String>,
@@ -34,11 +34,11 @@ fn default_launch_template_version() -> String {
     "1".into()
 }
 
-impl FlavorSpec for EksManagedSpec {
-    const KEY: &'static str = "eksManaged";
+impl FlavorSpec for EksManagedAl2Spec {
+    const KEY: &'static str = "eksManagedAl2";
 }
 
-impl Flavor for EksManagedSpec {
+impl Flavor for EksManagedAl2Spec {
     fn texts(&self) -> Vec<String> {
         self.labels.values().chain(&self.taints).cloned().collect()
     }
@@ -47,22 +47,7 @@ impl Flavor for EksManagedSpec {
         let group = input.group;
         let max_pods = match self.max_pods {
             Some(n) => n,
-            None => crate::eks::max_pods::max_pods(&group.instance_type)
-                .or_else(|| {
-                    group.instance_type_info.map(|i| {
-                        crate::eks::max_pods::EniLimits {
-                            enis: i.maximum_network_interfaces,
-                            ipv4_per_eni: i.ipv4_addresses_per_interface,
-                        }
-                        .max_pods()
-                    })
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "eksManaged: instance type {} is not in the ENI table; set maxPods or instanceTypeInfo",
-                        group.instance_type
-                    )
-                })?,
+            None => super::eni_max_pods(group, Self::KEY)?,
         };
         let managed = generate::EksManaged {
             nodegroup: self.nodegroup.clone().unwrap_or_else(|| group.name.clone()),

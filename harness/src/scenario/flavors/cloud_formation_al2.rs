@@ -1,4 +1,4 @@
-//! `cloudFormation`: a CloudFormation template's self-managed nodes (bootstrap.sh, then `cfn-signal` to the stack
+//! `cloudFormationAl2`: the AL2 CloudFormation template's self-managed nodes (bootstrap.sh, then `cfn-signal` to the stack
 //! that launched them).
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
 use crate::userdata::generate;
@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// A CloudFormation template's self-managed nodes: bootstrap.sh, then cfn-signal to the stack that launched them.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CloudFormationSpec {
+pub struct CloudFormationAl2Spec {
     #[serde(default = "default_stack")]
     pub stack: String,
     #[serde(default = "crate::scenario::user_data::default_resource")]
@@ -21,11 +21,11 @@ fn default_stack() -> String {
     "nodejoin-nodes".into()
 }
 
-impl FlavorSpec for CloudFormationSpec {
-    const KEY: &'static str = "cloudFormation";
+impl FlavorSpec for CloudFormationAl2Spec {
+    const KEY: &'static str = "cloudFormationAl2";
 }
 
-impl Flavor for CloudFormationSpec {
+impl Flavor for CloudFormationAl2Spec {
     fn texts(&self) -> Vec<String> {
         vec![self.bootstrap_arguments.clone()]
     }
