@@ -264,7 +264,10 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
             .join(format!("output-{}", step["id"].as_str().unwrap_or("anonymous")));
         std::fs::write(&outputs, "").unwrap();
         step_env.insert("GITHUB_OUTPUT".into(), outputs.display().to_string());
+        let started = std::time::Instant::now();
         let (code, out) = sh(&dir, &script, &step_env);
+        // Printed for the record (a figure, never an assertion).
+        eprintln!("action step '{name}': {:.1?}", started.elapsed());
         log.push_str(&format!("== {name}: exit {code}\n{out}\n"));
         assert_eq!(code, 0, "step '{name}' failed:\n{log}");
         if let Some(id) = step["id"].as_str() {
