@@ -459,6 +459,33 @@ mod tests {
     }
 
     #[test]
+    fn a_2024_nodeadm_node_gets_the_containerd_of_its_era() {
+        use crate::assets::tools::ContainerdLine;
+        let group = |rest: &str| {
+            let text = format!("cluster: {{ auth: iam }}\nnodes:\n  - name: a\n{rest}");
+            p(&text).unwrap().nodes[0].containerd_line()
+        };
+        assert_eq!(group("    userData: { nodeadm: {} }\n"), ContainerdLine::V1_7);
+        assert_eq!(group("    userData: { karpenter: {} }\n"), ContainerdLine::V1_7);
+        assert_eq!(
+            group("    userData: { file: fixtures/user-data/al2023/terraform-mime.txt }\n"),
+            ContainerdLine::V1_7,
+            "a file holding NodeConfig"
+        );
+        assert_eq!(
+            group("    containerd: \"2.2\"\n    userData: { nodeadm: {} }\n"),
+            ContainerdLine::V2_2
+        );
+        assert_eq!(
+            group("    image: { amazonEksAmi: ./mine }\n    userData: { nodeadm: {} }\n"),
+            ContainerdLine::V2_2,
+            "current nodeadm runs today's line"
+        );
+        assert_eq!(group("    userData: { eksManagedAl2: {} }\n"), ContainerdLine::V2_2);
+        assert_eq!(group(""), ContainerdLine::V2_2);
+    }
+
+    #[test]
     fn a_runs_defaults_fill_only_what_the_file_leaves_out() {
         use crate::assets::tools::ContainerdLine;
         let file = crate::paths::workspace_root().join("t.yaml");

@@ -516,9 +516,21 @@ impl GroupImage {
 }
 
 impl NodeGroup {
-    /// The containerd line this group's nodes run.
+    /// The containerd line this group's nodes run: the group's (or the run's), else the one of the nodeadm the
+    /// node gets. Without an amazon-eks-ami checkout an AL2023 node runs the 2024 nodeadm, which cannot configure
+    /// containerd 2 ("sandbox image could not be found in containerd config"); no AMI ever shipped that pair, so
+    /// such a node gets the containerd 1.7 of its era. Otherwise today's AMI's line.
     pub fn containerd_line(&self) -> crate::assets::tools::ContainerdLine {
-        self.containerd.unwrap_or_default()
+        use crate::assets::tools::ContainerdLine;
+        self.containerd.unwrap_or_else(|| {
+            let current_nodeadm = self.image.as_ref().is_some_and(|i| i.amazon_eks_ami.is_some());
+            let runs_nodeadm = self.user_data.as_ref().is_some_and(|u| u.runs_nodeadm());
+            if runs_nodeadm && !current_nodeadm {
+                ContainerdLine::V1_7
+            } else {
+                ContainerdLine::default()
+            }
+        })
     }
 }
 

@@ -28,6 +28,8 @@ pub struct UserDataSpec {
     /// The file is a producer's output for a real cluster: its API server endpoint and cluster CA become this
     /// run's (`crate::userdata::rendered`), everything else reaches the node as it is.
     pub rendered: bool,
+    /// A file holding NodeConfig (alone or as a MIME part): nodeadm runs it.
+    pub file_has_node_config: bool,
 }
 
 /// A CloudFormation stack and the resource in it that waits for its instances' signals.
@@ -150,7 +152,7 @@ impl<'de> Visitor<'de> for Checked {
             ));
         }
         spec.encode = encode.unwrap_or_default();
-        spec.check_file().map_err(A::Error::custom)?;
+        spec.file_has_node_config = spec.check_file().map_err(A::Error::custom)?;
         Ok(spec)
     }
 }
@@ -255,18 +257,25 @@ impl UserDataSpec {
     }
 
     /// `encode` and `encoding` belong to a file; with a file, it must go through [`Self::file_user_data`] with
-    /// every placeholder known (each filled in with an empty value here).
-    fn check_file(&self) -> Result<(), String> {
+    /// every placeholder known (each filled in with an empty value here). Says whether the file holds NodeConfig.
+    fn check_file(&self) -> Result<bool, String> {
         let Some(file) = &self.file else {
             if !self.encode.is_empty() || (self.encoding.is_some() && self.command.is_none()) {
                 return Err("encode and encoding apply to userData.file; the generators write their own format".into());
             }
-            return Ok(());
+            return Ok(false);
         };
         let vars = super::template::empty_vars();
-        self.file_user_data(file, &super::relative::roots(), |t| super::template::render(t, &vars))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let data = self
+            .file_user_data(file, &super::relative::roots(), |t| super::template::render(t, &vars))
+            .map_err(|e| e.to_string())?;
+        Ok(crate::userdata::carries_node_config(&data.served))
+    }
+
+    /// Is this AL2023 user data, run by nodeadm (an AL2023 flavor, or a file holding NodeConfig)? A generator's
+    /// output (`command`) is not known before the run.
+    pub fn runs_nodeadm(&self) -> bool {
+        self.file_has_node_config || self.generator.as_ref().is_some_and(|g| g.nodeadm())
     }
 
     /// Reads `file`, fills its placeholders with `render` (inside its gzip/base64 layers), applies `encode`,

@@ -49,6 +49,10 @@ impl Flavor for CapaSpec {
         }
     }
 
+    fn nodeadm(&self) -> bool {
+        true
+    }
+
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
         let capa = Capa {
             pre_nodeadm_commands: input.render_list(&self.pre_nodeadm_commands)?,

@@ -89,6 +89,10 @@ impl Flavor for KarpenterSpec {
         Ok(())
     }
 
+    fn nodeadm(&self) -> bool {
+        true
+    }
+
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
         let taints = |l: &[String]| -> Result<Vec<Taint>, String> {
             input.render_list(l)?.iter().map(|t| Taint::parse(t)).collect()

@@ -74,6 +74,10 @@ pub trait Flavor: std::fmt::Debug + Send + Sync {
     }
     /// The user data it writes for one node.
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String>;
+    /// Does it write AL2023 user data (NodeConfig parts that nodeadm runs)?
+    fn nodeadm(&self) -> bool {
+        false
+    }
     /// The CloudFormation stack (and resource) that launched the group, when the flavor is a template's.
     fn stack(&self) -> Option<(String, String)> {
         None

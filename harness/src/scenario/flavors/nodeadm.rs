@@ -73,6 +73,10 @@ impl Flavor for NodeadmSpec {
         Ok(())
     }
 
+    fn nodeadm(&self) -> bool {
+        true
+    }
+
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
         let omit: Vec<&str> = self.omit.iter().map(|f| f.key()).collect();
         let mut configs = vec![(generate::nodeadm_cluster_config(input.facts, &omit), self.encoding)];
