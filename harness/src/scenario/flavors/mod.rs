@@ -1,4 +1,5 @@
-//! The user-data generators a node group can name in `userData` (AL2023: `nodeadm`, `karpenter`, `capa`; AL2:
+//! The user-data generators a node group can name in `userData` (AL2023: `eksManaged`, `eksctl`, `nodeadm`,
+//! `karpenter`, `capa`; AL2:
 //! `eksManagedAl2`, `cloudFormationAl2`, `eksctlAl2`): each one file here (its YAML spec, the texts whose placeholders are checked when the scenario
 //! loads, and the user data it writes) plus one line in [`registry!`]. The loader reads a flavor's spec as the
 //! typed struct it is, so a mistake in it is reported at its own line and column; the schema lists them all.
@@ -148,10 +149,27 @@ macro_rules! registry {
 }
 
 registry! {
+    eks_managed::EksManagedSpec,
+    eksctl::EksctlSpec,
     nodeadm::NodeadmSpec,
     karpenter::KarpenterSpec,
     capa::CapaSpec,
     eks_managed_al2::EksManagedAl2Spec,
     cloud_formation_al2::CloudFormationAl2Spec,
     eksctl_al2::EksctlAl2Spec,
+}
+
+/// Every string in a YAML value (keys and values), for placeholder checks.
+pub(super) fn collect_strings(v: &serde_yaml_ng::Value, out: &mut Vec<String>) {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sequence(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
+            collect_strings(k, out);
+            collect_strings(v, out);
+        }),
+        Value::Tagged(t) => collect_strings(&t.value, out),
+        _ => {}
+    }
 }

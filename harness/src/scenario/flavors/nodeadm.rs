@@ -61,7 +61,7 @@ impl Flavor for NodeadmSpec {
     fn texts(&self) -> Vec<String> {
         let mut out = Vec::new();
         for p in &self.parts {
-            collect_strings(&p.spec, &mut out);
+            super::collect_strings(&p.spec, &mut out);
         }
         out
     }
@@ -85,20 +85,5 @@ impl Flavor for NodeadmSpec {
             configs.push((generate::node_config(spec), part.encoding));
         }
         Ok(Generated::served(generate::nodeadm(&configs)))
-    }
-}
-
-/// Every string in a YAML value (keys and values), for placeholder checks.
-fn collect_strings(v: &serde_yaml_ng::Value, out: &mut Vec<String>) {
-    use serde_yaml_ng::Value;
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Sequence(items) => items.iter().for_each(|i| collect_strings(i, out)),
-        Value::Mapping(m) => m.iter().for_each(|(k, v)| {
-            collect_strings(k, out);
-            collect_strings(v, out);
-        }),
-        Value::Tagged(t) => collect_strings(&t.value, out),
-        _ => {}
     }
 }

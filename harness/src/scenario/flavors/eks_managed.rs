@@ -1,0 +1,151 @@
+//! `eksManaged`: an EKS managed node group on AL2023 (`crate::userdata::producers::eks_managed`): the launch
+//! template's own parts merged with the NodeConfig EKS adds (cluster, maxPods, clusterDNS, EKS's labels), in
+//! either order; with `customAmi` EKS adds nothing.
+use super::{Flavor, FlavorSpec, GenerateInput, Generated};
+use crate::scenario::model::Lifecycle;
+use crate::userdata::generate;
+use crate::userdata::producers::eks_managed::{EksManaged, PartOrder};
+use crate::userdata::producers::{Taint, UserPart};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// An EKS managed node group on AL2023: the launch template's parts and EKS's NodeConfig.
+#[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EksManagedSpec {
+    /// Defaults to the node group's name.
+    #[serde(default)]
+    pub nodegroup: Option<String>,
+    /// The node group's labels (CreateNodegroup `labels`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The node group's taints, `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default = "default_launch_template")]
+    pub launch_template_id: String,
+    #[serde(default = "default_launch_template_version")]
+    pub launch_template_version: String,
+    /// Defaults to the ENI formula for the instance type, as EKS computes it.
+    #[serde(default)]
+    pub max_pods: Option<u32>,
+    /// The launch template's own user data, part by part (placeholders filled in).
+    #[serde(default)]
+    pub launch_template: Vec<LaunchTemplatePart>,
+    /// Where EKS's part goes: `launchTemplateFirst` (default) or `eksFirst`. EKS does not say; test both.
+    #[serde(default)]
+    pub part_order: PartOrderSpec,
+    /// The launch template names an AMI: EKS adds nothing, the parts must carry the whole NodeConfig.
+    #[serde(default)]
+    pub custom_ami: bool,
+}
+
+/// One part of the launch template's user data: exactly one of `nodeConfig` (a NodeConfig's `spec`) or `shell`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LaunchTemplatePart {
+    /// A NodeConfig's `spec`.
+    #[serde(default)]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub node_config: Option<serde_yaml_ng::Value>,
+    /// A shell script.
+    #[serde(default)]
+    pub shell: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PartOrderSpec {
+    #[default]
+    LaunchTemplateFirst,
+    EksFirst,
+}
+
+fn default_launch_template() -> String {
+    "lt-0nodejoin0000000001".into()
+}
+fn default_launch_template_version() -> String {
+    "1".into()
+}
+
+impl FlavorSpec for EksManagedSpec {
+    const KEY: &'static str = "eksManaged";
+}
+
+impl Flavor for EksManagedSpec {
+    fn texts(&self) -> Vec<String> {
+        let mut t: Vec<String> = self.labels.values().chain(&self.taints).cloned().collect();
+        for p in &self.launch_template {
+            if let Some(spec) = &p.node_config {
+                super::collect_strings(spec, &mut t);
+            }
+            t.extend(p.shell.clone());
+        }
+        t
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for p in &self.launch_template {
+            match (&p.node_config, &p.shell) {
+                (Some(spec), None) if !spec.is_mapping() => {
+                    return Err("eksManaged.launchTemplate[].nodeConfig must be a mapping (a NodeConfig's spec)".into())
+                }
+                (Some(_), None) | (None, Some(_)) => {}
+                _ => return Err("eksManaged.launchTemplate[]: give exactly one of nodeConfig or shell".into()),
+            }
+        }
+        if self.custom_ami && self.launch_template.is_empty() {
+            return Err("eksManaged.customAmi: EKS adds nothing, so launchTemplate must carry the whole NodeConfig".into());
+        }
+        Ok(())
+    }
+
+    fn nodeadm(&self) -> bool {
+        true
+    }
+
+    fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
+        let group = input.group;
+        let max_pods = match self.max_pods {
+            Some(n) => n,
+            None => super::eni_max_pods(group, Self::KEY)?,
+        };
+        let labels = generate::EksManaged {
+            nodegroup: self.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
+            ami_id: input.ami_id.to_string(),
+            capacity_type: match group.lifecycle {
+                Lifecycle::OnDemand => "ON_DEMAND".into(),
+                Lifecycle::Spot => "SPOT".into(),
+            },
+            launch_template_id: self.launch_template_id.clone(),
+            launch_template_version: self.launch_template_version.clone(),
+            max_pods,
+            labels: input.render_map(&self.labels)?,
+            taints: Vec::new(),
+        }
+        .node_labels();
+        let mut launch_template = Vec::new();
+        for p in &self.launch_template {
+            launch_template.push(match (&p.node_config, &p.shell) {
+                (Some(spec), _) => {
+                    let spec = crate::scenario::template::render_yaml(spec, input.vars)?;
+                    UserPart::NodeConfig(serde_yaml_ng::to_string(&generate::node_config(spec)).unwrap_or_default())
+                }
+                (None, Some(s)) => UserPart::Shell(input.render(s)?),
+                (None, None) => return Err("eksManaged.launchTemplate[]: give exactly one of nodeConfig or shell".into()),
+            });
+        }
+        let managed = EksManaged {
+            labels,
+            taints: input.render_list(&self.taints)?.iter().map(|t| Taint::parse(t)).collect::<Result<_, _>>()?,
+            max_pods,
+            launch_template,
+            order: match self.part_order {
+                PartOrderSpec::LaunchTemplateFirst => PartOrder::LaunchTemplateFirst,
+                PartOrderSpec::EksFirst => PartOrder::EksFirst,
+            },
+            custom_ami: self.custom_ami,
+        };
+        Ok(Generated::served(managed.user_data(input.facts)))
+    }
+}
