@@ -111,8 +111,24 @@ impl Roots {
 /// the checkout this binary was built from: `../shared/upstream/`, where the bundled scenarios find it. Fixed when
 /// the binary is built, never taken from the working directory: whoever can change that checkout can change the
 /// binary itself.
+///
+/// Resolved lexically: the directory the binary was built in need not exist where it runs (a copy of the binary in
+/// the cgroup v2 guest sees only the repository it runs and its `../shared`).
 pub fn project_test_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/upstream")
+    let mut out = PathBuf::new();
+    for c in Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/upstream")
+        .components()
+    {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn fd_of(file: &std::fs::File) -> i32 {
@@ -123,6 +139,18 @@ fn fd_of(file: &std::fs::File) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_test_data_path_needs_no_build_directory_to_exist() {
+        let p = project_test_data();
+        assert!(p.ends_with("shared/upstream"), "{}", p.display());
+        assert!(
+            p.components()
+                .all(|c| !matches!(c, Component::ParentDir | Component::CurDir)),
+            "{}",
+            p.display()
+        );
+    }
 
     fn repo() -> (tempfile::TempDir, Roots) {
         let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@ use super::{Flavor, FlavorSpec, GenerateInput, Generated};
 use crate::scenario::model::Lifecycle;
 use crate::userdata::generate;
 use crate::userdata::producers::eks_managed::{EksManaged, PartOrder};
-use crate::userdata::producers::{Taint, UserPart};
+use crate::userdata::producers::UserPart;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -19,9 +19,6 @@ pub struct EksManagedSpec {
     /// The node group's labels (CreateNodegroup `labels`).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// The node group's taints, `key=value:Effect`.
-    #[serde(default)]
-    pub taints: Vec<String>,
     #[serde(default = "default_launch_template")]
     pub launch_template_id: String,
     #[serde(default = "default_launch_template_version")]
@@ -74,7 +71,7 @@ impl FlavorSpec for EksManagedSpec {
 
 impl Flavor for EksManagedSpec {
     fn texts(&self) -> Vec<String> {
-        let mut t: Vec<String> = self.labels.values().chain(&self.taints).cloned().collect();
+        let mut t: Vec<String> = self.labels.values().cloned().collect();
         for p in &self.launch_template {
             if let Some(spec) = &p.node_config {
                 super::collect_strings(spec, &mut t);
@@ -137,7 +134,6 @@ impl Flavor for EksManagedSpec {
         }
         let managed = EksManaged {
             labels,
-            taints: input.render_list(&self.taints)?.iter().map(|t| Taint::parse(t)).collect::<Result<_, _>>()?,
             max_pods,
             launch_template,
             order: match self.part_order {

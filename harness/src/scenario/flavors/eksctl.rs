@@ -1,5 +1,5 @@
-//! `eksctl`: an eksctl self-managed node group on AL2023 (`crate::userdata::producers::eksctl`): the xtables-lock
-//! script and eksctl's NodeConfig, in Go's MIME framing with a random boundary, handed to EC2 base64-encoded.
+//! `eksctl`: an eksctl self-managed node group on AL2023 (`crate::userdata::producers::eksctl`): its commands and
+//! NodeConfigs in Go's MIME framing with a random boundary, handed to EC2 base64-encoded.
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
 use crate::userdata::producers::eksctl::{random_boundary, Eksctl};
 use crate::userdata::producers::Taint;
@@ -22,6 +22,9 @@ pub struct EksctlSpec {
     pub taints: Vec<String>,
     #[serde(default)]
     pub max_pods_per_node: Option<u32>,
+    /// Shell commands, each its own part, run by cloud-init.
+    #[serde(default)]
+    pub pre_bootstrap_commands: Vec<String>,
     /// A KubeletConfiguration fragment merged into the NodeConfig's kubelet config.
     #[serde(default)]
     #[schemars(with = "Option<serde_json::Value>")]
@@ -34,7 +37,7 @@ impl FlavorSpec for EksctlSpec {
 
 impl Flavor for EksctlSpec {
     fn texts(&self) -> Vec<String> {
-        self.labels.values().chain(&self.taints).cloned().collect()
+        self.labels.values().chain(&self.taints).chain(&self.pre_bootstrap_commands).cloned().collect()
     }
 
     fn nodeadm(&self) -> bool {
@@ -53,7 +56,7 @@ impl Flavor for EksctlSpec {
             taints: input.render_list(&self.taints)?.iter().map(|t| Taint::parse(t)).collect::<Result<_, _>>()?,
             max_pods: self.max_pods_per_node,
             kubelet_extra: self.kubelet_extra_config.clone().unwrap_or_default(),
-            managed_on_eks_ami: false,
+            pre_bootstrap_commands: input.render_list(&self.pre_bootstrap_commands)?,
             boundary: random_boundary(),
         };
         let served = eksctl.user_data(input.facts);

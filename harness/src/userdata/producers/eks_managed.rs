@@ -3,10 +3,12 @@
 //! AMI in the launch template EKS adds an `application/node.eks.aws` part with the cluster's name, endpoint, CA
 //! and service CIDR, `maxPods` (the smallest over the group's instance types) and `clusterDNS`, and
 //! `--node-labels` with `eks.amazonaws.com/{nodegroup-image, capacityType, sourceLaunchTemplateVersion, nodegroup,
-//! sourceLaunchTemplateId}` (and `--register-with-taints` with the group's taints); with a custom AMI it adds
-//! nothing. Where EKS's part goes relative to the launch template's own parts is not published and reports
-//! disagree (awslabs/amazon-eks-ami#1988; sassoftware/viya4-iac-aws#428), so both orders are written.
-use super::{Taint, UserPart};
+//! sourceLaunchTemplateId}` in one double-quoted flag (the form copies of it in public repositories show); with a
+//! custom AMI it adds nothing. The group's API taints are not in it: EKS applies them after the node has joined.
+//! Where EKS's part goes relative to the launch template's own parts is not published; maintainers' statements
+//! (terraform-aws-eks #3186, #3334) and sassoftware/viya4-iac-aws#428 put it last, awslabs/amazon-eks-ami#1988
+//! shows otherwise, so both orders are written.
+use super::UserPart;
 
 /// Where EKS's part goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,7 +25,6 @@ pub enum PartOrder {
 pub struct EksManaged {
     /// EKS's own labels, then the group's (`generate::EksManaged::node_labels`).
     pub labels: Vec<(String, String)>,
-    pub taints: Vec<Taint>,
     pub max_pods: u32,
     /// The launch template's own user data, as parts.
     pub launch_template: Vec<UserPart>,
@@ -36,11 +37,7 @@ impl EksManaged {
     /// EKS's NodeConfig.
     pub fn node_config(&self, c: &crate::userdata::generate::ClusterFacts) -> String {
         let labels: Vec<String> = self.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let mut flags = format!("    - \"--node-labels={}\"\n", labels.join(","));
-        if !self.taints.is_empty() {
-            let taints: Vec<String> = self.taints.iter().map(Taint::flag_form).collect();
-            flags.push_str(&format!("    - \"--register-with-taints={}\"\n", taints.join(",")));
-        }
+        let flags = format!("    - \"--node-labels={}\"\n", labels.join(","));
         format!(
             "---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    apiServerEndpoint: {}\n    \
 certificateAuthority: {}\n    cidr: {}\n    name: {}\n  kubelet:\n    config:\n      maxPods: {}\n      clusterDNS:\n      \
@@ -105,7 +102,6 @@ mod tests {
                 ("eks.amazonaws.com/nodegroup".into(), "ng".into()),
                 ("team".into(), "a".into()),
             ],
-            taints: vec![Taint::parse("dedicated=a:NoSchedule").unwrap()],
             max_pods: 29,
             launch_template: vec![
                 UserPart::NodeConfig("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec: {}\n".into()),
@@ -137,7 +133,7 @@ mod tests {
             .contains("--//\nContent-Type: application/node.eks.aws\n\n---\n"));
         let last = String::from_utf8(group(PartOrder::LaunchTemplateFirst, false).user_data(&facts())).unwrap();
         assert!(
-            last.ends_with("    - \"--register-with-taints=dedicated=a:NoSchedule\"\n\n--//--\n"),
+            last.ends_with("    - \"--node-labels=eks.amazonaws.com/nodegroup=ng,team=a\"\n\n--//--\n"),
             "{last}"
         );
         assert_eq!(
