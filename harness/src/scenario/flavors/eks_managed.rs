@@ -65,6 +65,54 @@ fn default_launch_template_version() -> String {
     "1".into()
 }
 
+/// The fields both managed-group flavors (this and `eksManagedAl2`) share.
+pub(super) struct GroupIds<'a> {
+    pub nodegroup: &'a Option<String>,
+    pub labels: &'a BTreeMap<String, String>,
+    pub launch_template_id: &'a str,
+    pub launch_template_version: &'a str,
+    pub max_pods: Option<u32>,
+}
+
+/// What EKS knows of a managed node group: its name, the instance's AMI, the capacity type, the launch template,
+/// maxPods (the ENI formula unless given) and the labels, placeholders filled in.
+pub(super) fn managed_group(
+    input: &GenerateInput<'_>,
+    key: &str,
+    ids: &GroupIds<'_>,
+    taints: Vec<String>,
+) -> Result<generate::EksManaged, String> {
+    let group = input.group;
+    Ok(generate::EksManaged {
+        nodegroup: ids.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
+        ami_id: input.ami_id.to_string(),
+        capacity_type: match group.lifecycle {
+            Lifecycle::OnDemand => "ON_DEMAND".into(),
+            Lifecycle::Spot => "SPOT".into(),
+        },
+        launch_template_id: ids.launch_template_id.to_string(),
+        launch_template_version: ids.launch_template_version.to_string(),
+        max_pods: match ids.max_pods {
+            Some(n) => n,
+            None => super::eni_max_pods(group, key)?,
+        },
+        labels: input.render_map(ids.labels)?,
+        taints,
+    })
+}
+
+impl EksManagedSpec {
+    fn ids(&self) -> GroupIds<'_> {
+        GroupIds {
+            nodegroup: &self.nodegroup,
+            labels: &self.labels,
+            launch_template_id: &self.launch_template_id,
+            launch_template_version: &self.launch_template_version,
+            max_pods: self.max_pods,
+        }
+    }
+}
+
 impl FlavorSpec for EksManagedSpec {
     const KEY: &'static str = "eksManaged";
 }
@@ -102,25 +150,8 @@ impl Flavor for EksManagedSpec {
     }
 
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
-        let group = input.group;
-        let max_pods = match self.max_pods {
-            Some(n) => n,
-            None => super::eni_max_pods(group, Self::KEY)?,
-        };
-        let labels = generate::EksManaged {
-            nodegroup: self.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
-            ami_id: input.ami_id.to_string(),
-            capacity_type: match group.lifecycle {
-                Lifecycle::OnDemand => "ON_DEMAND".into(),
-                Lifecycle::Spot => "SPOT".into(),
-            },
-            launch_template_id: self.launch_template_id.clone(),
-            launch_template_version: self.launch_template_version.clone(),
-            max_pods,
-            labels: input.render_map(&self.labels)?,
-            taints: Vec::new(),
-        }
-        .node_labels();
+        let managed = managed_group(input, Self::KEY, &self.ids(), Vec::new())?;
+        let (labels, max_pods) = (managed.node_labels(), managed.max_pods);
         let mut launch_template = Vec::new();
         for p in &self.launch_template {
             launch_template.push(match (&p.node_config, &p.shell) {

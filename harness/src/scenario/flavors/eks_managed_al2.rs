@@ -1,7 +1,6 @@
 //! `eksManagedAl2`: what EKS injected for an AL2 managed node group (AL2 support ended 2025-11-26) (MIME with a shell part calling bootstrap.sh with the
 //! managed labels).
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
-use crate::scenario::model::Lifecycle;
 use crate::userdata::generate;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -44,24 +43,14 @@ impl Flavor for EksManagedAl2Spec {
     }
 
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
-        let group = input.group;
-        let max_pods = match self.max_pods {
-            Some(n) => n,
-            None => super::eni_max_pods(group, Self::KEY)?,
+        let ids = super::eks_managed::GroupIds {
+            nodegroup: &self.nodegroup,
+            labels: &self.labels,
+            launch_template_id: &self.launch_template_id,
+            launch_template_version: &self.launch_template_version,
+            max_pods: self.max_pods,
         };
-        let managed = generate::EksManaged {
-            nodegroup: self.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
-            ami_id: input.ami_id.to_string(),
-            capacity_type: match group.lifecycle {
-                Lifecycle::OnDemand => "ON_DEMAND".into(),
-                Lifecycle::Spot => "SPOT".into(),
-            },
-            launch_template_id: self.launch_template_id.clone(),
-            launch_template_version: self.launch_template_version.clone(),
-            max_pods,
-            labels: input.render_map(&self.labels)?,
-            taints: input.render_list(&self.taints)?,
-        };
+        let managed = super::eks_managed::managed_group(input, Self::KEY, &ids, input.render_list(&self.taints)?)?;
         Ok(Generated::served(generate::eks_managed(input.facts, &managed)))
     }
 }
