@@ -5,17 +5,12 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 /// A repository with one scenario whose node group has `lines` (indented under the group) in `nodejoin/`.
 fn repo_with(lines: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
-    std::fs::write(
-        dir.path().join(".git/config"),
-        "[remote \"origin\"]\n\turl = https://token@example.com/x\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("nodejoin")).unwrap();
-    let file = dir.path().join("nodejoin/s.yaml");
+    let (dir, scenarios) = common::untrusted_repo();
+    let file = scenarios.join("s.yaml");
     std::fs::write(&file, format!("nodes:\n  - name: a\n{lines}")).unwrap();
     (dir, file)
 }

@@ -13,15 +13,7 @@ fn a_failing_generator_is_contained_and_quoted() {
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
     let _turn = take_turn();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
-    std::fs::write(
-        dir.path().join(".git/config"),
-        "[remote \"origin\"]\n\turl = https://token@example.com/x\n",
-    )
-    .unwrap();
-    let scenarios = dir.path().join("nodejoin");
-    std::fs::create_dir_all(&scenarios).unwrap();
+    let (dir, scenarios) = untrusted_repo();
     let gen = scenarios.join("gen.sh");
     std::fs::write(
         &gen,

@@ -482,3 +482,17 @@ pub fn unredacted_keys(dir: &Path) -> (Vec<PathBuf>, usize) {
     walk(dir, &mut found, &mut files);
     (found, files)
 }
+
+/// A user's repository as untrusted input: a `.git` whose config holds a credential, and a `nodejoin/` folder.
+pub fn untrusted_repo() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::write(
+        dir.path().join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://token@example.com/x\n",
+    )
+    .unwrap();
+    let scenarios = dir.path().join("nodejoin");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    (dir, scenarios)
+}
