@@ -66,17 +66,18 @@ certificateAuthority: {}\n    cidr: {}\n    name: {}\n  kubelet:\n    config:\n 
                 parts.extend(own);
             }
         }
-        let mut out = String::from("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n");
-        for (content_type, body) in parts {
-            let body = if body.ends_with('\n') {
-                body
-            } else {
-                format!("{body}\n")
-            };
-            out.push_str(&format!("--//\nContent-Type: {content_type}\n\n{body}\n"));
-        }
-        out.push_str("--//--\n");
-        out.into_bytes()
+        // Each body ends in a line end of its own, then the one before the next delimiter.
+        let parts: Vec<(&str, String)> = parts
+            .into_iter()
+            .map(|(t, b)| {
+                if b.ends_with('\n') {
+                    (t, b)
+                } else {
+                    (t, format!("{b}\n"))
+                }
+            })
+            .collect();
+        super::lf_multipart(parts.iter().map(|(t, b)| (*t, b.as_str())))
     }
 }
 

@@ -114,12 +114,7 @@ impl Karpenter {
             UserPart::NodeConfig(String::new()).content_type().into(),
             self.node_config(c),
         ));
-        let mut out = String::from("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n");
-        for (content_type, content) in &parts {
-            out.push_str(&format!("--//\nContent-Type: {content_type}\n\n{content}\n"));
-        }
-        out.push_str("--//--\n");
-        Ok(out.into_bytes())
+        Ok(super::lf_multipart(parts.iter().map(|(t, c)| (t.as_str(), c.as_str()))))
     }
 }
 

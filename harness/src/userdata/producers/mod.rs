@@ -86,6 +86,18 @@ impl Taint {
     }
 }
 
+/// MIME with boundary `//` and LF line ends, each part one `Content-Type` header and its body followed by a line
+/// end, as Go's `mime/multipart` writes it with every `\r` taken out (Karpenter's framing, and the form copies of
+/// EKS's merged user data show).
+pub fn lf_multipart<'a>(parts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<u8> {
+    let mut out = String::from("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n");
+    for (content_type, body) in parts {
+        out.push_str(&format!("--//\nContent-Type: {content_type}\n\n{body}\n"));
+    }
+    out.push_str("--//--\n");
+    out.into_bytes()
+}
+
 /// `k1=v1,k2=v2`, in the map's (sorted) order.
 pub fn label_list(labels: &BTreeMap<String, String>) -> String {
     labels
