@@ -52,6 +52,8 @@ fn patched_copy(dir: &Path) -> Result<PathBuf, Failed> {
 fn nodejoin(args: &[&str]) -> Result<(Option<i32>, String, String), Failed> {
     let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
         .current_dir(nodejoin::paths::workspace_root())
+        // Each trial names its own trees; a run's override (`.ci/run` sets one) would replace them.
+        .env_remove(nodejoin::scenario::model::ENV_EKS_AMI)
         .args(args)
         .output()
         .map_err(|e| format!("run nodejoin: {e}"))?;
@@ -252,6 +254,150 @@ fn compare_shows_it_on_the_node() -> Result<(), Failed> {
     })
 }
 
+/// A repository served by `git daemon` on a free local port, killed on drop.
+struct Served {
+    daemon: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, Failed> {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        // A fixed date, so the commit (and the cache entry it names) is the same on every run.
+        .env("GIT_AUTHOR_DATE", "2026-07-23T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-07-23T00:00:00Z")
+        .output()
+        .map_err(|e| format!("git: {e}"))?;
+    ensure(out.status.success(), || {
+        format!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The repositories under `base` served read-only on 127.0.0.1 (any commit may be fetched by its id, as GitHub
+/// allows).
+fn serve(base: &Path) -> Result<Served, Failed> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let exec_path = git(base, &["--exec-path"])?;
+    let daemon = Command::new(Path::new(&exec_path).join("git-daemon"))
+        .args(["--export-all", "--listen=127.0.0.1", &format!("--port={port}")])
+        .arg(format!("--base-path={}", base.display()))
+        .arg(base)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git-daemon: {e}"))?;
+    let served = Served {
+        daemon,
+        url: format!("git://127.0.0.1:{port}/amazon-eks-ami"),
+    };
+    let up = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure(up.elapsed().as_secs() < 10, || "git daemon did not listen".into())?;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(served)
+}
+
+/// A scenario file in `dir` whose one AL2023 node names amazon-eks-ami by `url` and `rev`.
+fn pinned_scenario(dir: &Path, url: &str, rev: &str) -> Result<String, Failed> {
+    let text = format!(
+        "description: an amazon-eks-ami commit named by git joins\n\
+         cluster: {{ auth: iam, providers: [local] }}\n\
+         nodes:\n  - name: pinned\n    image:\n      amazonEksAmi: {{ git: \"{url}\", rev: \"{rev}\" }}\n\
+         \x20   userData: {{ nodeadm: {{}} }}\n\
+         \x20   expect: {{ within: 150s, clientCsr: none, capacityPods: 29, nodeadm: succeeded }}\n"
+    );
+    let file = dir.join("pinned.yaml");
+    std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(file.to_string_lossy().into_owned())
+}
+
+/// `amazonEksAmi: { git, rev }` as a new user writes it: the commit is fetched (shallow, from a local `git daemon`
+/// standing in for GitHub), the node joins on it, and with the repository gone a later run finds it in the cache.
+fn pinned_commit_is_fetched_and_joins() -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let repo = dir.path().join("served/amazon-eks-ami");
+    std::fs::create_dir_all(&repo).map_err(|e| e.to_string())?;
+    unpack_snapshot(&repo)?;
+    git(&repo, &["init", "-q"])?;
+    git(&repo, &["add", "-A"])?;
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "snapshot",
+        ],
+    )?;
+    git(&repo, &["config", "uploadpack.allowAnySHA1InWant", "true"])?;
+    let rev = git(&repo, &["rev-parse", "HEAD"])?;
+    // This commit is this test's own: start without it in the cache, so the fetch is what is tested.
+    let cached = nodejoin::node::eks_ami_git::cached(&rev);
+    let _ = std::fs::remove_dir_all(&cached);
+    let served = serve(&dir.path().join("served"))?;
+    let scenario = pinned_scenario(dir.path(), &served.url, &rev)?;
+    let (code, stdout, stderr) = nodejoin(&["run", "--format", "json", &scenario])?;
+    ensure(stderr.contains("fetching amazon-eks-ami"), || {
+        format!("no fetch announced:\n{stderr}")
+    })?;
+    let passed = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|v| {
+            v["event"] == "scenario_finished"
+                && v["outcome"] == "passed"
+                && v["checks"].as_array().is_some_and(|c| c.len() >= 4)
+        });
+    ensure(code == Some(0) && passed, || {
+        format!("exit {code:?}, not passed:\n{stdout}\n{stderr}")
+    })?;
+    ensure(cached.join("nodeadm/go.mod").is_file(), || {
+        format!("nothing cached at {}", cached.display())
+    })?;
+    // The repository gone: the cached commit still applies (listed, not ignored), and nothing is fetched.
+    drop(served);
+    let (code, stdout, stderr) = nodejoin(&["list", &scenario])?;
+    ensure(
+        code == Some(0)
+            && !stderr.contains("fetching")
+            && !format!("{stdout}{stderr}").contains("could not be fetched"),
+        || format!("exit {code:?}:\n{stdout}\n{stderr}"),
+    )
+}
+
+/// A pinned commit that cannot be fetched (nothing answers) makes the scenario ignored with git's reason and the
+/// fix, never an error and never a pass.
+fn unreachable_pin_is_ignored_with_the_fix() -> Result<(), Failed> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let scenario = pinned_scenario(dir.path(), "git://127.0.0.1:1/amazon-eks-ami", &"5".repeat(40))?;
+    let (code, stdout, stderr) = nodejoin(&["run", &scenario])?;
+    let all = format!("{stdout}{stderr}");
+    ensure(
+        code == Some(nodejoin::session::EXIT_NOTHING_RAN as i32)
+            && all.contains("could not be fetched from git://127.0.0.1:1/amazon-eks-ami")
+            && all.contains("NODEJOIN_EKS_AMI")
+            && !all.contains("PASSED"),
+        || format!("exit {code:?}:\n{all}"),
+    )
+}
+
 fn main() {
     nodejoin::init_crypto();
     let args = Arguments::from_args();
@@ -275,6 +421,10 @@ fn main() {
             "eks-ami/upstream-user-data/nodeadm-e2e-cases-join",
             upstream_user_data_joins,
         ),
+        Trial::test(
+            "eks-ami/pinned-commit/fetched-once-and-joins",
+            pinned_commit_is_fetched_and_joins,
+        ),
     ]
     .into_iter()
     .map(|t| match &absent {
@@ -284,6 +434,10 @@ fn main() {
         }
         None => t,
     })
+    .chain(std::iter::once(Trial::test(
+        "eks-ami/pinned-commit/unreachable-is-ignored-with-the-fix",
+        unreachable_pin_is_ignored_with_the_fix,
+    )))
     .collect();
     libtest_mimic::run(&args, trials).exit();
 }

@@ -121,7 +121,9 @@ impl Variant {
                 }
                 Variant::EksAmi(p) => {
                     if let Some(img) = g.image.as_mut().filter(|i| i.amazon_eks_ami.is_some()) {
-                        img.amazon_eks_ami = Some(p.to_string_lossy().into_owned());
+                        img.amazon_eks_ami = Some(crate::scenario::model::AmazonEksAmi::Path(
+                            p.to_string_lossy().into_owned(),
+                        ));
                         applied += 1;
                     }
                 }

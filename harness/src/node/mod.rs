@@ -3,6 +3,7 @@ pub mod capacity;
 pub mod container;
 pub mod dmi;
 pub mod eks_ami;
+pub mod eks_ami_git;
 pub mod group_image;
 pub mod image;
 pub mod inputs;

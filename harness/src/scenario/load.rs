@@ -97,7 +97,15 @@ fn absolute_paths(s: &mut Scenario) {
         n.bootstrap.script.as_mut().map(abs);
         if let Some(img) = &mut n.image {
             img.overlay.as_mut().map(abs);
-            img.amazon_eks_ami.as_mut().map(abs);
+            match &mut img.amazon_eks_ami {
+                Some(super::model::AmazonEksAmi::Path(p)) => abs(p),
+                Some(super::model::AmazonEksAmi::Git(pin)) => {
+                    pin.checkout = crate::node::eks_ami_git::cached(&pin.rev)
+                        .to_string_lossy()
+                        .into_owned();
+                }
+                None => {}
+            }
         }
         for f in &mut n.expect.files {
             f.golden.as_mut().map(abs);
@@ -122,7 +130,7 @@ fn apply(s: &mut Scenario, text: &str, defaults: &Defaults) {
         }
         if let (Some(img), Some(other)) = (&mut n.image, &defaults.eks_ami) {
             if img.amazon_eks_ami.is_some() {
-                img.amazon_eks_ami = Some(other.to_string_lossy().into_owned());
+                img.amazon_eks_ami = Some(super::model::AmazonEksAmi::Path(other.to_string_lossy().into_owned()));
             }
         }
     }
@@ -162,10 +170,13 @@ fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
     })
 }
 
-/// Loads the scenario file at `path` with a run's `defaults`.
+/// Loads the scenario file at `path` with a run's `defaults`, fetching the amazon-eks-ami commits it pins that are
+/// not cached yet (each once per run), so every command that loads it agrees on whether it applies here.
 pub fn load_file(path: &Path, defaults: &Defaults) -> Result<Scenario> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    parse_with(&text, path, defaults)
+    let mut scenario = parse_with(&text, path, defaults)?;
+    scenario.fetch_pinned();
+    Ok(scenario)
 }
 
 /// Every `*.yaml`/`*.yml` file of a directory, sorted; or the files given.
@@ -454,8 +465,72 @@ mod tests {
         let files = discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
         assert!(files.len() >= 5, "{files:?}");
         for f in files {
-            load_file(&f, &Defaults::default()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            // Parsed, not loaded: loading fetches the amazon-eks-ami commits they pin.
+            let text = std::fs::read_to_string(&f).unwrap();
+            parse(&text, &f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         }
+    }
+
+    #[test]
+    fn amazon_eks_ami_is_a_path_or_a_pinned_commit() {
+        use crate::scenario::model::AmazonEksAmi;
+        let rev = "81fec2e895854f599974fe4d3d72f61c0a9aaffa";
+        let with = |v: &str| {
+            p(&format!(
+                "nodes:\n  - name: a\n    image:\n      amazonEksAmi: {v}\n    userData: {{ nodeadm: {{}} }}\n\
+                 cluster: {{ auth: iam }}\n"
+            ))
+        };
+        let s = with(&format!(
+            "{{ git: https://github.com/awslabs/amazon-eks-ami, rev: {rev} }}"
+        ))
+        .unwrap();
+        let Some(AmazonEksAmi::Git(pin)) = s.nodes[0].image.as_ref().and_then(|i| i.amazon_eks_ami.clone()) else {
+            panic!("not a pin: {:?}", s.nodes[0].image);
+        };
+        assert_eq!(pin.rev, rev);
+        assert!(pin.checkout.ends_with(&format!("eks-ami/{rev}")), "{}", pin.checkout);
+        assert_eq!(s.not_applicable(), None, "not fetched yet is not a reason to ignore it");
+        let refused = [
+            (
+                format!("{{ git: https://x/y, revision: {rev} }}"),
+                "unknown field `revision`",
+            ),
+            ("{ git: https://x/y, rev: main }".to_string(), "full commit id"),
+            (
+                format!("{{ git: 'ext::sh -c id', rev: {rev} }}"),
+                "https://, http:// or git://",
+            ),
+            (
+                format!("{{ git: /srv/amazon-eks-ami, rev: {rev} }}"),
+                "https://, http:// or git://",
+            ),
+            ("[a, b]".to_string(), "a path, or { git: URL, rev: COMMIT }"),
+        ];
+        for (value, why) in refused {
+            let e = with(&value).unwrap_err().to_string();
+            // The line of the key (`image:` for a rule, `amazonEksAmi:` for its shape).
+            assert!(
+                e.contains(why) && (e.contains(":3:") || e.contains(":4:")),
+                "{value}: {e}"
+            );
+        }
+        // The run's checkout replaces a pin as it replaces a path: nothing is fetched.
+        let defaults = Defaults {
+            eks_ami: Some(PathBuf::from("/srv/eks-ami")),
+            ..Default::default()
+        };
+        let text = format!(
+            "nodes:\n  - name: a\n    image: {{ amazonEksAmi: {{ git: https://x/y, rev: {rev} }} }}\n    \
+             userData: {{ nodeadm: {{}} }}\ncluster: {{ auth: iam }}\n"
+        );
+        let s = parse_with(&text, &crate::paths::workspace_root().join("t.yaml"), &defaults).unwrap();
+        let source = s.nodes[0]
+            .image
+            .as_ref()
+            .and_then(|i| i.amazon_eks_ami.as_ref())
+            .unwrap();
+        assert_eq!(source, &AmazonEksAmi::Path("/srv/eks-ami".into()));
     }
 
     #[test]
@@ -506,10 +581,14 @@ mod tests {
             ContainerdLine::V2_2,
             "the group's line wins"
         );
-        let checkout = named.nodes[0].image.as_ref().and_then(|i| i.amazon_eks_ami.as_deref());
+        let checkout = named.nodes[0]
+            .image
+            .as_ref()
+            .and_then(|i| i.amazon_eks_ami.as_ref())
+            .map(|a| a.path());
         assert_eq!(
             checkout,
-            Some("/srv/eks-ami"),
+            Some(Path::new("/srv/eks-ami")),
             "the run's checkout replaces the group's"
         );
         // Without defaults, the built-in ones; and loading reads no environment.

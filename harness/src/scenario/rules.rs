@@ -214,15 +214,18 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
 
 /// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
 fn check_group_image(img: &super::model::GroupImage, roots: &super::confine::Roots) -> std::result::Result<(), String> {
+    use super::model::AmazonEksAmi;
     match (&img.overlay, &img.tag, &img.amazon_eks_ami) {
         // Its absence is decided when the scenario runs (`Scenario::not_applicable`): ignored, not invalid.
-        (None, None, Some(path)) if !path.trim().is_empty() => {
+        (None, None, Some(AmazonEksAmi::Path(path))) if !path.trim().is_empty() => {
             if Path::new(path).exists() {
                 roots.check(Path::new(path), "image.amazonEksAmi")?;
             }
             Ok(())
         }
-        (None, None, Some(_)) => Err("image.amazonEksAmi is empty".into()),
+        (None, None, Some(AmazonEksAmi::Path(_))) => Err("image.amazonEksAmi is empty".into()),
+        // Fetched into nodejoin's cache, outside every root; only network transports and a fixed commit.
+        (None, None, Some(AmazonEksAmi::Git(pin))) => crate::node::eks_ami_git::check_pin(&pin.git, &pin.rev),
         (Some(dir), None, None) => {
             let path = Path::new(dir);
             if path.is_dir() {
