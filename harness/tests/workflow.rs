@@ -227,6 +227,12 @@ fn the_al2023_cells_use_the_action_itself() {
         lines.contains(&"2.2".to_string()) && lines.contains(&"1.7".to_string()),
         "{lines:?}"
     );
+    // The canary cells: the lines after the AMI's, each a line nodejoin builds, reporting without failing.
+    for canary in ["2.3", "2.4"] {
+        assert!(lines.contains(&canary.to_string()), "no canary on {canary}: {lines:?}");
+        assert!(nodejoin::assets::tools::ContainerdLine::parse(canary).is_some());
+    }
+    assert_eq!(job["continue-on-error"].as_str(), Some("${{ matrix.canary == true }}"));
     assert_eq!(
         job["strategy"]["matrix"]["kubernetes"], w["jobs"]["scenarios"]["strategy"]["matrix"]["kubernetes"],
         "the same Kubernetes versions as the matrix"

@@ -36,7 +36,7 @@ impl Defaults {
             None => None,
             Some(l) => Some(crate::assets::tools::ContainerdLine::parse(l).ok_or_else(|| {
                 invalid(format!(
-                    "{}='{l}' is not a containerd line (2.2 or 1.7)",
+                    "{}='{l}' is not a containerd line (2.2, 1.7, 2.3 or 2.4)",
                     var::CONTAINERD_LINE
                 ))
             })?),

@@ -283,7 +283,8 @@ pub struct NodeGroup {
     /// This group's node image instead of the run's: a bootstrap author's files over ours, or their own image.
     #[serde(default)]
     pub image: Option<GroupImage>,
-    /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, or `"1.7"`); default
+    /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, `"1.7"`, or `"2.3"`/`"2.4"`,
+    /// ahead of the AMI); default
     /// the run's (`nodejoin run --containerd`, applied by the loader), else 2.2.
     #[serde(default)]
     pub containerd: Option<crate::assets::tools::ContainerdLine>,

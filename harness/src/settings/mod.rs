@@ -95,7 +95,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         var::CONTAINERD_LINE,
-        "containerd line of node groups that name none: 2.2 or 1.7 (`run --containerd`)",
+        "containerd line of node groups that name none: 2.2, 1.7, 2.3 or 2.4 (`run --containerd`)",
     ),
     (
         var::EKS_AMI,

@@ -185,8 +185,9 @@ struct RunArgs {
     /// instead: a checkout, its nodeadm/ directory, or a .tar.gz of one.
     #[arg(long, env = var::EKS_AMI, value_name = "PATH")]
     eks_ami: Option<PathBuf>,
-    /// The containerd line of node groups that name none: 2.2 (what the EKS AMI ships, the default) or 1.7.
-    #[arg(long, env = var::CONTAINERD_LINE, value_parser = ["2.2", "1.7"])]
+    /// The containerd line of node groups that name none: 2.2 (what the EKS AMI ships, the default), 1.7, or
+    /// the lines ahead of the AMI, 2.3 and 2.4.
+    #[arg(long, env = var::CONTAINERD_LINE, value_parser = ["2.2", "1.7", "2.3", "2.4"])]
     containerd: Option<String>,
 }
 

@@ -48,7 +48,12 @@ fn tools_and_versions(s: &crate::settings::Settings) -> Vec<(String, String)> {
     for t in tools::ALL {
         out.push((t.name.to_string(), t.version()));
     }
-    out.push(("containerd-1.7".into(), tools::ContainerdLine::V1_7.version()));
+    for line in tools::ContainerdLine::ALL
+        .into_iter()
+        .filter(|l| *l != tools::ContainerdLine::V2_2)
+    {
+        out.push((format!("containerd-{}", line.as_str()), line.version()));
+    }
     out
 }
 
