@@ -2,6 +2,7 @@
 pub mod aws_auth;
 pub mod dns;
 pub mod identity;
+pub mod instance_sizes;
 pub mod max_pods;
 pub mod network;
 pub mod token;

@@ -300,6 +300,12 @@ pub struct NodeGroup {
 pub struct InstanceTypeInfo {
     pub maximum_network_interfaces: u32,
     pub ipv4_addresses_per_interface: u32,
+    /// `DefaultVCpus`, for a type nodejoin has no size of (Karpenter's `vcpus`, podsPerCore).
+    #[serde(default)]
+    pub vcpus: Option<u32>,
+    /// `MemoryInfo.SizeInMiB`, for a type nodejoin has no size of (Karpenter's `memory_mib`).
+    #[serde(default)]
+    pub memory_mib: Option<u32>,
 }
 
 fn one() -> u32 {

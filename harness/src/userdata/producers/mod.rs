@@ -6,6 +6,7 @@ pub mod capa;
 pub mod eks_managed;
 pub mod eksctl;
 pub mod karpenter;
+pub mod karpenter_kubelet;
 
 use std::collections::BTreeMap;
 
