@@ -233,10 +233,15 @@ pub async fn middleware(
     // Query-protocol actions are in the body: read it (the calls are small) and hand it on unchanged.
     let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok());
+    // A proxy's CONNECT names its target in the authority, not the path.
+    let path = match parts.uri.authority() {
+        Some(a) if parts.method == axum::http::Method::CONNECT => a.as_str(),
+        _ => parts.uri.path(),
+    };
     let action = action_of(
         r.service,
         parts.method.as_str(),
-        parts.uri.path(),
+        path,
         parts.uri.query().unwrap_or_default(),
         target,
         &bytes,

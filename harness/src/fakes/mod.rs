@@ -10,6 +10,7 @@ pub mod ecr;
 pub mod eks;
 pub mod imds;
 pub mod instances;
+pub mod proxy;
 pub mod registry;
 pub mod sts;
 pub mod vpc;
@@ -93,6 +94,7 @@ where
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HANDSHAKE)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .with_upgrades()
         .await
     {
         tracing::debug!(fake = name, "connection: {e}");

@@ -62,6 +62,8 @@ pub struct Environment {
     pub cloudformation_url: String,
     pub ecr_url: String,
     pub registry_url: String,
+    /// The HTTPS proxy nodes may be configured to use (`{{proxy.url}}`).
+    pub proxy_url: String,
     webhook_base: String,
     webhook_ca: String,
     state: RunState,
@@ -138,6 +140,7 @@ struct Endpoints {
     cloudformation: String,
     ecr: String,
     registry: String,
+    proxy: String,
 }
 
 /// Where the node image keeps the `docker save` archive of our pause image.
@@ -215,6 +218,11 @@ impl Environment {
                 start("cloudformation", rec("cloudformation", cloudformation.router())).await?,
                 start("ecr", rec("ecr", ecr.router())).await?,
                 start("registry", rec("registry", registry.router())).await?,
+                start(
+                    "proxy",
+                    rec("proxy", crate::fakes::proxy::Proxy::new(network.subnet).router()),
+                )
+                .await?,
             ])
         }
         .await;
@@ -235,6 +243,7 @@ impl Environment {
                 cloudformation: fake("cloudformation")?.url(),
                 ecr: fake("ecr")?.url(),
                 registry: fake("registry")?.url(),
+                proxy: fake("proxy")?.url(),
             };
             Ok((fakes, endpoints))
         });
@@ -255,6 +264,7 @@ impl Environment {
             cloudformation_url: at.cloudformation,
             ecr_url: at.ecr,
             registry_url: at.registry,
+            proxy_url: at.proxy,
             webhook_base: format!("https://{}", at.webhook),
             webhook_ca: webhook_ca.0.cert_pem.clone(),
             run_id,

@@ -55,6 +55,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             ("bootstrapToken".to_string(), token.token()),
             ("unrelatedCaBase64".to_string(), b64(&unrelated_ca.0.cert_pem)),
             ("run.attempt".to_string(), cx.trial.attempt.to_string()),
+            ("proxy.url".to_string(), env.proxy_url.clone()),
         ]);
         cx.announced.token = Some(token);
         Ok(())
