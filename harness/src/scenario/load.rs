@@ -472,68 +472,6 @@ mod tests {
     }
 
     #[test]
-    fn amazon_eks_ami_is_a_path_or_a_pinned_commit() {
-        use crate::scenario::model::AmazonEksAmi;
-        let rev = "81fec2e895854f599974fe4d3d72f61c0a9aaffa";
-        let with = |v: &str| {
-            p(&format!(
-                "nodes:\n  - name: a\n    image:\n      amazonEksAmi: {v}\n    userData: {{ nodeadm: {{}} }}\n\
-                 cluster: {{ auth: iam }}\n"
-            ))
-        };
-        let s = with(&format!(
-            "{{ git: https://github.com/awslabs/amazon-eks-ami, rev: {rev} }}"
-        ))
-        .unwrap();
-        let Some(AmazonEksAmi::Git(pin)) = s.nodes[0].image.as_ref().and_then(|i| i.amazon_eks_ami.clone()) else {
-            panic!("not a pin: {:?}", s.nodes[0].image);
-        };
-        assert_eq!(pin.rev, rev);
-        assert!(pin.checkout.ends_with(&format!("eks-ami/{rev}")), "{}", pin.checkout);
-        assert_eq!(s.not_applicable(), None, "not fetched yet is not a reason to ignore it");
-        let refused = [
-            (
-                format!("{{ git: https://x/y, revision: {rev} }}"),
-                "unknown field `revision`",
-            ),
-            ("{ git: https://x/y, rev: main }".to_string(), "full commit id"),
-            (
-                format!("{{ git: 'ext::sh -c id', rev: {rev} }}"),
-                "https://, http:// or git://",
-            ),
-            (
-                format!("{{ git: /srv/amazon-eks-ami, rev: {rev} }}"),
-                "https://, http:// or git://",
-            ),
-            ("[a, b]".to_string(), "a path, or { git: URL, rev: COMMIT }"),
-        ];
-        for (value, why) in refused {
-            let e = with(&value).unwrap_err().to_string();
-            // The line of the key (`image:` for a rule, `amazonEksAmi:` for its shape).
-            assert!(
-                e.contains(why) && (e.contains(":3:") || e.contains(":4:")),
-                "{value}: {e}"
-            );
-        }
-        // The run's checkout replaces a pin as it replaces a path: nothing is fetched.
-        let defaults = Defaults {
-            eks_ami: Some(PathBuf::from("/srv/eks-ami")),
-            ..Default::default()
-        };
-        let text = format!(
-            "nodes:\n  - name: a\n    image: {{ amazonEksAmi: {{ git: https://x/y, rev: {rev} }} }}\n    \
-             userData: {{ nodeadm: {{}} }}\ncluster: {{ auth: iam }}\n"
-        );
-        let s = parse_with(&text, &crate::paths::workspace_root().join("t.yaml"), &defaults).unwrap();
-        let source = s.nodes[0]
-            .image
-            .as_ref()
-            .and_then(|i| i.amazon_eks_ami.as_ref())
-            .unwrap();
-        assert_eq!(source, &AmazonEksAmi::Path("/srv/eks-ami".into()));
-    }
-
-    #[test]
     fn a_2024_nodeadm_node_gets_the_containerd_of_its_era() {
         use crate::assets::tools::ContainerdLine;
         let group = |rest: &str| {

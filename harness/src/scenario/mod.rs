@@ -4,6 +4,7 @@ pub mod confine;
 mod durations;
 pub mod expect;
 pub mod flavors;
+pub mod group_image;
 mod iam_rules;
 pub mod load;
 pub mod model;
