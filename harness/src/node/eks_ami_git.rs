@@ -110,7 +110,7 @@ fn remove_abandoned(parent: &Path, rev: &str) {
         let Some(pid) = name.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if !Path::new("/proc").join(pid.to_string()).exists() {
+        if !crate::process::alive(pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

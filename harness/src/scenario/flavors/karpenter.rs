@@ -110,6 +110,7 @@ impl Flavor for KarpenterSpec {
         let taints = |l: &[String]| -> Result<Vec<Taint>, String> {
             input.render_list(l)?.iter().map(|t| Taint::parse(t)).collect()
         };
+        let facts = instance_facts(input.group, &self.kubelet)?;
         let karpenter = Karpenter {
             nodepool: self.node_pool.clone(),
             nodeclass: self.node_class.clone(),
@@ -117,8 +118,8 @@ impl Flavor for KarpenterSpec {
             labels: input.render_map(&self.labels)?,
             taints: taints(&self.taints)?,
             startup_taints: taints(&self.startup_taints)?,
-            kubelet: karpenter_kubelet::resolve(&self.kubelet, &instance_facts(input.group, &self.kubelet)?)?,
-            max_pods: super::eni_max_pods(input.group, Self::KEY)?,
+            kubelet: karpenter_kubelet::resolve(&self.kubelet, &facts)?,
+            max_pods: facts.eni_max_pods,
             cluster_dns: input.facts.dns_ip.clone(),
             raid0: self.instance_store_policy == Some(InstanceStorePolicy::Raid0),
             user_data: self.user_data.as_deref().map(|u| input.render(u)).transpose()?,
@@ -141,14 +142,7 @@ fn instance_facts(
 ) -> Result<karpenter_kubelet::InstanceFacts, String> {
     let ty = &group.instance_type;
     let info = group.instance_type_info;
-    let limits = crate::eks::max_pods::limits(ty)
-        .or_else(|| {
-            info.map(|i| crate::eks::max_pods::EniLimits {
-                enis: i.maximum_network_interfaces,
-                ipv4_per_eni: i.ipv4_addresses_per_interface,
-            })
-        })
-        .ok_or_else(|| format!("karpenter: instance type {ty} is not in the ENI table; set instanceTypeInfo"))?;
+    let limits = super::eni_limits(group, KarpenterSpec::KEY)?;
     let needs_size = karpenter_kubelet::has_expressions(kubelet) || kubelet.contains_key("podsPerCore");
     let size = crate::eks::instance_sizes::size(ty).or_else(|| info.and_then(|i| Some((i.vcpus?, i.memory_mib?))));
     let (vcpus, memory_mib) = match size {

@@ -47,14 +47,16 @@ impl GenerateInput<'_> {
 /// maxPods for the group's instance type by the ENI formula (what EKS and Karpenter compute), from the ENI table
 /// or the group's `instanceTypeInfo`.
 pub fn eni_max_pods(group: &NodeGroup, flavor: &str) -> Result<u32, String> {
-    crate::eks::max_pods::max_pods(&group.instance_type)
+    eni_limits(group, flavor).map(|l| l.max_pods())
+}
+
+/// The group's instance type's ENI limits, from the ENI table or the group's `instanceTypeInfo`.
+pub fn eni_limits(group: &NodeGroup, flavor: &str) -> Result<crate::eks::max_pods::EniLimits, String> {
+    crate::eks::max_pods::limits(&group.instance_type)
         .or_else(|| {
-            group.instance_type_info.map(|i| {
-                crate::eks::max_pods::EniLimits {
-                    enis: i.maximum_network_interfaces,
-                    ipv4_per_eni: i.ipv4_addresses_per_interface,
-                }
-                .max_pods()
+            group.instance_type_info.map(|i| crate::eks::max_pods::EniLimits {
+                enis: i.maximum_network_interfaces,
+                ipv4_per_eni: i.ipv4_addresses_per_interface,
             })
         })
         .ok_or_else(|| {
