@@ -289,14 +289,36 @@ impl crate::cluster::common::container::Containers for KindCluster {
     }
     fn remove(mut self: Box<Self>, dir: PathBuf) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            crate::cluster::save_container_log(
-                &format!("{}-control-plane", self.name),
-                &dir.join("kind-control-plane.log"),
-            )
-            .await;
+            let container = format!("{}-control-plane", self.name);
+            crate::cluster::save_container_log(&container, &dir.join("kind-control-plane.log")).await;
+            save_pod_logs(&container, &dir.join("kind-pod-logs.log")).await;
             delete_cluster(&self.kind, &self.name).await;
             self.armed = false;
         })
+    }
+}
+
+/// The tail of each control-plane pod's log inside kind's node (kube-apiserver, etcd, the controller manager, each
+/// restart's file included): a kind API server that stops answering mid-run is explained there, not in the
+/// node's console log. A fixed script in kind's own container; nothing from a scenario reaches it.
+async fn save_pod_logs(container: &str, path: &std::path::Path) {
+    let Ok(docker) = crate::docker::connect().await else {
+        return;
+    };
+    let script = "for f in /var/log/pods/kube-system_*/*/*.log; do echo \"==> $f\"; tail -n 200 \"$f\"; done";
+    let cmd = ["sh", "-c", script];
+    let out = crate::docker::exec(
+        &docker,
+        container,
+        container,
+        &cmd,
+        &[],
+        None,
+        crate::deadline::DOCKER_CALL,
+    )
+    .await;
+    if let Ok(out) = out {
+        let _ = std::fs::write(path, out.stdout);
     }
 }
 
