@@ -12,14 +12,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::trials::{eks_ami_snapshot as snapshot, ensure, Events};
+
 const SCENARIO: &str = "scenarios/al2023-terraform-mime.yaml";
 /// The line of nodeadm's max-pods formula the mutation changes.
 const FORMULA: &str = "instanceInfo.DefaultMaxENIs*(instanceInfo.Ipv4AddressesPerInterface-1) + 2";
 const MUTATED: &str = "instanceInfo.DefaultMaxENIs*(instanceInfo.Ipv4AddressesPerInterface-1) + 3";
-
-fn snapshot() -> PathBuf {
-    nodejoin::paths::workspace_root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
-}
 
 /// The snapshot unpacked into `dir`.
 fn unpack_snapshot(dir: &Path) -> Result<(), Failed> {
@@ -64,14 +63,6 @@ fn nodejoin(args: &[&str]) -> Result<(Option<i32>, String, String), Failed> {
     ))
 }
 
-fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if ok {
-        Ok(())
-    } else {
-        Err(what().into())
-    }
-}
-
 /// `nodejoin run --eks-ami PATCHED`: FAILED (exit 1) with the max-pods check quoting 30.
 fn run_fails_with_the_cause() -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -81,12 +72,8 @@ fn run_fails_with_the_cause() -> Result<(), Failed> {
     ensure(code == Some(1), || {
         format!("exit {code:?}, not 1 (failed):\n{stdout}\n{stderr}")
     })?;
-    let checks: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == "check")
-        .collect();
-    let failed: Vec<&Value> = checks.iter().filter(|c| c["passed"] == false).collect();
+    let events = Events::parse(&stdout);
+    let failed = events.failed_checks();
     let max_pods = failed
         .iter()
         .find(|c| c["check"].as_str().is_some_and(|n| n.ends_with("/capacity.pods")));
@@ -204,24 +191,13 @@ nodes:
     )?;
     let (merge, flags) = (merge.to_string_lossy(), flags.to_string_lossy());
     let (code, stdout, stderr) = nodejoin(&["run", "--format", "json", &merge, &flags])?;
-    let events: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
-    let failed: Vec<&Value> = events
-        .iter()
-        .filter(|v| v["event"] == "check" && v["passed"] == false)
-        .collect();
+    let events = Events::parse(&stdout);
+    let failed = events.failed_checks();
     ensure(code == Some(0) && failed.is_empty(), || {
         format!("exit {code:?}; failed checks: {failed:#?}\n{stderr}")
     })?;
-    // Both ran and passed (an ignored scenario would also leave the exit code 0), with their checks.
-    let passed: Vec<&Value> = events
-        .iter()
-        .filter(|v| v["event"] == "scenario_finished" && v["outcome"] == "passed")
-        .filter(|v| v["checks"].as_array().is_some_and(|c| c.len() >= 8))
-        .collect();
-    ensure(passed.len() == 2, || {
+    // Both ran and passed with their checks.
+    ensure(events.passed_with(8) == 2, || {
         format!("not both passed with their checks:\n{stdout}\n{stderr}")
     })
 }
@@ -357,14 +333,7 @@ fn pinned_commit_is_fetched_and_joins() -> Result<(), Failed> {
     ensure(stderr.contains("fetching amazon-eks-ami"), || {
         format!("no fetch announced:\n{stderr}")
     })?;
-    let passed = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .any(|v| {
-            v["event"] == "scenario_finished"
-                && v["outcome"] == "passed"
-                && v["checks"].as_array().is_some_and(|c| c.len() >= 4)
-        });
+    let passed = Events::parse(&stdout).passed_with(4) == 1;
     ensure(code == Some(0) && passed, || {
         format!("exit {code:?}, not passed:\n{stdout}\n{stderr}")
     })?;

@@ -7,9 +7,11 @@
 //! Ignored, with the reason, where the AL2023 node cannot be had (the amazon-eks-ami snapshot beside the project is
 //! absent) or where no Go toolchain is installed; a build that fails is a failure, quoting go's last lines.
 use libtest_mimic::{Arguments, Failed, Trial};
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
+
+mod common;
+use common::trials::{eks_ami_snapshot as snapshot, ensure, Events};
 
 /// The renderer's sources, manifests and scenario, copied whole into the user's repository.
 const FIXTURE: &str = "fixtures/producers/karpenter";
@@ -21,18 +23,6 @@ const FILES: [&str; 6] = [
     "nodepool.yaml",
     "karpenter-renderer.yaml",
 ];
-
-fn snapshot() -> PathBuf {
-    nodejoin::paths::workspace_root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
-}
-
-fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if ok {
-        Ok(())
-    } else {
-        Err(what().into())
-    }
-}
 
 /// `go build` of the renderer in `repo` into `repo/bin/`, as the scenario's comment tells a user to; with the
 /// toolchain setting nodejoin's own Go builds use (the go.mod's `toolchain` line is fetched where the installed Go
@@ -87,25 +77,14 @@ fn karpenter_renderer_joins() -> Result<(), Failed> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    let events: Vec<Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
-    let failed: Vec<&Value> = events
-        .iter()
-        .filter(|v| v["event"] == "check" && v["passed"] == false)
-        .collect();
+    let events = Events::parse(&stdout);
+    let failed = events.failed_checks();
     ensure(out.status.code() == Some(0) && failed.is_empty(), || {
         format!("exit {:?}; failed checks: {failed:#?}\n{stderr}", out.status.code())
     })?;
-    // Passed with its checks (an ignored scenario would leave the exit code 0 too): the labels, the three taints,
-    // maxPods and reservations from the EC2NodeClass, and the EC2NodeClass's own shell part having run.
-    let passed = events.iter().any(|v| {
-        v["event"] == "scenario_finished"
-            && v["outcome"] == "passed"
-            && v["checks"].as_array().is_some_and(|c| c.len() >= 10)
-    });
-    ensure(passed, || {
+    // Passed with its checks: the labels, the three taints, maxPods and reservations from the EC2NodeClass, and the
+    // EC2NodeClass's own shell part having run.
+    ensure(events.passed_with(10) == 1, || {
         format!("the scenario did not pass with its checks:\n{stdout}\n{stderr}")
     })
 }

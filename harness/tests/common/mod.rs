@@ -2,6 +2,8 @@
 //! objects, processes, state, etcd data) and the host's sysctls. The tests of a binary take turns: sysctls are
 //! restored by the last live run only, so a neighbouring test's run would keep them.
 #![allow(dead_code)]
+pub mod trials;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
