@@ -17,7 +17,7 @@ if [ "$installed" != "$NEXTEST_VERSION" ]; then
 fi
 
 export NODEJOIN_K3S_IMAGE=nodejoin.invalid/k3s:never NODEJOIN_KIND_IMAGE=nodejoin.invalid/kind-node:never
-unset NODEJOIN_PROVIDERS NODEJOIN_REQUIRE_PROVIDERS
+unset NODEJOIN_PROVIDERS NODEJOIN_REQUIRE_PROVIDERS NODEJOIN_SKIP_TRIALS
 filter='test(/\/basic-bootstrap-token$/)'
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -35,6 +35,10 @@ for p in k3s kind; do
   grep -Eq "$(trial "$p")" "$out/ignored" || fail "$p is not listed as ignored" "$out/ignored"
 done
 grep -Eq "$(trial local)" "$out/ignored" && fail "local is listed as ignored" "$out/ignored"
+# ... and, under NODEJOIN_SKIP_TRIALS=local/ (what .ci/run gives README's second command), the local one too.
+NODEJOIN_SKIP_TRIALS=local/ cargo nextest list --color never --test scenarios --run-ignored only -E "$filter" \
+  >"$out/skipped" 2>&1 || fail "cargo nextest list (NODEJOIN_SKIP_TRIALS)" "$out/skipped"
+grep -Eq "$(trial local)" "$out/skipped" || fail "NODEJOIN_SKIP_TRIALS=local/ did not list local as ignored" "$out/skipped"
 
 # 2. A run: local PASS; k3s and kind SKIP; nothing of k3s or kind PASS.
 cargo nextest run --color never --test scenarios -E "$filter" --status-level all --final-status-level none \

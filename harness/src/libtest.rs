@@ -27,6 +27,15 @@ struct Shared {
     several_versions: std::collections::BTreeSet<String>,
     /// The list-time probe of each (provider, Kubernetes version) the trials use.
     availability: BTreeMap<(&'static str, String), Availability>,
+    /// Parts of names whose trials are listed as ignored (the skip-trials setting).
+    skip: Vec<String>,
+}
+
+impl Shared {
+    /// Whether the skip-trials setting leaves `name` out (listed as ignored; `--include-ignored` runs it).
+    fn skipped(&self, name: &str) -> bool {
+        self.skip.iter().any(|part| name.contains(part.as_str()))
+    }
 }
 
 /// A trial that runs `trial`; `strict` makes a scenario that could not run a failure rather than a skip.
@@ -75,8 +84,9 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
             let required = shared.required.contains(&provider);
             let mut run = crate::run::trial::Trial::new(&file, scenario, provider);
             run.one_of_several_versions = shared.several_versions.contains(&run.scenario.name);
+            let skipped = shared.skipped(&name);
             let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
-                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
+                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)).with_ignored_flag(skipped),
                 Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
                 // Run anyway (`--include-ignored`): a version it does not apply to fails at once; an unavailable
                 // provider is tried for real, and fails if it cannot run.
@@ -207,11 +217,20 @@ pub fn main(dir: &Path) -> ! {
         env: env.clone(),
         required,
         availability,
+        skip: settings.skip_trials.clone(),
     };
-    let all = loaded
+    let all: Vec<Trial> = loaded
         .into_iter()
         .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
         .collect();
+    let left_out = all.iter().filter(|t| shared.skipped(t.name())).count();
+    if left_out > 0 {
+        eprintln!(
+            "[nodejoin] {left_out} trials are ignored: their names contain one of {}={}",
+            crate::settings::var::SKIP_TRIALS,
+            shared.skip.join(",")
+        );
+    }
     let conclusion = libtest_mimic::run(&args, all);
     let leftovers = env.finish();
     if !leftovers.is_empty() {

@@ -303,7 +303,8 @@ fn each_cell_requires_its_provider_and_pull_failures_fail_the_job() {
     );
 }
 
-/// `.ci/run` runs exactly the README's test command, then the nextest proof that skips are skips
+/// `.ci/run` runs exactly the README's test command (its local scenario trials, which README's first command has just
+/// run, left out by name), then the nextest proof that skips are skips
 /// (ci/nextest-skips.sh), which must pin the nextest version it installs.
 #[test]
 fn ci_run_runs_the_readme_command_and_the_nextest_proof() {
@@ -347,10 +348,25 @@ fn ci_run_runs_the_readme_command_and_the_nextest_proof() {
         commands_before.is_empty(),
         "nothing prepares the host before README's first command: {commands_before:?}"
     );
+    // The test command may run under `env NAME=VALUE ...` (variables only, the command itself unchanged); the one
+    // variable .ci/run gives it leaves out the local trials README's first command has just run, and nothing else.
+    let bare = |l: &str| -> (Vec<String>, String) {
+        let Some(rest) = l.strip_prefix("env ") else {
+            return (Vec::new(), l.to_string());
+        };
+        let words: Vec<&str> = rest.split(' ').collect();
+        let n = words.iter().take_while(|w| w.contains('=')).count();
+        (words[..n].iter().map(|w| w.to_string()).collect(), words[n..].join(" "))
+    };
     let test_at = lines
         .iter()
-        .position(|l| *l == command)
+        .position(|l| bare(l).1 == command)
         .expect(".ci/run runs the README's test command");
+    let (vars, _) = bare(lines[test_at]);
+    assert!(
+        vars.iter().all(|v| v == "NODEJOIN_SKIP_TRIALS=local/"),
+        "README's test command runs unchanged, its local trials at most left out: {vars:?}"
+    );
     let proof_at = lines
         .iter()
         .position(|l| *l == "bash ci/nextest-skips.sh")

@@ -30,6 +30,7 @@ pub mod var {
     pub const JOBS: &str = "NODEJOIN_JOBS";
     pub const PROVIDERS: &str = "NODEJOIN_PROVIDERS";
     pub const REQUIRE_PROVIDERS: &str = "NODEJOIN_REQUIRE_PROVIDERS";
+    pub const SKIP_TRIALS: &str = "NODEJOIN_SKIP_TRIALS";
     pub const BOOT_CONCURRENCY: &str = "NODEJOIN_BOOT_CONCURRENCY";
     pub const KEEP_ARTIFACTS: &str = "NODEJOIN_KEEP_ARTIFACTS";
     pub const HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
@@ -79,6 +80,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
     (
         var::REQUIRE_PROVIDERS,
         "providers that must run: a trial that cannot is a failure, not a skip",
+    ),
+    (
+        var::SKIP_TRIALS,
+        "cargo-test trials listed as ignored: those whose name contains one of these (comma-separated, e.g. `local/`)",
     ),
     (var::JOBS, "scenarios run at once (`run --jobs`)"),
     (
@@ -190,6 +195,9 @@ pub struct Settings {
     pub jobs: Option<usize>,
     pub providers: Option<String>,
     pub require_providers: Option<String>,
+    /// Parts of trial names whose trials are listed as ignored (`NODEJOIN_SKIP_TRIALS`): a CI step that has just
+    /// run the same scenarios another way (`.ci/run`) leaves them out of `cargo test`, visibly.
+    pub skip_trials: Vec<String>,
     pub boot_concurrency: Option<usize>,
     pub keep_artifacts: bool,
     /// False under `NODEJOIN_HOST_SETUP=never`.
@@ -257,6 +265,7 @@ impl Settings {
             jobs: number(var::JOBS),
             providers: get(var::PROVIDERS),
             require_providers: get(var::REQUIRE_PROVIDERS),
+            skip_trials: list(get(var::SKIP_TRIALS)),
             boot_concurrency: number(var::BOOT_CONCURRENCY),
             // Set at all (even empty) keeps them, as before.
             keep_artifacts: lookup(var::KEEP_ARTIFACTS).is_some(),
@@ -366,8 +375,10 @@ mod tests {
             ("NODEJOIN_RUNC_VERSION", "v1.3.0"),
             ("NODEJOIN_HOST_SETUP", "never"),
             ("NODEJOIN_KEEP_ARTIFACTS", ""),
+            ("NODEJOIN_SKIP_TRIALS", "local/, kind/v1.35/ ,"),
         ]);
         assert_eq!(s.jobs, Some(3));
+        assert_eq!(s.skip_trials, ["local/", "kind/v1.35/"]);
         assert_eq!(s.kubernetes_version.as_deref(), Some("v1.35.4"));
         assert_eq!(s.versions(), [Some("v1.35.4".to_string())]);
         let mut given = Settings::default();
