@@ -6,8 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
 # The packed crate has no workspace, so none of the workspace's profile: the same settings given here let its build
-# reuse the dependencies README's commands compiled (else every one is compiled again, minutes on 2 cores).
-profile=(--config 'profile.dev.package."*".opt-level=2' --config 'profile.dev.package."*".debug=false'
+# reuse the dependencies README's commands compiled (else every one is compiled again: 9 minutes on 2 cores). The
+# dependencies' opt-level is read from the workspace's Cargo.toml, so the two cannot drift apart.
+opt=$(sed -n '/^\[profile\.dev\.package\."\*"\]/,/^\[/ s/^opt-level *= *\([0-9sz"]*\).*/\1/p' Cargo.toml)
+[ -n "$opt" ] || { echo "package: no opt-level under [profile.dev.package.\"*\"] in Cargo.toml" >&2; exit 1; }
+profile=(--config "profile.dev.package.\"*\".opt-level=$opt" --config 'profile.dev.package."*".debug=false'
   --config 'profile.dev.debug="line-tables-only"')
 cargo package "${profile[@]}" -p nodejoin --locked
 version=$(bash ci/release.sh version)
