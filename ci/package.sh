@@ -5,13 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
-# The packed crate has no workspace, so none of the workspace's profile: the same settings given here let its build
-# reuse the dependencies README's commands compiled (else every one is compiled again: 9 minutes on 2 cores). The
-# dependencies' opt-level is read from the workspace's Cargo.toml, so the two cannot drift apart.
-opt=$(sed -n '/^\[profile\.dev\.package\."\*"\]/,/^\[/ s/^opt-level *= *\([0-9sz"]*\).*/\1/p' Cargo.toml)
-[ -n "$opt" ] || { echo "package: no opt-level under [profile.dev.package.\"*\"] in Cargo.toml" >&2; exit 1; }
-profile=(--config "profile.dev.package.\"*\".opt-level=$opt" --config 'profile.dev.package."*".debug=false'
-  --config 'profile.dev.debug="line-tables-only"')
+# The packed crate has no workspace, so none of the workspace's profile: the same settings, read from the workspace's
+# Cargo.toml (so the two cannot drift apart) and given on the command line, let its build reuse the dependencies
+# README's commands compiled (else every one is compiled again: 9 minutes on 2 cores).
+setting() { # SECTION KEY: the value of KEY in Cargo.toml's [SECTION], as TOML writes it
+  awk -v s="[$1]" -v k="$2" '$0 == s {on = 1; next} /^\[/ {on = 0}
+    on && $1 == k && $2 == "=" {sub(/^[^=]*= */, ""); sub(/ *#.*$/, ""); print; exit}' Cargo.toml
+}
+profile=()
+for pair in 'profile.dev.package."*" opt-level' 'profile.dev.package."*" debug' 'profile.dev debug'; do
+  section=${pair% *} key=${pair##* }
+  value=$(setting "$section" "$key")
+  [ -n "$value" ] || { echo "package: Cargo.toml has no $key under [$section]" >&2; exit 1; }
+  profile+=(--config "$section.$key=$value")
+done
 cargo package "${profile[@]}" -p nodejoin --locked
 version=$(bash ci/release.sh version)
 packed="$target/package/nodejoin-$version"

@@ -84,9 +84,8 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
             let required = shared.required.contains(&provider);
             let mut run = crate::run::trial::Trial::new(&file, scenario, provider);
             run.one_of_several_versions = shared.several_versions.contains(&run.scenario.name);
-            let skipped = shared.skipped(&name);
             let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
-                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)).with_ignored_flag(skipped),
+                Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
                 Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
                 // Run anyway (`--include-ignored`): a version it does not apply to fails at once; an unavailable
                 // provider is tried for real, and fails if it cannot run.
@@ -100,7 +99,12 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
             };
             // No libtest "kind": nextest would list `[local] local/...` and hash that, and `nodejoin run
             // --partition` must split the very names nextest splits (the provider leads the name already).
-            trial
+            // The skip-trials setting ignores whatever the plan made of the trial, as it says.
+            if shared.skipped(trial.name()) {
+                trial.with_ignored_flag(true)
+            } else {
+                trial
+            }
         })
         .collect()
 }
