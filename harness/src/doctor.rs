@@ -197,6 +197,27 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 optional: true,
             });
         }
+        let vm_missing = crate::host::missing_vm_packages();
+        out.push(Finding {
+            what: "VM nodes (runtime: vm)".into(),
+            ok: vm_missing.is_empty() && std::path::Path::new("/dev/net/tun").exists(),
+            detail: if vm_missing.is_empty() {
+                let kvm = if std::path::Path::new("/dev/kvm").exists() {
+                    "/dev/kvm present: KVM if it boots a stock kernel (probed once), else TCG"
+                } else {
+                    "no /dev/kvm: TCG (software emulation, minutes per node)"
+                };
+                format!("QEMU, qemu-img, mkfs.ext4 and kmod found; {kvm}")
+            } else {
+                let why: Vec<String> = vm_missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
+                format!("missing: {} (installed when a scenario has a VM node)", why.join(", "))
+            },
+            fix: format!(
+                "apt-get install {}",
+                vm_missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
+            ),
+            optional: true,
+        });
         let kind_cli = crate::cluster::kind::find_kind();
         out.push(Finding {
             what: "kind CLI".into(),

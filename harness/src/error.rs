@@ -54,6 +54,10 @@ pub enum Error {
     #[error("fake {service}: {message}")]
     Fake { service: &'static str, message: String },
 
+    /// A VM node's kernel, disk, network or QEMU could not be set up.
+    #[error("VM node: {0}")]
+    Vm(String),
+
     #[error("node {node}: {message}")]
     Node { node: String, message: String },
 
@@ -128,6 +132,7 @@ impl Error {
                 "run `nodejoin assets` (builds nodeadm, aws-iam-authenticator and our crictl with Go from the Go module proxy), or set the variable the error names to a binary"
             }
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
+            Error::Vm(_) => "a VM node needs root, qemu-system-x86, qemu-utils and e2fsprogs (Debian packages) and apt's package lists; `nodejoin doctor` checks them",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",
             Error::Docker(_) => "see `docker info` and the Docker daemon log",
             Error::ControlPlane { .. } => "see the control-plane logs under target/nodejoin/<run>/control-plane-<n>/",

@@ -87,10 +87,42 @@ const PACKAGES: &[Package] = &[
     },
 ];
 
+/// What VM nodes (`runtime: vm`) need beside the rest, installed only when a scenario has one.
+const VM_PACKAGES: &[Package] = &[
+    Package {
+        name: "qemu-system-x86",
+        present: || on_path("qemu-system-x86_64"),
+        why: "VM nodes (QEMU)",
+    },
+    Package {
+        name: "qemu-utils",
+        present: || on_path("qemu-img"),
+        why: "VM nodes' copy-on-write disks (qemu-img)",
+    },
+    Package {
+        name: "e2fsprogs",
+        present: || on_path("mkfs.ext4"),
+        why: "VM nodes' disks (mkfs.ext4 -d)",
+    },
+    Package {
+        name: "kmod",
+        present: || on_path("depmod") && on_path("modprobe"),
+        why: "VM nodes' initramfs (depmod, modprobe --show-depends)",
+    },
+];
+
 /// The packages missing here, with why each is needed.
 pub fn missing_packages() -> Vec<(&'static str, &'static str)> {
-    PACKAGES
-        .iter()
+    missing_of(PACKAGES)
+}
+
+/// The packages VM nodes need that are missing here.
+pub fn missing_vm_packages() -> Vec<(&'static str, &'static str)> {
+    missing_of(VM_PACKAGES)
+}
+
+fn missing_of(list: &[Package]) -> Vec<(&'static str, &'static str)> {
+    list.iter()
         .filter(|p| !(p.present)())
         .map(|p| (p.name, p.why))
         .collect()
@@ -108,7 +140,16 @@ fn is_root() -> bool {
 /// Installs missing packages with apt-get when it may (root, apt-get present, not turned off); otherwise an
 /// error naming the command to run.
 pub async fn ensure_packages() -> Result<()> {
-    let missing = missing_packages();
+    ensure_of(PACKAGES).await
+}
+
+/// [`ensure_packages`] for what VM nodes need.
+pub async fn ensure_vm_packages() -> Result<()> {
+    ensure_of(VM_PACKAGES).await
+}
+
+async fn ensure_of(list: &[Package]) -> Result<()> {
+    let missing = missing_of(list);
     if missing.is_empty() {
         return Ok(());
     }
@@ -124,7 +165,7 @@ pub async fn ensure_packages() -> Result<()> {
     let _lock = crate::paths::CacheLock::acquire("host-setup")
         .await
         .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
-    let missing: Vec<&str> = missing_packages().iter().map(|(n, _)| *n).collect();
+    let missing: Vec<&str> = missing_of(list).iter().map(|(n, _)| *n).collect();
     if missing.is_empty() {
         return Ok(());
     }

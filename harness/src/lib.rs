@@ -9,7 +9,8 @@
 //! - `pki`, `userdata`, `aws`, `eks`: derivations without I/O of their own: certificates, user-data formats,
 //!   SigV4 and IAM credentials, what EKS computes (tokens, aws-auth, access entries, DNS, max pods, the VPC);
 //! - `fakes`: the in-process AWS and EKS endpoints nodes call (they know nothing of Docker or Kubernetes);
-//! - `docker`, `sysctl`, `reaper`, `signals`, `host`: what a run owns on the host, and how it is given back;
+//! - `docker`, `sysctl`, `hostnet`, `reaper`, `signals`, `host`: what a run owns on the host (containers, kernel
+//!   parameters, VM nodes' taps and rules), and how it is given back;
 //! - `assets`, `node`, `cluster`: Kubernetes binaries, node images and containers, control-plane providers;
 //! - `scenario`: the file format (it names providers, node images and containerd lines);
 //! - `controllers`, `assert`: what a cluster needs beside its control plane (CSR approval, cloud-node), and the
@@ -33,6 +34,7 @@ pub mod eks;
 pub mod error;
 pub mod fakes;
 pub mod host;
+pub mod hostnet;
 pub mod init;
 pub mod libtest;
 pub mod mutate;

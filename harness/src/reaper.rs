@@ -209,6 +209,7 @@ pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());
+            crate::hostnet::remove_leftovers(&name);
             // Its artifacts lose their keys and tokens, wherever it wrote them.
             redact_artifacts(&entry.path(), &name);
             let run = name;
@@ -280,6 +281,7 @@ pub async fn emergency_cleanup(run_id: &str) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let dir = runs_dir().join(run_id);
     kill_recorded(&dir);
+    crate::hostnet::remove_leftovers(run_id);
     if let Ok(d) = docker::connect().await {
         remove_run_objects(&d, run_id).await;
     }

@@ -51,6 +51,28 @@ impl CloudInitReport {
                 }
             }
         }
+        // The fallback datasource means cloud-init found no instance data at all: on EC2 that is never a
+        // success, whatever the stages say (no EC2 datasource in the image, or IMDS out of its reach).
+        if r.datasource.starts_with("DataSourceNone") {
+            let searched = log
+                .lines()
+                .filter(|l| l.contains("Searching for") && l.contains("data source in"))
+                .filter_map(|l| {
+                    l.split_once("Searching for")
+                        .map(|(_, rest)| format!("searching for{rest}"))
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            r.errors.push(format!(
+                "init: cloud-init found no datasource but its fallback (DataSourceNone): the instance's user data \
+                 was never read{}",
+                if searched.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (its log: {searched})")
+                }
+            ));
+        }
         for line in log.lines() {
             if let Some(i) = line.find("[WARNING]: ") {
                 r.warnings.push(line[i + "[WARNING]: ".len()..].trim().to_string());
@@ -180,6 +202,18 @@ fn is_cloud_inits_own(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fallback_datasource_is_an_error_quoting_what_was_searched() {
+        let status = r#"{"v1": {"datasource": "DataSourceNone", "init": {"errors": [], "finished": 1.0}}}"#;
+        let log = "2026-11-27 11:00:00,000 - __init__.py[DEBUG]: Searching for network data source in: \
+                   ['DataSourceNoCloudNet', 'DataSourceNone']\n";
+        let r = CloudInitReport::parse(Some(status), log);
+        assert_eq!(r.status(), CloudInitStatus::Error);
+        let e = r.error_lines().join("\n");
+        assert!(e.contains("DataSourceNone"), "{e}");
+        assert!(e.contains("['DataSourceNoCloudNet', 'DataSourceNone']"), "{e}");
+    }
 
     const STATUS: &str = r#"{"v1": {"datasource": "DataSourceEc2 [...]",
       "init": {"errors": [], "finished": 1700000001.5, "start": 1700000000.1},

@@ -54,6 +54,13 @@ async fn unpacks_seed(docker: &Docker, image: &str) -> bool {
     labelled && config.entrypoint.as_deref() == Some(&[ENTRYPOINT.to_string()][..])
 }
 
+/// What runs the node: a container (the default runtime) or a VM (`runtime: vm`).
+enum Backend {
+    Container(Option<Box<ContainerAsync<GenericImage>>>),
+    Vm(Box<super::vm::VmNode>),
+}
+
+/// A running node, whatever runs it; the pipeline asks the same of both.
 pub struct NodeContainer {
     pub name: String,
     pub id: String,
@@ -63,7 +70,7 @@ pub struct NodeContainer {
     /// The image it runs (`repository:tag`).
     pub image: String,
     docker: Docker,
-    container: Option<ContainerAsync<GenericImage>>,
+    backend: Backend,
     /// Dropped after the container (field order).
     journal: Option<super::journal::HostJournal>,
 }
@@ -130,14 +137,49 @@ impl NodeContainer {
             mac,
             image: format!("{}:{}", spec.image.repository(), spec.image.version()),
             docker: docker.clone(),
-            container: Some(container),
+            backend: Backend::Container(Some(Box::new(container))),
             journal: spec.journal,
         })
+    }
+
+    /// A VM node, started, as the pipeline sees nodes; `image` names the node image its disk was made from.
+    pub fn from_vm(docker: &Docker, vm: super::vm::VmNode, image: &NodeImage) -> Self {
+        Self {
+            name: vm.name.clone(),
+            id: vm.name.clone(),
+            ip: vm.ip,
+            mac: Some(vm.mac.clone()),
+            image: format!("{}:{}", image.repository(), image.version()),
+            docker: docker.clone(),
+            backend: Backend::Vm(Box::new(vm)),
+            journal: None,
+        }
+    }
+
+    /// What runs the node: `container`, or `vm (kvm)` / `vm (tcg)` with the accelerator.
+    pub fn runtime(&self) -> String {
+        match &self.backend {
+            Backend::Container(_) => "container".into(),
+            Backend::Vm(vm) => format!("vm ({})", vm.accel.name()),
+        }
     }
 
     /// Waits until systemd has finished booting (`running` or `degraded`).
     pub async fn wait_systemd(&self, timeout: Duration) -> Result<Duration> {
         let start = Instant::now();
+        if let Backend::Vm(vm) = &self.backend {
+            // A machine boots its kernel first: the agent answers once its systemd has started the agent.
+            vm.wait_agent(timeout).await.map_err(|why| {
+                Error::node(
+                    &self.name,
+                    format!(
+                        "systemd did not finish booting within {} ({why})",
+                        humantime::format_duration(timeout)
+                    ),
+                )
+            })?;
+        }
+        let timeout = timeout.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
         // One exec that polls inside the node, rather than one exec per look: a `docker exec` costs the engine
         // about 0.1 s of CPU and a boot took five or six of them, where `systemctl` in a loop costs milliseconds.
         // (`is-system-running --wait` would do, but it also waits for units the harness itself starts later,
@@ -176,7 +218,10 @@ impl NodeContainer {
 
     /// A command that may run as long as `deadline` (a bootstrap, cloud-init), then an `Error::Timeout`.
     pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
-        docker::exec(&self.docker, &self.id, &self.name, cmd, env, None, deadline).await
+        match &self.backend {
+            Backend::Container(_) => docker::exec(&self.docker, &self.id, &self.name, cmd, env, None, deadline).await,
+            Backend::Vm(vm) => vm.exec_within(cmd, env, deadline).await,
+        }
     }
 
     /// A file's content, or `None` when it cannot be read.
@@ -188,6 +233,9 @@ impl NodeContainer {
     /// A file's bytes, through the Docker archive API (binary-safe, unlike `cat` through exec).
     pub async fn read_bytes(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
         use futures::TryStreamExt;
+        if let Backend::Vm(vm) = &self.backend {
+            return vm.read_bytes(path).await;
+        }
         use std::io::Read;
         use testcontainers::bollard::query_parameters::DownloadFromContainerOptionsBuilder;
         let options = DownloadFromContainerOptionsBuilder::new().path(path).build();
@@ -237,17 +285,26 @@ impl NodeContainer {
     /// The last `lines` lines of the node's console (systemd's, as `docker logs` shows it); it outlives the
     /// container, unlike the journal.
     pub async fn console(&self, lines: usize) -> String {
-        docker::logs(&self.docker, &self.id, lines).await
+        match &self.backend {
+            Backend::Container(_) => docker::logs(&self.docker, &self.id, lines).await,
+            Backend::Vm(vm) => vm.console(lines),
+        }
     }
 
     /// The CPU time the node has used since it started (systemd, containerd, the kubelet, the bootstrap, pods).
     pub async fn cpu_time(&self) -> Option<Duration> {
-        docker::cpu_time(&self.docker, &self.id).await
+        match &self.backend {
+            Backend::Container(_) => docker::cpu_time(&self.docker, &self.id).await,
+            Backend::Vm(vm) => vm.cpu_time(),
+        }
     }
 
     /// Why the container is no longer running, if it is not: its exit code, an OOM kill, the engine's error,
     /// and the last lines it printed (systemd's console). `None` while it runs, or when the engine cannot say.
     pub async fn exited(&self) -> Option<String> {
+        if let Backend::Vm(vm) = &self.backend {
+            return vm.exited();
+        }
         let state = self.docker.inspect_container(&self.id, None).await.ok()?.state?;
         if state.running == Some(true) {
             return None;
@@ -260,11 +317,15 @@ impl NodeContainer {
     }
 
     /// Removes the container now.
-    pub async fn remove(mut self) {
-        if let Some(c) = self.container.take() {
-            if let Err(e) = c.rm().await {
-                tracing::warn!(node = %self.name, "removing container: {e}");
+    pub async fn remove(self) {
+        match self.backend {
+            Backend::Container(Some(c)) => {
+                if let Err(e) = c.rm().await {
+                    tracing::warn!(node = %self.name, "removing container: {e}");
+                }
             }
+            Backend::Container(None) => {}
+            Backend::Vm(vm) => vm.remove().await,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Node containers: the image they run, the containers themselves, and the host state they touch.
+//! Nodes: the image they run, the containers (or VMs, `vm`) that run it, and the host state they touch.
 pub mod capacity;
 pub mod container;
 pub mod dmi;
@@ -10,6 +10,7 @@ pub mod inputs;
 pub mod journal;
 pub mod privileges;
 pub mod seed;
+pub mod vm;
 
 /// Where a node records what nodejoin's image changed for the host rather than for the bootstrap, one line each
 /// (written by the node image's kubelet wrapper; read into the scenario report).

@@ -284,6 +284,10 @@ pub struct NodeGroup {
     /// This group's node image instead of the run's: a bootstrap author's files over ours, or their own image.
     #[serde(default)]
     pub image: Option<GroupImage>,
+    /// What runs each node: a container (the default), or a machine (`vm`) booting the group's node image as its
+    /// disk under QEMU, with a kernel of its own.
+    #[serde(default)]
+    pub runtime: NodeRuntime,
     /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, `"1.7"`, or `"2.3"`/`"2.4"`,
     /// ahead of the AMI); default
     /// the run's (`nodejoin run --containerd`, applied by the loader), else 2.2.
@@ -317,6 +321,18 @@ fn default_instance_type() -> String {
 }
 fn default_role() -> String {
     "NodeInstanceRole".to_string()
+}
+
+/// What runs a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeRuntime {
+    /// A container of the node image on the host's kernel (systemd as PID 1).
+    #[default]
+    Container,
+    /// A QEMU machine (KVM where it works, else TCG) booting the node image as a disk with Debian's stock kernel,
+    /// seen by its software as an EC2 instance (SMBIOS, DHCP, IMDS on its link).
+    Vm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]

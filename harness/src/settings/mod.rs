@@ -32,6 +32,7 @@ pub mod var {
     pub const REQUIRE_PROVIDERS: &str = "NODEJOIN_REQUIRE_PROVIDERS";
     pub const SKIP_TRIALS: &str = "NODEJOIN_SKIP_TRIALS";
     pub const BOOT_CONCURRENCY: &str = "NODEJOIN_BOOT_CONCURRENCY";
+    pub const VM_ACCEL: &str = "NODEJOIN_VM_ACCEL";
     pub const KEEP_ARTIFACTS: &str = "NODEJOIN_KEEP_ARTIFACTS";
     pub const HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
     pub const KIND_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
@@ -152,6 +153,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (var::BOOT_CONCURRENCY, "node containers started at once"),
     (
+        var::VM_ACCEL,
+        "how VM nodes run: auto (KVM where it boots a stock kernel, else TCG), kvm or tcg",
+    ),
+    (
         var::HOST_SETUP,
         "never: do not install packages or start Docker, only report what is missing",
     ),
@@ -199,6 +204,8 @@ pub struct Settings {
     /// run the same scenarios another way (`.ci/run`) leaves them out of `cargo test`, visibly.
     pub skip_trials: Vec<String>,
     pub boot_concurrency: Option<usize>,
+    /// `NODEJOIN_VM_ACCEL`: `kvm`, `tcg`, or unset/`auto` (node::vm::qemu::accel decides).
+    pub vm_accel: Option<String>,
     pub keep_artifacts: bool,
     /// False under `NODEJOIN_HOST_SETUP=never`.
     pub host_setup: bool,
@@ -267,6 +274,7 @@ impl Settings {
             require_providers: get(var::REQUIRE_PROVIDERS),
             skip_trials: list(get(var::SKIP_TRIALS)),
             boot_concurrency: number(var::BOOT_CONCURRENCY),
+            vm_accel: get(var::VM_ACCEL),
             // Set at all (even empty) keeps them, as before.
             keep_artifacts: lookup(var::KEEP_ARTIFACTS).is_some(),
             host_setup: get(var::HOST_SETUP).is_none_or(|v| v != "never"),
@@ -420,6 +428,7 @@ mod tests {
             var::PROVIDERS,
             var::REQUIRE_PROVIDERS,
             var::BOOT_CONCURRENCY,
+            var::VM_ACCEL,
             var::KEEP_ARTIFACTS,
             var::HOST_SETUP,
             var::KIND_IMAGE,

@@ -83,6 +83,8 @@ pub struct Environment {
     node_slots: Arc<tokio::sync::Semaphore>,
     /// Node containers that may be starting (create, then systemd's boot) at once (see [`boot_concurrency`]).
     boot_slots: tokio::sync::Semaphore,
+    /// The run network as VM nodes see it (its bridge, its DHCP server), set up by the first VM node.
+    vm_link: tokio::sync::OnceCell<crate::node::vm::net::RunLink>,
 }
 
 /// How many node containers the scenarios of one process run at once: enough for the bundled scenarios' usual
@@ -293,6 +295,7 @@ impl Environment {
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
             boot_slots: tokio::sync::Semaphore::new(boot_concurrency(crate::settings::get())),
+            vm_link: tokio::sync::OnceCell::new(),
         }))
     }
 
@@ -459,6 +462,18 @@ impl Environment {
             .acquire_many_owned(nodes.clamp(1, NODE_SLOTS))
             .await
             .map_err(|e| Error::Pipeline(format!("node slots: {e}")))
+    }
+
+    /// The run network's side for VM nodes, made on first use.
+    pub async fn vm_link(&self) -> Result<&crate::node::vm::net::RunLink> {
+        self.vm_link
+            .get_or_try_init(|| crate::node::vm::net::RunLink::start(&self.docker, &self.network))
+            .await
+    }
+
+    /// Where the run records its children's PIDs, for the reaper.
+    pub fn pids_dir(&self) -> PathBuf {
+        self.state.pids_dir()
     }
 
     /// A turn to start one node container and wait for its systemd, held while the permit lives.

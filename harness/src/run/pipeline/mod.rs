@@ -137,8 +137,17 @@ impl<'a> Context<'a> {
     }
 
     /// How many node containers the scenario starts.
+    /// The node slots the scenario needs: one per container, the whole machine for a VM (its vCPUs are the
+    /// host's cores; under TCG each is busy the whole time).
     pub fn node_count(&self) -> u32 {
-        self.sc.nodes.iter().map(|g| g.count).sum()
+        self.sc
+            .nodes
+            .iter()
+            .map(|g| match g.runtime {
+                crate::scenario::model::NodeRuntime::Container => g.count,
+                crate::scenario::model::NodeRuntime::Vm => crate::run::env::NODE_SLOTS,
+            })
+            .sum()
     }
 
     /// Records a phase of the report and announces it.

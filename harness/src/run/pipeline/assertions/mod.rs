@@ -104,6 +104,26 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
         .await
         .unwrap_or_default();
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let runtime = n.container.runtime();
+    if runtime != "container" {
+        // A machine says what it runs on: its own kernel and cgroup hierarchy, whatever the host's.
+        let probe = n
+            .container
+            .exec(&["sh", "-c", "echo \"$(uname -r) $(stat -fc %T /sys/fs/cgroup)\""], &[])
+            .await
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_else(|e| format!("(unreadable: {e})"));
+        let (kernel, cgroup) = probe.split_once(' ').unwrap_or((probe.as_str(), "?"));
+        report.notes.push(format!(
+            "{}: runtime {runtime}: guest kernel {kernel}, /sys/fs/cgroup is {cgroup}, {}",
+            n.node_name,
+            if lines.is_empty() {
+                "no host adaptation"
+            } else {
+                "host adaptations below"
+            }
+        ));
+    }
     if !lines.is_empty() {
         report.notes.push(format!(
             "{}: host adaptation by nodejoin: {}",

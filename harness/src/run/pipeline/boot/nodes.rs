@@ -9,7 +9,7 @@ use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
 use crate::run::env::Environment;
 use crate::run::node::RunningNode;
 use crate::run::report::NodeTimeline;
-use crate::scenario::model::{AuthMode, CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, Scenario};
+use crate::scenario::model::{AuthMode, CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, NodeRuntime, Scenario};
 use crate::scenario::template::render;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -101,26 +101,38 @@ pub(crate) async fn boot_node(
         },
     ]);
     let container_name = format!("nodejoin-{}-{}-{label}", env.run_id, sc.name);
-    let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
-        .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
     let (instance_id, mac) = Instance::new_ids();
+    // A VM's kernel and disk are made (or found in the cache) before its turn: the boot is timed without them.
+    let machine = match group.runtime {
+        NodeRuntime::Vm => Some(super::vm::prepare(env, image).await?),
+        NodeRuntime::Container => None,
+    };
     // The turn is held until systemd is up (or has missed its deadline); the boot is timed from the turn on.
     let turn = env.boot_slot().await?;
     let t0 = Instant::now();
-    let container = NodeContainer::start(
-        &env.docker,
-        NodeSpec {
-            container_name,
-            hostname: label.clone(),
-            image,
-            network: &env.network,
-            run_id: &env.run_id,
-            files,
-            env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
-            journal: Some(journal),
-        },
-    )
-    .await?;
+    let container = match machine {
+        Some(machine) => {
+            super::vm::start(env, &machine, image, group, &container_name, &instance_id, &mac, files).await?
+        }
+        None => {
+            let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
+                .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
+            NodeContainer::start(
+                &env.docker,
+                NodeSpec {
+                    container_name,
+                    hostname: label.clone(),
+                    image,
+                    network: &env.network,
+                    run_id: &env.run_id,
+                    files,
+                    env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
+                    journal: Some(journal),
+                },
+            )
+            .await?
+        }
+    };
     if let Some(info) = group.instance_type_info {
         env.ec2.add_instance_type(
             &group.instance_type,

@@ -1,0 +1,299 @@
+//! The disk a VM node boots: nodejoin's node image for the group (the one its containers would run) as an ext4
+//! root, with the kernel's modules and the VM layer (`fixtures/vm-disk/`), built once per image and kernel and
+//! kept in the cache; each node boots a copy-on-write overlay of it, so the base is never written.
+//!
+//! The VM layer is a Docker build step (it runs inside a container of the image, never on the host); the
+//! result is exported and unpacked by the `tar` crate, which keeps every entry inside the directory it unpacks
+//! to, then `mkfs.ext4 -d` copies that directory into the disk without following its links.
+use super::kernel::{short_hash, Kernel};
+use crate::docker::Docker;
+use crate::error::{Error, Result};
+use crate::node::image::NodeImage;
+use std::path::{Path, PathBuf};
+
+/// The disk's size; the file is sparse, so this is only what a node may fill.
+const DISK_SIZE: &str = "8G";
+
+/// Module trees no VM node loads (graphics, sound, media, radio, InfiniBand): left out of the disk.
+const UNUSED_MODULES: &[&str] = &[
+    "kernel/drivers/gpu",
+    "kernel/drivers/media",
+    "kernel/drivers/net/wireless",
+    "kernel/drivers/infiniband",
+    "kernel/drivers/staging",
+    "kernel/drivers/iio",
+    "kernel/drivers/bluetooth",
+    "kernel/sound",
+    "kernel/net/bluetooth",
+    "kernel/net/mac80211",
+    "kernel/net/wireless",
+];
+
+fn vm_err(m: impl Into<String>) -> Error {
+    Error::Vm(m.into())
+}
+
+/// The cached disk of `image` booted with `kernel`, built when missing.
+pub async fn ensure(docker: &Docker, image: &NodeImage, kernel: &Kernel) -> Result<PathBuf> {
+    let id = docker
+        .inspect_image(&image.tag)
+        .await
+        .map_err(|e| vm_err(format!("{}: {e}", image.tag)))?
+        .id
+        .unwrap_or_default();
+    let layer = crate::paths::fixtures_dir().join("vm-disk");
+    let recipe = crate::node::inputs::off_runtime({
+        let layer = layer.clone();
+        move || {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            crate::node::inputs::hash_path(&mut h, &layer)?;
+            Ok(hex::encode(h.finalize()))
+        }
+    })
+    .await?;
+    let key = short_hash(&[id.as_bytes(), kernel.version.as_bytes(), recipe.as_bytes()]);
+    let disk = super::kernel::cache().join(format!("disk-{key}.img"));
+    if disk.exists() {
+        touch(&disk);
+        return Ok(disk);
+    }
+    let _lock = crate::paths::CacheLock::acquire("vm-disk")
+        .await
+        .map_err(|e| vm_err(format!("the VM disk cache lock: {e}")))?;
+    if disk.exists() {
+        return Ok(disk);
+    }
+    prune(&super::kernel::cache());
+    let steps = crate::progress::Steps::new(&format!("VM disk of {}", image.tag), 4);
+    let work = crate::node::image::work_dir("vm-disk")?;
+    steps.step(1, "build context (the kernel's modules, the VM layer)");
+    let context = work.path().join("context");
+    let (from, to, version) = (layer.clone(), context.clone(), kernel.version.clone());
+    let modules = kernel.modules.clone();
+    crate::node::inputs::off_runtime(move || {
+        std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+        std::fs::copy(from.join("Dockerfile"), to.join("Dockerfile")).map_err(|e| Error::io(&from, e))?;
+        crate::node::inputs::copy_tree(&from.join("files"), &to.join("files"))?;
+        link_tree(&modules, &to.join("modules").join(&version), Path::new(""))
+    })
+    .await?;
+    steps.step(2, "docker build (the VM layer)");
+    let tag = format!("nodejoin-vm:{key}");
+    crate::docker::images::build(
+        docker,
+        &context,
+        &tag,
+        &[("io.nodejoin.vm-disk", key.clone())],
+        &[("BASE", image.tag.clone()), ("KVER", kernel.version.clone())],
+    )
+    .await?;
+    steps.step(3, "export and unpack the root");
+    let root = work.path().join("root");
+    let exported = export(docker, &tag, &work.path().join("root.tar")).await;
+    crate::docker::images::remove(docker, &[&tag]).await;
+    let archive = exported?;
+    let unpack_to = root.clone();
+    crate::node::inputs::off_runtime(move || unpack(&archive, &unpack_to)).await?;
+    steps.step(4, "mkfs.ext4 -d");
+    let partial = disk.with_extension("partial");
+    let mut mkfs = tokio::process::Command::new("mkfs.ext4");
+    mkfs.args([
+        "-q",
+        "-F",
+        "-L",
+        "nodejoin-root",
+        "-E",
+        "lazy_itable_init=1,lazy_journal_init=1",
+        "-d",
+    ])
+    .arg(&root)
+    .arg(&partial)
+    .arg(DISK_SIZE);
+    crate::process::mark(&mut mkfs);
+    let out = crate::deadline::output(&mut mkfs, "mkfs.ext4 -d", crate::deadline::IMAGE_BUILD).await?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(vm_err(format!(
+            "mkfs.ext4 -d failed ({}): {} (e2fsprogs is a Debian package: `apt-get install e2fsprogs`)",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    std::fs::rename(&partial, &disk).map_err(|e| Error::io(&disk, e))?;
+    steps.finish(&format!("{}", disk.display()));
+    Ok(disk)
+}
+
+/// How long a disk no run has booted stays in the cache (each is the size of its image's files).
+const KEEP_UNUSED: std::time::Duration = std::time::Duration::from_secs(3 * 24 * 3600);
+
+/// Marks a disk as just used (its modification time: base disks are never written).
+fn touch(disk: &Path) {
+    if let Ok(f) = std::fs::File::options().write(true).open(disk) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// Removes the disks no run has booted for [`KEEP_UNUSED`], and the partial files of builds that died.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("disk-") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > KEEP_UNUSED);
+        // A partial file is pruned only here, under the build lock, so it is never one being written.
+        if old || name.ends_with(".partial") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Hard links (copies across file systems) of the regular files of `from` under `to`, its directories made,
+/// leaving out [`UNUSED_MODULES`]; `rel` is the path below the module tree's top.
+fn link_tree(from: &Path, to: &Path, rel: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let entry = entry.map_err(|e| Error::io(from, e))?;
+        let rel = rel.join(entry.file_name());
+        if UNUSED_MODULES.iter().any(|u| rel == Path::new(u)) {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| Error::io(&src, e))?;
+        if kind.is_dir() {
+            link_tree(&src, &dst, &rel)?;
+        } else if kind.is_file() && std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the root file system of image `tag` (a created, never started container's export) to `to`.
+async fn export(docker: &Docker, tag: &str, to: &Path) -> Result<PathBuf> {
+    use futures::StreamExt;
+    use testcontainers::bollard::models::ContainerCreateBody;
+    use testcontainers::bollard::query_parameters::RemoveContainerOptionsBuilder;
+    use tokio::io::AsyncWriteExt;
+    let created = docker
+        .create_container(
+            None::<testcontainers::bollard::query_parameters::CreateContainerOptions>,
+            ContainerCreateBody {
+                image: Some(tag.to_string()),
+                labels: Some([("io.nodejoin.vm-disk".to_string(), "export".to_string())].into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| vm_err(format!("create a container of {tag}: {e}")))?;
+    let written: Result<()> = async {
+        let mut file = tokio::fs::File::create(to).await.map_err(|e| Error::io(to, e))?;
+        let mut stream = docker.export_container(&created.id);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| vm_err(format!("export of {tag}: {e}")))?;
+            file.write_all(&chunk).await.map_err(|e| Error::io(to, e))?;
+        }
+        file.flush().await.map_err(|e| Error::io(to, e))
+    }
+    .await;
+    let _ = docker
+        .remove_container(
+            &created.id,
+            Some(RemoveContainerOptionsBuilder::new().force(true).build()),
+        )
+        .await;
+    written.map(|()| to.to_path_buf())
+}
+
+/// Unpacks an exported root into `to`, owners, modes and extended attributes (file capabilities) kept; every
+/// entry lands inside `to` (the `tar` crate refuses `..` and links that lead out). Docker's marker file stays
+/// out: systemd would take the machine for a container.
+fn unpack(archive: &Path, to: &Path) -> Result<()> {
+    let file = std::fs::File::open(archive).map_err(|e| Error::io(archive, e))?;
+    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
+    tar.set_preserve_permissions(true);
+    tar.set_preserve_ownerships(true);
+    tar.set_unpack_xattrs(true);
+    tar.set_overwrite(true);
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in tar.entries().map_err(|e| Error::io(archive, e))? {
+        let mut entry = entry.map_err(|e| Error::io(archive, e))?;
+        let path = entry.path().map_err(|e| Error::io(archive, e))?.into_owned();
+        if path == Path::new(".dockerenv") || path == Path::new("./.dockerenv") {
+            continue;
+        }
+        entry.unpack_in(to).map_err(|e| Error::io(to.join(&path), e))?;
+    }
+    let _ = std::fs::remove_file(archive);
+    Ok(())
+}
+
+/// A copy-on-write overlay of `base` at `at` (qcow2), which the node writes instead of the base.
+pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
+    let mut cmd = tokio::process::Command::new("qemu-img");
+    cmd.args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+        .arg(base)
+        .arg(at);
+    crate::process::mark(&mut cmd);
+    let out = crate::deadline::output(&mut cmd, "qemu-img create", crate::deadline::TOOL_PROBE).await?;
+    if !out.status.success() {
+        return Err(vm_err(format!(
+            "qemu-img create failed ({}): {} (qemu-img is in the Debian package qemu-utils)",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_trees_no_vm_loads_are_left_out_and_the_rest_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("from");
+        for f in ["kernel/fs/ext4/ext4.ko", "kernel/sound/snd.ko", "modules.dep"] {
+            let p = from.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, f).unwrap();
+        }
+        let to = dir.path().join("to");
+        link_tree(&from, &to, Path::new("")).unwrap();
+        assert!(to.join("kernel/fs/ext4/ext4.ko").is_file());
+        assert!(to.join("modules.dep").is_file());
+        assert!(!to.join("kernel/sound").exists());
+    }
+
+    #[test]
+    fn an_archive_entry_cannot_land_outside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_size(0);
+        b.append_link(&mut h, "etc", "/").unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        b.append_data(&mut h, "etc/escaped", &b"x"[..]).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(0);
+        b.append_data(&mut h, ".dockerenv", &b""[..]).unwrap();
+        let archive = dir.path().join("a.tar");
+        std::fs::write(&archive, b.into_inner().unwrap()).unwrap();
+        let root = dir.path().join("root");
+        let r = unpack(&archive, &root);
+        assert!(r.is_err(), "a write through a link out of the root must fail");
+        assert!(!Path::new("/escaped").exists());
+    }
+}

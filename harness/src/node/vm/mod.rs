@@ -1,0 +1,211 @@
+//! The node runtime `vm`: a node that is a machine. QEMU boots nodejoin's node image for the group as a disk
+//! (`disk`), with Debian's stock kernel (`kernel`), seen by its software as an EC2 instance (`qemu`'s SMBIOS, the
+//! run network's DHCP and the metadata address on its link, `net`), and reached by the harness through QEMU's
+//! guest agent (`agent`). The guard owns QEMU, the tap, the host rule and the node's work directory (its disk
+//! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
+pub mod agent;
+pub mod cpio;
+pub mod dhcp;
+pub mod disk;
+pub mod kernel;
+pub mod net;
+pub mod qemu;
+
+use crate::docker::ExecOutput;
+use crate::error::{Error, Result};
+use crate::node::seed::{seed_archive, NodeFile};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What to start.
+pub struct VmSpec<'a> {
+    pub name: String,
+    pub run_id: &'a str,
+    pub kernel: &'a kernel::Kernel,
+    pub accel: qemu::Accel,
+    /// The cached base disk ([`disk::ensure`]), never written.
+    pub disk: &'a Path,
+    pub link: &'a net::RunLink,
+    pub imds: SocketAddr,
+    pub ip: Ipv4Addr,
+    pub mac: String,
+    pub instance_id: &'a str,
+    pub instance_type: &'a str,
+    pub vcpus: u32,
+    pub memory_mib: u32,
+    pub files: Vec<NodeFile>,
+    /// Where the run records its children's PIDs (the reaper kills QEMU from there).
+    pub pids_dir: &'a Path,
+}
+
+pub struct VmNode {
+    pub name: String,
+    pub ip: Ipv4Addr,
+    pub mac: String,
+    pub accel: qemu::Accel,
+    pub agent: agent::Agent,
+    console: PathBuf,
+    /// Field order is drop order: QEMU first, then its network, then its files.
+    qemu: std::sync::Mutex<Option<crate::process::Supervised>>,
+    _redirect: net::ImdsRedirect,
+    _tap: net::Tap,
+    mac_bytes: [u8; 6],
+    leases: dhcp::Leases,
+    _work: tempfile::TempDir,
+}
+
+/// `program` as found on PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+fn parse_mac(mac: &str) -> Option<[u8; 6]> {
+    let bytes: Vec<u8> = mac.split(':').filter_map(|b| u8::from_str_radix(b, 16).ok()).collect();
+    bytes.try_into().ok()
+}
+
+impl VmNode {
+    pub async fn start(spec: VmSpec<'_>) -> Result<Self> {
+        let name = spec.name.clone();
+        let node_err = |m: String| Error::node(&name, m);
+        let scratch = crate::paths::scratch_root();
+        std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
+        let work = tempfile::Builder::new()
+            .prefix(&crate::paths::owned_prefix("vm"))
+            .tempdir_in(&scratch)
+            .map_err(|e| Error::io(&scratch, e))?;
+        let dir = work.path();
+        let overlay = dir.join("disk.qcow2");
+        disk::overlay(spec.disk, &overlay).await?;
+        // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
+        let seed = seed_archive(&spec.files).map_err(|e| node_err(format!("seed archive: {e}")))?;
+        let mut initrd = std::fs::read(&spec.kernel.initramfs).map_err(|e| Error::io(&spec.kernel.initramfs, e))?;
+        initrd.extend(cpio::archive(&[("seed.tar".into(), seed, 0o600)], &[]).map_err(|e| Error::io(dir, e))?);
+        let initrd_path = dir.join("initrd.cpio");
+        std::fs::write(&initrd_path, initrd).map_err(|e| Error::io(&initrd_path, e))?;
+        let mac_bytes = parse_mac(&spec.mac).ok_or_else(|| node_err(format!("MAC {} unreadable", spec.mac)))?;
+        // Linux allows 15 characters; the name is unique per host while the run lives.
+        let tap_name = format!(
+            "nj{}",
+            &kernel::short_hash(&[spec.run_id.as_bytes(), name.as_bytes()])[..10]
+        );
+        let tap = net::Tap::create(&tap_name, &spec.link.bridge, spec.run_id)?;
+        let redirect = net::ImdsRedirect::add(&spec.link.bridge, spec.ip, spec.imds, spec.run_id)?;
+        spec.link.leases.reserve(mac_bytes, spec.ip);
+        let agent_socket = dir.join("qga.sock");
+        let console = dir.join("console.log");
+        let args = qemu::args(&qemu::Machine {
+            kernel: spec.kernel,
+            accel: spec.accel,
+            vcpus: spec.vcpus,
+            memory_mib: spec.memory_mib,
+            initrd: &initrd_path,
+            disk: &overlay,
+            tap: &tap.name,
+            mac: &spec.mac,
+            agent_socket: &agent_socket,
+            console: &console,
+            instance_id: spec.instance_id,
+            instance_type: spec.instance_type,
+        })?;
+        // By its full path: the reaper kills a recorded child only while /proc/<pid>/exe is that program.
+        let program = which("qemu-system-x86_64")
+            .ok_or_else(|| node_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)".into()))?;
+        let qemu = crate::process::Supervised::spawn("qemu", &program, &args, dir, spec.pids_dir)
+            .map_err(|e| node_err(format!("QEMU: {e}")))?;
+        Ok(Self {
+            agent: agent::Agent::new(&name, agent_socket),
+            name,
+            ip: spec.ip,
+            mac: spec.mac,
+            accel: spec.accel,
+            console,
+            qemu: std::sync::Mutex::new(Some(qemu)),
+            _redirect: redirect,
+            _tap: tap,
+            mac_bytes,
+            leases: spec.link.leases.clone(),
+            _work: work,
+        })
+    }
+
+    /// Waits until the guest agent answers (the machine has booted far enough), at most `timeout`.
+    pub async fn wait_agent(&self, timeout: Duration) -> std::result::Result<Duration, String> {
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            if let Some(why) = self.exited() {
+                return Err(why);
+            }
+            if self.agent.ping().await {
+                return Ok(t0.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(format!(
+            "its guest agent did not answer within {}; the console ends: {}",
+            humantime::format_duration(timeout),
+            crate::process::last_lines(&self.console(5), 5, " | ")
+        ))
+    }
+
+    pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        if let Some(why) = self.exited() {
+            return Err(Error::node(&self.name, why));
+        }
+        self.agent.exec(cmd, env, deadline).await
+    }
+
+    pub async fn read_bytes(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        let (code, out, err) = self
+            .agent
+            .exec_bytes(&["cat", "--", path], &[], crate::deadline::NODE_EXEC)
+            .await
+            .map_err(|e| e.to_string())?;
+        if code == 0 {
+            Ok(out)
+        } else {
+            Err(format!("{path}: {}", err.trim()))
+        }
+    }
+
+    /// The last `lines` lines of the serial console (the kernel's and systemd's messages).
+    pub fn console(&self, lines: usize) -> String {
+        crate::process::tail(&self.console, lines)
+    }
+
+    /// QEMU's CPU time: everything the machine did (its kernel, systemd, the bootstrap, pods), emulation included.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let pid = self.qemu.lock().ok()?.as_ref()?.pid()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let (utime, stime): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+        // SAFETY: sysconf has no preconditions.
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Some(Duration::from_millis((utime + stime) * 1000 / tick))
+    }
+
+    /// Why QEMU is no longer running, with the console's last lines; `None` while it runs.
+    pub fn exited(&self) -> Option<String> {
+        let mut guard = self.qemu.lock().ok()?;
+        let q = guard.as_mut()?;
+        let status = q.exited()?;
+        Some(format!(
+            "the VM stopped (QEMU {status}: {}); the console ends: {}",
+            crate::process::last_lines(&q.log_tail(3), 3, " | "),
+            crate::process::last_lines(&self.console(5), 5, " | ")
+        ))
+    }
+
+    /// Stops the machine (QEMU killed, its network and files removed).
+    pub async fn remove(self) {
+        let q = self.qemu.lock().ok().and_then(|mut g| g.take());
+        if let Some(mut q) = q {
+            q.stop(Duration::from_secs(5)).await;
+        }
+        self.leases.release(&self.mac_bytes);
+    }
+}

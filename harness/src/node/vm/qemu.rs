@@ -1,0 +1,252 @@
+//! QEMU for a VM node: the accelerator (KVM where `/dev/kvm` boots a stock kernel, else TCG) and the command line
+//! that makes the machine an EC2 instance as its software sees it: SMBIOS tables (what cloud-init's ds-identify and
+//! the kubelet read), its NIC with the instance's MAC on the run's network, and the agent's port.
+use super::kernel::Kernel;
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::time::Duration;
+
+/// How a VM runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    /// QEMU's software emulation (no KVM, or a KVM that does not boot a stock kernel, such as a nested PVM one).
+    Tcg,
+}
+
+impl Accel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// How long a stock kernel may take to start its init under KVM before KVM is taken not to work here.
+const KVM_PROBE: Duration = Duration::from_secs(30);
+
+/// The accelerator to use: the setting's (`kvm`, `tcg`), or for `auto` KVM when `/dev/kvm` is there and boots
+/// `kernel` (probed once per kernel, the verdict kept in the cache).
+pub async fn accel(kernel: &Kernel) -> Result<Accel> {
+    match crate::settings::get().vm_accel.as_deref() {
+        Some("kvm") => return Ok(Accel::Kvm),
+        Some("tcg") => return Ok(Accel::Tcg),
+        _ => {}
+    }
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        return Ok(Accel::Tcg);
+    }
+    let verdict = super::kernel::cache().join(format!("kvm-{}", kernel.version));
+    match std::fs::read_to_string(&verdict).as_deref().map(str::trim) {
+        Ok("boots") => return Ok(Accel::Kvm),
+        Ok(_) => return Ok(Accel::Tcg),
+        Err(_) => {}
+    }
+    let boots = probe_kvm(kernel).await;
+    let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
+    Ok(if boots { Accel::Kvm } else { Accel::Tcg })
+}
+
+/// Boots `kernel` with its initramfs and no disk under KVM and waits for it to start its init.
+async fn probe_kvm(kernel: &Kernel) -> bool {
+    let Ok(dir) = tempfile::Builder::new()
+        .prefix(&crate::paths::owned_prefix("kvm-probe"))
+        .tempdir_in(crate::paths::scratch_root())
+    else {
+        return false;
+    };
+    let console = dir.path().join("console.log");
+    let mut cmd = tokio::process::Command::new("qemu-system-x86_64");
+    cmd.args([
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-m",
+        "256",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-no-reboot",
+    ])
+    .arg("-serial")
+    .arg(format!("file:{}", console.display()))
+    .arg("-kernel")
+    .arg(&kernel.vmlinuz)
+    .arg("-initrd")
+    .arg(&kernel.initramfs)
+    .args(["-append", "console=ttyS0 panic=-1"])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true);
+    crate::process::mark(&mut cmd);
+    let Ok(mut child) = cmd.spawn() else { return false };
+    let t0 = std::time::Instant::now();
+    let mut booted = false;
+    while t0.elapsed() < KVM_PROBE {
+        let text = std::fs::read_to_string(&console).unwrap_or_default();
+        if text.contains("Run /init as init process") || text.contains("nodejoin-vm:") {
+            booted = true;
+            break;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let _ = child.kill().await;
+    booted
+}
+
+/// What a VM is started with.
+pub struct Machine<'a> {
+    pub kernel: &'a Kernel,
+    pub accel: Accel,
+    pub vcpus: u32,
+    pub memory_mib: u32,
+    pub initrd: &'a Path,
+    pub disk: &'a Path,
+    pub tap: &'a str,
+    pub mac: &'a str,
+    pub agent_socket: &'a Path,
+    pub console: &'a Path,
+    pub instance_id: &'a str,
+    pub instance_type: &'a str,
+}
+
+/// QEMU's arguments for `m`. Values from the scenario (the instance type) reach QEMU only as SMBIOS strings,
+/// refused when they hold a comma (QEMU's option separator).
+pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
+    if m.instance_type.contains(',') || m.instance_id.contains(',') {
+        return Err(Error::Vm(format!(
+            "instance type {:?} cannot be an SMBIOS string",
+            m.instance_type
+        )));
+    }
+    let dmi = crate::node::dmi::ec2_identity(m.instance_id, m.instance_type);
+    let get = |k: &str| {
+        dmi.iter()
+            .find(|(f, _)| *f == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let uuid = get("product_uuid");
+    let mut a: Vec<String> = vec![
+        "-name".into(),
+        format!("{},process=nodejoin-vm", m.instance_id),
+        "-accel".into(),
+        m.accel.name().into(),
+        "-cpu".into(),
+        if m.accel == Accel::Kvm { "host" } else { "max" }.into(),
+        "-smp".into(),
+        m.vcpus.to_string(),
+        "-m".into(),
+        m.memory_mib.to_string(),
+        "-nodefaults".into(),
+        "-no-user-config".into(),
+        "-display".into(),
+        "none".into(),
+        "-no-reboot".into(),
+        "-serial".into(),
+        format!("file:{}", m.console.display()),
+        "-kernel".into(),
+        m.kernel.vmlinuz.display().to_string(),
+        "-initrd".into(),
+        m.initrd.display().to_string(),
+        "-append".into(),
+        "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1".into(),
+        "-drive".into(),
+        format!("file={},if=virtio,format=qcow2,cache=unsafe", m.disk.display()),
+        "-netdev".into(),
+        format!("tap,id=n0,ifname={},script=no,downscript=no", m.tap),
+        "-device".into(),
+        format!("virtio-net-pci,netdev=n0,mac={}", m.mac),
+        "-device".into(),
+        "virtio-serial-pci".into(),
+        "-chardev".into(),
+        format!("socket,id=qga0,path={},server=on,wait=off", m.agent_socket.display()),
+        "-device".into(),
+        "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0".into(),
+        "-object".into(),
+        "rng-random,filename=/dev/urandom,id=rng0".into(),
+        "-device".into(),
+        "virtio-rng-pci,rng=rng0".into(),
+    ];
+    // EC2's SMBIOS: vendor "Amazon EC2" everywhere, the instance type as product, the "ec2..." UUID (also the
+    // serial), the instance id as the board's asset tag.
+    for table in [
+        format!("type=0,vendor={}", get("bios_vendor")),
+        format!(
+            "type=1,manufacturer={},product={},serial={uuid},uuid={uuid}",
+            get("sys_vendor"),
+            get("product_name")
+        ),
+        format!(
+            "type=2,manufacturer={},asset={}",
+            get("board_vendor"),
+            get("board_asset_tag")
+        ),
+        format!(
+            "type=3,manufacturer={},asset={}",
+            get("chassis_vendor"),
+            get("chassis_asset_tag")
+        ),
+    ] {
+        a.push("-smbios".into());
+        a.push(table);
+    }
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_machine_is_an_ec2_instance_by_smbios_and_mac() {
+        let kernel = Kernel {
+            version: "6.1.0-56-amd64".into(),
+            vmlinuz: PathBuf::from("/k/vmlinuz"),
+            modules: PathBuf::from("/k/modules"),
+            initramfs: PathBuf::from("/k/initramfs.cpio"),
+        };
+        let p = PathBuf::from("/w/x");
+        let m = Machine {
+            kernel: &kernel,
+            accel: Accel::Tcg,
+            vcpus: 2,
+            memory_mib: 2048,
+            initrd: &p,
+            disk: &p,
+            tap: "nj0",
+            mac: "02:00:00:00:00:01",
+            agent_socket: &p,
+            console: &p,
+            instance_id: "i-0123456789abcdef0",
+            instance_type: "m5.large",
+        };
+        let a = args(&m).unwrap().join(" ");
+        assert!(
+            a.contains("-smbios type=1,manufacturer=Amazon EC2,product=m5.large,serial=EC2"),
+            "{a}"
+        );
+        assert!(
+            a.contains("-smbios type=2,manufacturer=Amazon EC2,asset=i-0123456789abcdef0"),
+            "{a}"
+        );
+        assert!(a.contains("virtio-net-pci,netdev=n0,mac=02:00:00:00:00:01"), "{a}");
+        assert!(a.contains("-accel tcg -cpu max"), "{a}");
+        let bad = Machine {
+            instance_type: "m5.large,x=y",
+            ..m
+        };
+        assert!(args(&bad).is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! Booting a node of a `runtime: vm` group: the kernel, the accelerator and the disk first (cached), then the
+//! machine on the run's network with its instance's address and MAC.
+use crate::error::Result;
+use crate::node::container::{NodeContainer, NodeFile};
+use crate::node::image::NodeImage;
+use crate::node::vm::{self, kernel::Kernel, qemu::Accel, VmNode, VmSpec};
+use crate::run::env::Environment;
+use crate::scenario::model::NodeGroup;
+use std::path::PathBuf;
+
+/// Memory a VM node gets at most (MiB): an instance type's full memory is more than a CI runner has to give, and
+/// a node that joins needs far less.
+const MAX_MEMORY_MIB: u32 = 3072;
+
+/// What every VM of an image boots.
+pub(crate) struct Machine {
+    kernel: Kernel,
+    accel: Accel,
+    disk: PathBuf,
+}
+
+pub(crate) async fn prepare(env: &Environment, image: &NodeImage) -> Result<Machine> {
+    crate::host::ensure_vm_packages().await?;
+    let kernel = vm::kernel::ensure().await?;
+    let accel = vm::qemu::accel(&kernel).await?;
+    let disk = vm::disk::ensure(&env.docker, image, &kernel).await?;
+    Ok(Machine { kernel, accel, disk })
+}
+
+/// The vCPUs and memory of `instance_type` within the host's means (its cores; [`MAX_MEMORY_MIB`]).
+fn size(instance_type: &str) -> (u32, u32) {
+    let (vcpus, mib) = crate::eks::instance_sizes::size(instance_type).unwrap_or((2, 8192));
+    let cores = u32::try_from(crate::host::cpus()).unwrap_or(1).max(1);
+    (vcpus.clamp(1, cores), mib.min(MAX_MEMORY_MIB))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn start(
+    env: &Environment,
+    machine: &Machine,
+    image: &NodeImage,
+    group: &NodeGroup,
+    name: &str,
+    instance_id: &str,
+    mac: &str,
+    files: Vec<NodeFile>,
+) -> Result<NodeContainer> {
+    let link = env.vm_link().await?;
+    let ip = link.next_address()?;
+    let (vcpus, memory_mib) = size(&group.instance_type);
+    let pids = env.pids_dir();
+    let node = VmNode::start(VmSpec {
+        name: name.to_string(),
+        run_id: &env.run_id,
+        kernel: &machine.kernel,
+        accel: machine.accel,
+        disk: &machine.disk,
+        link,
+        imds: env.imds_addr,
+        ip,
+        mac: mac.to_string(),
+        instance_id,
+        instance_type: &group.instance_type,
+        vcpus,
+        memory_mib,
+        files,
+        pids_dir: &pids,
+    })
+    .await?;
+    Ok(NodeContainer::from_vm(&env.docker, node, image))
+}
