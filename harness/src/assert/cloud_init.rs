@@ -86,6 +86,19 @@ impl CloudInitReport {
         r
     }
 
+    /// Adds ds-identify's verdict (`/run/cloud-init/ds-identify.log`, written by cloud-init's generator at boot) to
+    /// the error of a cloud-init that never ran: on a machine, ds-identify is what decides that it does not.
+    pub fn with_ds_identify(mut self, ds_identify_log: &str) -> Self {
+        let verdict = ds_identify_log.lines().rev().map(str::trim).find(|l| {
+            l.starts_with("No ds found") || l.starts_with("Found ") || l.starts_with("single entry in datasource_list")
+        });
+        let Some(verdict) = verdict else { return self };
+        if let Some(e) = self.errors.iter_mut().find(|e| e.contains("recorded no status")) {
+            e.push_str(&format!("; ds-identify at boot: {verdict}"));
+        }
+        self
+    }
+
     /// Whether cloud-init finished without errors (what `cloud-init status` calls `done`).
     pub fn status(&self) -> CloudInitStatus {
         if self.errors.is_empty() {
@@ -202,6 +215,19 @@ fn is_cloud_inits_own(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cloud_init_that_never_ran_says_what_ds_identify_decided() {
+        let log = "[up 1.2s] ds-identify\nNo ds found [mode=search, notfound=disabled]. Disabled cloud-init [1]\n";
+        let r = CloudInitReport::parse(None, "").with_ds_identify(log);
+        let e = r.error_lines().join("\n");
+        assert!(
+            e.contains("it did not run; ds-identify at boot: No ds found [mode=search"),
+            "{e}"
+        );
+        let ran = CloudInitReport::parse(Some(STATUS), "").with_ds_identify(log);
+        assert!(ran.error_lines().iter().all(|e| !e.contains("ds-identify")));
+    }
 
     #[test]
     fn the_fallback_datasource_is_an_error_quoting_what_was_searched() {

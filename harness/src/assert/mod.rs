@@ -5,6 +5,7 @@ pub mod cloud_init;
 pub mod csr;
 pub mod executables;
 pub mod files;
+pub mod host_kernel;
 pub mod node;
 pub mod nodeadm;
 pub mod provenance;

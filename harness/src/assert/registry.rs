@@ -45,6 +45,7 @@ impl CheckDef {
             "aws-auth changed by" => &["awsAuthChangedBy"],
             "sandbox image" => &["image"],
             "pod runs" => &["podRuns"],
+            "host kernel untouched" => &["hostKernelUntouched"],
             "cloud-init status" | "cloud-init module" | "cloud-init error" | "cloud-init warning" => {
                 &["cloudInit", "userData"]
             }
@@ -299,6 +300,12 @@ check!(
     "the bootstrap ran this program (strace)"
 );
 check!(
+    HOST_KERNEL_UNTOUCHED,
+    "host kernel untouched",
+    "`expect.hostKernelUntouched`",
+    "the host's kernel parameters a fresh procfs or sysfs mount reaches (core_pattern, modprobe, panic, overcommit, transparent huge pages) are as before the node ran: a VM node's kernel is its own"
+);
+check!(
     EVIDENCE,
     "evidence in",
     "evidence in <source> log",
@@ -348,6 +355,7 @@ pub const CORE: &[&CheckDef] = &[
     &EXECUTABLES_FORBIDDEN,
     &EXECUTABLES_ONLY,
     &EXECUTABLE_RAN,
+    &HOST_KERNEL_UNTOUCHED,
     &EVIDENCE,
     &FAILING_CHECKS,
 ];

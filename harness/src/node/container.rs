@@ -142,7 +142,7 @@ impl NodeContainer {
         })
     }
 
-    /// A VM node, started, as the pipeline sees nodes; `image` names the node image its disk was made from.
+    /// A VM node (made; [`NodeContainer::power_on`] starts it), as the pipeline sees nodes; `image` names the node image its disk was made from.
     pub fn from_vm(docker: &Docker, vm: super::vm::VmNode, image: &NodeImage) -> Self {
         Self {
             name: vm.name.clone(),
@@ -153,6 +153,27 @@ impl NodeContainer {
             docker: docker.clone(),
             backend: Backend::Vm(Box::new(vm)),
             journal: None,
+        }
+    }
+
+    /// Whether the node is a machine (runtime `vm`).
+    pub fn is_vm(&self) -> bool {
+        matches!(self.backend, Backend::Vm(_))
+    }
+
+    /// Starts a machine made but not started; nothing for a container (started when made).
+    pub fn power_on(&self) -> Result<()> {
+        match &self.backend {
+            Backend::Vm(vm) => vm.power_on(),
+            Backend::Container(_) => Ok(()),
+        }
+    }
+
+    /// Whether the node runs (a machine not yet started does not).
+    pub fn powered(&self) -> bool {
+        match &self.backend {
+            Backend::Vm(vm) => vm.powered(),
+            Backend::Container(_) => true,
         }
     }
 
@@ -168,18 +189,18 @@ impl NodeContainer {
     pub async fn wait_systemd(&self, timeout: Duration) -> Result<Duration> {
         let start = Instant::now();
         if let Backend::Vm(vm) = &self.backend {
-            // A machine boots its kernel first: the agent answers once its systemd has started the agent.
-            vm.wait_agent(timeout).await.map_err(|why| {
+            // A machine is up once its systemd has started the agent. Its boot transaction goes on, as on an
+            // instance: cloud-init and nodeadm are in it, so "running" would mean the bootstrap is over.
+            return vm.wait_agent(timeout).await.map_err(|why| {
                 Error::node(
                     &self.name,
                     format!(
-                        "systemd did not finish booting within {} ({why})",
+                        "the machine did not boot within {} ({why})",
                         humantime::format_duration(timeout)
                     ),
                 )
-            })?;
+            });
         }
-        let timeout = timeout.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
         // One exec that polls inside the node, rather than one exec per look: a `docker exec` costs the engine
         // about 0.1 s of CPU and a boot took five or six of them, where `systemctl` in a loop costs milliseconds.
         // (`is-system-running --wait` would do, but it also waits for units the harness itself starts later,

@@ -57,6 +57,9 @@ pub(crate) struct RunningNode {
     /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
     /// started, or the bootstrap or cloud-init finished).
     pub(crate) stopped: Option<(crate::run::pipeline::observe::failfast::Stop, Duration)>,
+    /// The host's kernel parameters a fresh procfs or sysfs reaches, read before the node started
+    /// (`expect.hostKernelUntouched`).
+    pub(crate) host_kernel_before: Vec<(String, String)>,
 }
 
 impl RunningNode {

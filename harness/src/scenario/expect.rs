@@ -344,6 +344,10 @@ pub struct Expect {
     /// cannot run pods is not a joined node.
     #[serde(default)]
     pub pod_runs: bool,
+    /// The host's kernel parameters a fresh procfs or sysfs mount in the node reaches are as before the node ran
+    /// (what a VM node's own kernel guarantees; a node container is as strong as kind's privileged node).
+    #[serde(default)]
+    pub host_kernel_untouched: bool,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -435,6 +439,7 @@ impl Default for Expect {
             executables: None,
             sandbox_image: false,
             pod_runs: false,
+            host_kernel_untouched: false,
             failing_checks: Vec::new(),
         }
     }

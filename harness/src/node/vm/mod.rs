@@ -4,6 +4,7 @@
 //! guest agent (`agent`). The guard owns QEMU, the tap, the host rule and the node's work directory (its disk
 //! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
 pub mod agent;
+pub mod console;
 pub mod cpio;
 pub mod dhcp;
 pub mod disk;
@@ -46,6 +47,9 @@ pub struct VmNode {
     pub accel: qemu::Accel,
     pub agent: agent::Agent,
     console: PathBuf,
+    launch: Launch,
+    /// Keeps the console file within its bound while QEMU runs.
+    console_cap: std::sync::Mutex<Option<console::Cap>>,
     /// Field order is drop order: QEMU first, then its network, then its files.
     qemu: std::sync::Mutex<Option<crate::process::Supervised>>,
     _redirect: net::ImdsRedirect,
@@ -53,6 +57,13 @@ pub struct VmNode {
     mac_bytes: [u8; 6],
     leases: dhcp::Leases,
     _work: tempfile::TempDir,
+}
+
+/// How QEMU is started.
+struct Launch {
+    program: PathBuf,
+    args: Vec<String>,
+    pids_dir: PathBuf,
 }
 
 /// `program` as found on PATH.
@@ -68,7 +79,9 @@ fn parse_mac(mac: &str) -> Option<[u8; 6]> {
 }
 
 impl VmNode {
-    pub async fn start(spec: VmSpec<'_>) -> Result<Self> {
+    /// Makes the machine (its disk overlay, initramfs, tap, IMDS rule, DHCP lease) without starting it:
+    /// [`VmNode::power_on`] does, once what the machine reads at boot (its user data) is in place.
+    pub async fn create(spec: VmSpec<'_>) -> Result<Self> {
         let name = spec.name.clone();
         let node_err = |m: String| Error::node(&name, m);
         let scratch = crate::paths::scratch_root();
@@ -114,8 +127,6 @@ impl VmNode {
         // By its full path: the reaper kills a recorded child only while /proc/<pid>/exe is that program.
         let program = which("qemu-system-x86_64")
             .ok_or_else(|| node_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)".into()))?;
-        let qemu = crate::process::Supervised::spawn("qemu", &program, &args, dir, spec.pids_dir)
-            .map_err(|e| node_err(format!("QEMU: {e}")))?;
         Ok(Self {
             agent: agent::Agent::new(&name, agent_socket),
             name,
@@ -123,7 +134,13 @@ impl VmNode {
             mac: spec.mac,
             accel: spec.accel,
             console,
-            qemu: std::sync::Mutex::new(Some(qemu)),
+            launch: Launch {
+                program,
+                args,
+                pids_dir: spec.pids_dir.to_path_buf(),
+            },
+            console_cap: std::sync::Mutex::new(None),
+            qemu: std::sync::Mutex::new(None),
             _redirect: redirect,
             _tap: tap,
             mac_bytes,
@@ -132,8 +149,30 @@ impl VmNode {
         })
     }
 
+    /// Starts QEMU (once; later calls do nothing).
+    pub fn power_on(&self) -> Result<()> {
+        let mut qemu = self.qemu.lock().unwrap_or_else(|p| p.into_inner());
+        if qemu.is_some() {
+            return Ok(());
+        }
+        let l = &self.launch;
+        let started = crate::process::Supervised::spawn("qemu", &l.program, &l.args, self._work.path(), &l.pids_dir)
+            .map_err(|e| Error::node(&self.name, format!("QEMU: {e}")))?;
+        *qemu = Some(started);
+        *self.console_cap.lock().unwrap_or_else(|p| p.into_inner()) = Some(console::Cap::start(self.console.clone()));
+        Ok(())
+    }
+
+    /// Whether QEMU has been started.
+    pub fn powered(&self) -> bool {
+        self.qemu.lock().map(|q| q.is_some()).unwrap_or(false)
+    }
+
     /// Waits until the guest agent answers (the machine has booted far enough), at most `timeout`.
     pub async fn wait_agent(&self, timeout: Duration) -> std::result::Result<Duration, String> {
+        if !self.powered() {
+            return Err("the machine was never started".into());
+        }
         let t0 = Instant::now();
         while t0.elapsed() < timeout {
             if let Some(why) = self.exited() {
@@ -152,6 +191,9 @@ impl VmNode {
     }
 
     pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        if !self.powered() {
+            return Err(Error::node(&self.name, "the machine was never started".to_string()));
+        }
         if let Some(why) = self.exited() {
             return Err(Error::node(&self.name, why));
         }

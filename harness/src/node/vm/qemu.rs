@@ -153,8 +153,11 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-display".into(),
         "none".into(),
         "-no-reboot".into(),
+        // Appended to, so the harness may cut the file while QEMU writes it (`super::console`).
+        "-chardev".into(),
+        format!("file,id=con0,path={},append=on", m.console.display()),
         "-serial".into(),
-        format!("file:{}", m.console.display()),
+        "chardev:con0".into(),
         "-kernel".into(),
         m.kernel.vmlinuz.display().to_string(),
         "-initrd".into(),

@@ -32,6 +32,13 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             n.liveness_checked_at = None;
             crate::run::pipeline::observe::watch::check_alive(n).await;
             host_adaptations(n, report).await;
+            if n.expect().host_kernel_untouched {
+                report.checks.push(assert::host_kernel::check(
+                    assert::registry::HOST_KERNEL_UNTOUCHED.on(&n.node_name),
+                    &n.host_kernel_before,
+                    &assert::host_kernel::snapshot(),
+                ));
+            }
             // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
             // the very evidence a scenario expects, such as the runtime's error when no sandbox can be created.
             let pod = match (n.expect().pod_runs, n.node.is_some() && n.container_exit.is_none()) {
@@ -107,21 +114,27 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
     let runtime = n.container.runtime();
     if runtime != "container" {
         // A machine says what it runs on: its own kernel and cgroup hierarchy, whatever the host's.
+        // One line each: the kernel, the cgroup file system, and what cloud-init's ds-identify decided at boot.
+        let script = "uname -r; stat -fc %T /sys/fs/cgroup; \
+                      grep -E '^(Found |No ds found|single entry in datasource_list)' /run/cloud-init/ds-identify.log 2>/dev/null | tail -n 1";
         let probe = n
             .container
-            .exec(&["sh", "-c", "echo \"$(uname -r) $(stat -fc %T /sys/fs/cgroup)\""], &[])
+            .exec(&["sh", "-c", script], &[])
             .await
-            .map(|o| o.stdout.trim().to_string())
+            .map(|o| o.stdout)
             .unwrap_or_else(|e| format!("(unreadable: {e})"));
-        let (kernel, cgroup) = probe.split_once(' ').unwrap_or((probe.as_str(), "?"));
+        let mut said = probe.lines().map(str::trim);
+        let (kernel, cgroup) = (said.next().unwrap_or("?"), said.next().unwrap_or("?"));
+        let ds = said.next().filter(|l| !l.is_empty()).unwrap_or("no verdict recorded");
+        let adapted = if lines.is_empty() {
+            "no host adaptation"
+        } else {
+            "host adaptations below"
+        };
         report.notes.push(format!(
-            "{}: runtime {runtime}: guest kernel {kernel}, /sys/fs/cgroup is {cgroup}, {}",
-            n.node_name,
-            if lines.is_empty() {
-                "no host adaptation"
-            } else {
-                "host adaptations below"
-            }
+            "{}: runtime {runtime}: guest kernel {kernel}, /sys/fs/cgroup is {cgroup}, cloud-init's ds-identify at \
+             boot: {ds}, {adapted}",
+            n.node_name
         ));
     }
     if !lines.is_empty() {

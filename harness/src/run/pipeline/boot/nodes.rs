@@ -107,6 +107,7 @@ pub(crate) async fn boot_node(
         NodeRuntime::Vm => Some(super::vm::prepare(env, image).await?),
         NodeRuntime::Container => None,
     };
+    let host_kernel_before = crate::assert::host_kernel::snapshot();
     // The turn is held until systemd is up (or has missed its deadline); the boot is timed from the turn on.
     let turn = env.boot_slot().await?;
     let t0 = Instant::now();
@@ -239,8 +240,18 @@ pub(crate) async fn boot_node(
         invocation: None,
         executables: None,
         stopped: None,
+        host_kernel_before,
     };
-    let booted = node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await;
+    // A machine whose bootstrap is its user data boots once that is in IMDS (`run_bootstrap`): an instance
+    // reads it at its first boot.
+    if node.container.is_vm() && group.user_data.is_some() {
+        drop(turn);
+        return Ok(node);
+    }
+    let booted = match node.container.power_on() {
+        Ok(()) => node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
+        Err(e) => Err(e),
+    };
     drop(turn);
     if let Err(e) = booted {
         // Keep the node so its artifacts are collected and it is removed; the failure shows as a check.
@@ -330,6 +341,20 @@ pub(crate) async fn run_bootstrap(
         with_data.user_data = Some(served);
         node.instance = env.instances.register(with_data);
         node.user_data_note = Some(description);
+        if !node.container.powered() {
+            // A machine boots now, its user data in place: cloud-init and nodeadm run at its boot.
+            let t = Instant::now();
+            node.booted = t;
+            let booted = match node.container.power_on() {
+                Ok(()) => node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = booted {
+                node.bootstrap_error = Some(e.to_string());
+                return Ok(());
+            }
+            node.timeline.container_up = Some(t.elapsed());
+        }
         let t1 = Instant::now();
         match crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm)
             .await

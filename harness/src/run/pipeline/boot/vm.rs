@@ -49,7 +49,7 @@ pub(crate) async fn start(
     let ip = link.next_address()?;
     let (vcpus, memory_mib) = size(&group.instance_type);
     let pids = env.pids_dir();
-    let node = VmNode::start(VmSpec {
+    let node = VmNode::create(VmSpec {
         name: name.to_string(),
         run_id: &env.run_id,
         kernel: &machine.kernel,

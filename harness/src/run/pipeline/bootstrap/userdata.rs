@@ -96,8 +96,9 @@ pub struct CloudInitRun {
     pub nodeadm: Option<NodeadmReport>,
 }
 
-/// Starts cloud-init's boot stages in a booted node (the image keeps it disabled until the harness has put the
-/// user data in IMDS) and waits for them to finish, at most `within`. With `nodeadm`, the image's two nodeadm
+/// Starts cloud-init's boot stages in a booted node container (the image keeps it disabled until the harness has
+/// put the user data in IMDS), or for a machine waits for those its boot started, and waits for them to finish,
+/// at most `within`. With `nodeadm`, the image's two nodeadm
 /// units run in the same systemd transaction, ordered around cloud-init's stages as on an AL2023 AMI (config
 /// before the user's scripts, run after them).
 pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
@@ -117,13 +118,30 @@ pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: boo
     } else {
         String::new()
     };
-    let script = format!(
-        "rm -f /etc/cloud/cloud-init.disabled\n\
+    let script = if node.is_vm() {
+        // A machine started them at boot, as an instance does (or did not: its cloud-init may have found no
+        // datasource): wait until no job of theirs is left, never start one.
+        let pattern = units
+            .split(' ')
+            .map(|u| u.replace('.', "\\."))
+            .collect::<Vec<_>>()
+            .join("|");
+        format!(
+            "units='{units}'\n\
+{boot_hook}\
+while systemctl list-jobs --no-legend 2>/dev/null | grep -Eq ' ({pattern}|{hook}) '; do sleep 0.5; done\n\
+cloud-init status --wait >/dev/null\n",
+            hook = nodeadm_report::BOOT_HOOK.replace('.', "\\.")
+        )
+    } else {
+        format!(
+            "rm -f /etc/cloud/cloud-init.disabled\n\
 units='{units}'\n\
 {boot_hook}\
 systemctl start $units || true\n\
 cloud-init status --wait >/dev/null\n"
-    );
+        )
+    };
     let start = ["sh", "-c", script.as_str()];
     let mut exit_code = match node.exec_within(&start, &[], within).await {
         Ok(out) => out.exit_code,
@@ -142,6 +160,13 @@ cloud-init status --wait >/dev/null\n"
     let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
     let status = node.read_file("/run/cloud-init/status.json").await;
     let mut report = CloudInitReport::parse(status.as_deref(), &log);
+    if node.is_vm() {
+        let ds_identify = node
+            .read_file("/run/cloud-init/ds-identify.log")
+            .await
+            .unwrap_or_default();
+        report = report.with_ds_identify(&ds_identify);
+    }
     // cloud-init says only which part failed (`Runparts: 1 failures (part-001)`): which part, its exit code and
     // what it said last are the cause a bootstrap author needs, as a failed bootstrap script's stderr is.
     if !report.errors.is_empty() {
