@@ -137,8 +137,7 @@ fn create_entry(sc: &Scenario, record: &ClusterRecord, entry: AccessEntry) -> Re
 
 async fn read(client: &kube::Client) -> std::result::Result<AwsAuth, String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    match api
-        .get_opt("aws-auth")
+    match rbac_synced(|| api.get_opt("aws-auth"))
         .await
         .map_err(|e| format!("read aws-auth: {e}"))?
     {
@@ -158,7 +157,10 @@ async fn write(client: &kube::Client, auth: &AwsAuth) -> std::result::Result<(),
         data: Some(auth.to_data()?),
         ..Default::default()
     };
-    match api.get_opt("aws-auth").await.map_err(|e| e.to_string())? {
+    match rbac_synced(|| api.get_opt("aws-auth"))
+        .await
+        .map_err(|e| e.to_string())?
+    {
         Some(existing) => {
             let mut updated = cm;
             updated.metadata.resource_version = existing.metadata.resource_version;
@@ -173,6 +175,28 @@ async fn write(client: &kube::Client, auth: &AwsAuth) -> std::result::Result<(),
         }
     }
     Ok(())
+}
+
+/// How long a 403 is taken for an authorizer that has not seen a Role and RoleBinding just written.
+const RBAC_SYNC: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `call`, again while it is refused (403) for up to [`RBAC_SYNC`]: the API server's RBAC authorizer reads Roles
+/// and RoleBindings from its informer's cache, a moment behind what was just written (`eks:node-manager`'s, made
+/// right before it is used, were once refused so: a scenario error with nothing wrong).
+async fn rbac_synced<T, F, Fut>(call: F) -> std::result::Result<T, kube::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
+{
+    let t0 = std::time::Instant::now();
+    loop {
+        match call().await {
+            Err(kube::Error::Api(e)) if e.code == 403 && t0.elapsed() < RBAC_SYNC => {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Deletes aws-auth; `true` if there was one.
