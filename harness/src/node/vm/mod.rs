@@ -66,13 +66,6 @@ struct Launch {
     pids_dir: PathBuf,
 }
 
-/// `program` as found on PATH.
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-}
-
 fn parse_mac(mac: &str) -> Option<[u8; 6]> {
     let bytes: Vec<u8> = mac.split(':').filter_map(|b| u8::from_str_radix(b, 16).ok()).collect();
     bytes.try_into().ok()
@@ -125,7 +118,7 @@ impl VmNode {
             instance_type: spec.instance_type,
         })?;
         // By its full path: the reaper kills a recorded child only while /proc/<pid>/exe is that program.
-        let program = which("qemu-system-x86_64")
+        let program = crate::assets::which("qemu-system-x86_64")
             .ok_or_else(|| node_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)".into()))?;
         Ok(Self {
             agent: agent::Agent::new(&name, agent_socket),
