@@ -207,7 +207,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 } else {
                     "no /dev/kvm: TCG (software emulation, minutes per node)"
                 };
-                format!("QEMU, qemu-img, mkfs.ext4 and kmod found; {kvm}")
+                format!("QEMU, qemu-img and mkfs.ext4 found; {kvm}")
             } else {
                 let why: Vec<String> = vm_missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
                 format!("missing: {} (installed when a scenario has a VM node)", why.join(", "))

@@ -104,11 +104,6 @@ const VM_PACKAGES: &[Package] = &[
         present: || on_path("mkfs.ext4"),
         why: "VM nodes' disks (mkfs.ext4 -d)",
     },
-    Package {
-        name: "kmod",
-        present: || on_path("depmod") && on_path("modprobe"),
-        why: "VM nodes' initramfs (depmod, modprobe --show-depends)",
-    },
 ];
 
 /// The packages missing here, with why each is needed.

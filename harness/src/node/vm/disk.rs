@@ -1,11 +1,12 @@
 //! The disk a VM node boots: nodejoin's node image for the group (the one its containers would run) as an ext4
-//! root, with the kernel's modules and the VM layer (`fixtures/vm-disk/`), built once per image and kernel and
-//! kept in the cache; each node boots a copy-on-write overlay of it, so the base is never written.
+//! root, with Debian's kernel and the VM layer (`fixtures/vm-disk/`), built once per image and kept in the cache
+//! with the kernel taken out of it (`disk-<key>.boot/`); each node boots a copy-on-write overlay of it, so the
+//! base is never written.
 //!
-//! The VM layer is a Docker build step (it runs inside a container of the image, never on the host); the
-//! result is exported and unpacked by the `tar` crate, which keeps every entry inside the directory it unpacks
-//! to, then `mkfs.ext4 -d` copies that directory into the disk without following its links.
-use super::kernel::{short_hash, Kernel};
+//! The VM layer is a Docker build step (it runs inside a container of the image, never on the host, and its apt
+//! fetches the kernel); the result is exported and unpacked by the `tar` crate, which keeps every entry inside the
+//! directory it unpacks to, then `mkfs.ext4 -d` copies that directory into the disk without following its links.
+use super::kernel::{short_hash, Kernel, INITRAMFS_MODULES};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
 use crate::node::image::NodeImage;
@@ -14,27 +15,12 @@ use std::path::{Path, PathBuf};
 /// The disk's size; the file is sparse, so this is only what a node may fill.
 const DISK_SIZE: &str = "8G";
 
-/// Module trees no VM node loads (graphics, sound, media, radio, InfiniBand): left out of the disk.
-const UNUSED_MODULES: &[&str] = &[
-    "kernel/drivers/gpu",
-    "kernel/drivers/media",
-    "kernel/drivers/net/wireless",
-    "kernel/drivers/infiniband",
-    "kernel/drivers/staging",
-    "kernel/drivers/iio",
-    "kernel/drivers/bluetooth",
-    "kernel/sound",
-    "kernel/net/bluetooth",
-    "kernel/net/mac80211",
-    "kernel/net/wireless",
-];
-
 fn vm_err(m: impl Into<String>) -> Error {
     Error::Vm(m.into())
 }
 
-/// The cached disk of `image` booted with `kernel`, built when missing.
-pub async fn ensure(docker: &Docker, image: &NodeImage, kernel: &Kernel) -> Result<PathBuf> {
+/// The cached disk of `image` and the kernel it carries, built when missing.
+pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kernel)> {
     let id = docker
         .inspect_image(&image.tag)
         .await
@@ -52,49 +38,53 @@ pub async fn ensure(docker: &Docker, image: &NodeImage, kernel: &Kernel) -> Resu
         }
     })
     .await?;
-    let key = short_hash(&[id.as_bytes(), kernel.version.as_bytes(), recipe.as_bytes()]);
+    let modules = INITRAMFS_MODULES.join(" ");
+    let key = short_hash(&[id.as_bytes(), recipe.as_bytes(), modules.as_bytes()]);
     let disk = super::kernel::cache().join(format!("disk-{key}.img"));
-    if disk.exists() {
+    let boot = super::kernel::cache().join(format!("disk-{key}.boot"));
+    let ready = || disk.exists().then(|| Kernel::cached(&boot)).flatten();
+    if let Some(kernel) = ready() {
         touch(&disk);
-        return Ok(disk);
+        return Ok((disk, kernel));
     }
     let _lock = crate::paths::CacheLock::acquire("vm-disk")
         .await
         .map_err(|e| vm_err(format!("the VM disk cache lock: {e}")))?;
-    if disk.exists() {
-        return Ok(disk);
+    if let Some(kernel) = ready() {
+        return Ok((disk, kernel));
     }
     prune(&super::kernel::cache());
     let steps = crate::progress::Steps::new(&format!("VM disk of {}", image.tag), 4);
     let work = crate::node::image::work_dir("vm-disk")?;
-    steps.step(1, "build context (the kernel's modules, the VM layer)");
+    steps.step(1, "docker build (Debian's kernel by apt, the VM layer)");
     let context = work.path().join("context");
-    let (from, to, version) = (layer.clone(), context.clone(), kernel.version.clone());
-    let modules = kernel.modules.clone();
+    let (from, to) = (layer.clone(), context.clone());
     crate::node::inputs::off_runtime(move || {
         std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
         std::fs::copy(from.join("Dockerfile"), to.join("Dockerfile")).map_err(|e| Error::io(&from, e))?;
-        crate::node::inputs::copy_tree(&from.join("files"), &to.join("files"))?;
-        link_tree(&modules, &to.join("modules").join(&version), Path::new(""))
+        crate::node::inputs::copy_tree(&from.join("files"), &to.join("files"))
     })
     .await?;
-    steps.step(2, "docker build (the VM layer)");
     let tag = format!("nodejoin-vm:{key}");
     crate::docker::images::build(
         docker,
         &context,
         &tag,
         &[("io.nodejoin.vm-disk", key.clone())],
-        &[("BASE", image.tag.clone()), ("KVER", kernel.version.clone())],
+        &[("BASE", image.tag.clone()), ("INITRAMFS_MODULES", modules)],
     )
     .await?;
-    steps.step(3, "export and unpack the root");
+    steps.step(2, "export and unpack the root");
     let root = work.path().join("root");
     let exported = export(docker, &tag, &work.path().join("root.tar")).await;
     crate::docker::images::remove(docker, &[&tag]).await;
     let archive = exported?;
     let unpack_to = root.clone();
     crate::node::inputs::off_runtime(move || unpack(&archive, &unpack_to)).await?;
+    steps.step(3, "the kernel and its initramfs");
+    let _ = std::fs::remove_dir_all(&boot);
+    let (from_root, to_boot) = (root.clone(), boot.clone());
+    let kernel = crate::node::inputs::off_runtime(move || Kernel::from_root(&from_root, &to_boot)).await?;
     steps.step(4, "mkfs.ext4 -d");
     let partial = disk.with_extension("partial");
     let mut mkfs = tokio::process::Command::new("mkfs.ext4");
@@ -121,8 +111,8 @@ pub async fn ensure(docker: &Docker, image: &NodeImage, kernel: &Kernel) -> Resu
         )));
     }
     std::fs::rename(&partial, &disk).map_err(|e| Error::io(&disk, e))?;
-    steps.finish(&format!("{}", disk.display()));
-    Ok(disk)
+    steps.finish(&format!("{} (kernel {})", disk.display(), kernel.version));
+    Ok((disk, kernel))
 }
 
 /// How long a disk no run has booted stays in the cache (each is the size of its image's files).
@@ -140,6 +130,11 @@ fn prune(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        // The kernels of nodejoin before disks carried their own (`kernel-<version>-<key>/`).
+        if name.starts_with("kernel-") {
+            let _ = std::fs::remove_dir_all(e.path());
+            continue;
+        }
         if !name.starts_with("disk-") {
             continue;
         }
@@ -149,32 +144,15 @@ fn prune(dir: &Path) {
             .ok()
             .and_then(|m| m.elapsed().ok())
             .is_some_and(|age| age > KEEP_UNUSED);
-        // A partial file is pruned only here, under the build lock, so it is never one being written.
+        // A partial file is pruned only here, under the build lock, so it is never one being written. A disk's
+        // kernel (`.boot`) goes with it: without the disk it is rebuilt anyway.
         if old || name.ends_with(".partial") {
             let _ = std::fs::remove_file(e.path());
+            if let Some(stem) = name.strip_suffix(".img") {
+                let _ = std::fs::remove_dir_all(dir.join(format!("{stem}.boot")));
+            }
         }
     }
-}
-
-/// Hard links (copies across file systems) of the regular files of `from` under `to`, its directories made,
-/// leaving out [`UNUSED_MODULES`]; `rel` is the path below the module tree's top.
-fn link_tree(from: &Path, to: &Path, rel: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
-    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
-        let entry = entry.map_err(|e| Error::io(from, e))?;
-        let rel = rel.join(entry.file_name());
-        if UNUSED_MODULES.iter().any(|u| rel == Path::new(u)) {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().map_err(|e| Error::io(&src, e))?;
-        if kind.is_dir() {
-            link_tree(&src, &dst, &rel)?;
-        } else if kind.is_file() && std::fs::hard_link(&src, &dst).is_err() {
-            std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
-        }
-    }
-    Ok(())
 }
 
 /// Writes the root file system of image `tag` (a created, never started container's export) to `to`.
@@ -257,22 +235,6 @@ pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn module_trees_no_vm_loads_are_left_out_and_the_rest_linked() {
-        let dir = tempfile::tempdir().unwrap();
-        let from = dir.path().join("from");
-        for f in ["kernel/fs/ext4/ext4.ko", "kernel/sound/snd.ko", "modules.dep"] {
-            let p = from.join(f);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(&p, f).unwrap();
-        }
-        let to = dir.path().join("to");
-        link_tree(&from, &to, Path::new("")).unwrap();
-        assert!(to.join("kernel/fs/ext4/ext4.ko").is_file());
-        assert!(to.join("modules.dep").is_file());
-        assert!(!to.join("kernel/sound").exists());
-    }
 
     #[test]
     fn an_archive_entry_cannot_land_outside_the_root() {

@@ -1,22 +1,20 @@
-//! The kernel a VM node boots and the initramfs that reaches its disk: Debian's stock `linux-image-amd64` (the
-//! package apt names today) and `busybox-static`, downloaded with apt into the cache once per kernel version and
-//! unpacked there; nothing is built. The initramfs loads the few modules that reach the root disk and hands over
-//! to the disk's systemd (`fixtures/vm-disk/init`); a node's own files are appended to it as a second archive.
+//! The kernel a VM node boots: Debian's stock kernel, which the disk's own build fetches with apt inside a
+//! container of the node image (`fixtures/vm-disk/.../vm-kernel.sh`: the package `linux-image-amd64` depends on
+//! that day), so the host's distribution plays no part. The harness takes it out of the unpacked disk with a small
+//! initramfs: the modules that reach the root disk, a static busybox, and `fixtures/vm-disk/init`, which hands
+//! over to the disk's systemd; a node's own files are appended to it as a second archive.
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The modules the initramfs loads (with their dependencies) to mount an ext4 root on a virtio disk.
-const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "ext4"];
+pub(crate) const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "ext4"];
 
-/// A kernel ready to boot: its image, its modules and the base initramfs.
+/// A kernel ready to boot: its image and the base initramfs.
 #[derive(Debug, Clone)]
 pub struct Kernel {
     /// `6.1.0-56-amd64`.
     pub version: String,
     pub vmlinuz: PathBuf,
-    /// `.../lib/modules/<version>`.
-    pub modules: PathBuf,
     pub initramfs: PathBuf,
 }
 
@@ -27,19 +25,6 @@ fn vm_err(m: impl Into<String>) -> Error {
 /// The directory of VM assets in the cache.
 pub fn cache() -> PathBuf {
     crate::paths::cache_dir().join("vm")
-}
-
-async fn run(cmd: &mut tokio::process::Command, what: &str, after: Duration) -> Result<String> {
-    crate::process::mark(cmd);
-    let out = crate::deadline::output(cmd, what, after).await?;
-    if !out.status.success() {
-        return Err(vm_err(format!(
-            "{what} failed ({}): {}",
-            out.status,
-            crate::process::last_lines(&String::from_utf8_lossy(&out.stderr), 4, " | ")
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The first 12 hex digits of the SHA-256 of `parts`, each length-prefixed: a cache key.
@@ -53,125 +38,114 @@ pub(crate) fn short_hash(parts: &[&[u8]]) -> String {
     hex::encode(h.finalize())[..12].to_string()
 }
 
-/// The package `linux-image-amd64` depends on today (`linux-image-6.1.0-56-amd64`).
-async fn kernel_package() -> Result<String> {
-    let text = run(
-        tokio::process::Command::new("apt-cache").args(["depends", "linux-image-amd64"]),
-        "apt-cache depends linux-image-amd64",
-        crate::deadline::TOOL_PROBE,
-    )
-    .await?;
-    parse_kernel_package(&text).ok_or_else(|| {
-        vm_err("apt knows no linux-image-amd64 (run `apt-get update`; a VM node boots Debian's stock kernel)")
-    })
+/// Where the disk's build leaves what the harness needs of its kernel (`fixtures/vm-disk/.../vm-kernel.sh`).
+const IN_DISK: &str = "usr/local/lib/nodejoin/vm-kernel";
+
+impl Kernel {
+    /// The kernel kept in `boot` (a disk's `.boot` directory) by [`Kernel::from_root`], if complete.
+    pub fn cached(boot: &Path) -> Option<Kernel> {
+        if !boot.join(".complete").exists() {
+            return None;
+        }
+        let version = std::fs::read_to_string(boot.join("version")).ok()?.trim().to_string();
+        Some(Kernel {
+            vmlinuz: boot.join("vmlinuz"),
+            initramfs: boot.join("initramfs.cpio"),
+            version,
+        })
+    }
+
+    /// Takes the kernel out of an unpacked disk root (`root`) into `boot`: its image, and an initramfs of
+    /// `fixtures/vm-disk/init`, the disk's static busybox and the modules the build listed, in load order.
+    /// Everything is read as data from inside `root` (the paths the build wrote are resolved within it).
+    pub fn from_root(root: &Path, boot: &Path) -> Result<Kernel> {
+        let read = |name: &str| read_within(root, &format!("{IN_DISK}/{name}"));
+        let version = String::from_utf8_lossy(&read("version")?).trim().to_string();
+        if version.is_empty()
+            || !version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+        {
+            return Err(vm_err(format!("the disk names its kernel {version:?}")));
+        }
+        let init_path = crate::paths::fixtures_dir().join("vm-disk").join("init");
+        let init = std::fs::read(&init_path).map_err(|e| Error::io(&init_path, e))?;
+        let modules = insmod_order(&String::from_utf8_lossy(&read("modules")?), Path::new("/"));
+        let mut files: Vec<(String, Vec<u8>, u32)> = vec![
+            ("init".into(), init, 0o755),
+            ("bin/busybox".into(), read("busybox")?, 0o755),
+            // One a line, each ending in a newline (`read` drops a last line without one).
+            (
+                "modules.order".into(),
+                modules
+                    .iter()
+                    .map(|m| format!("{m}\n"))
+                    .collect::<String>()
+                    .into_bytes(),
+                0o644,
+            ),
+        ];
+        for m in &modules {
+            let rel = m.trim_start_matches('/');
+            let bytes = read_within(root, rel)?;
+            files.push((rel.to_string(), bytes, 0o644));
+        }
+        let cpio = super::cpio::archive(&files, &["proc", "sys", "dev", "new"]).map_err(|e| Error::io(boot, e))?;
+        std::fs::create_dir_all(boot).map_err(|e| Error::io(boot, e))?;
+        let vmlinuz = read_within(root, &format!("boot/vmlinuz-{version}"))?;
+        for (name, bytes) in [
+            ("vmlinuz", vmlinuz),
+            ("initramfs.cpio", cpio),
+            ("version", format!("{version}\n").into_bytes()),
+            (".complete", Vec::new()),
+        ] {
+            std::fs::write(boot.join(name), bytes).map_err(|e| Error::io(boot.join(name), e))?;
+        }
+        Kernel::cached(boot).ok_or_else(|| vm_err(format!("{}: incomplete", boot.display())))
+    }
 }
 
-fn parse_kernel_package(apt_cache_depends: &str) -> Option<String> {
-    apt_cache_depends.lines().find_map(|l| {
-        let dep = l.trim().strip_prefix("Depends: ")?;
-        (dep.starts_with("linux-image-") && dep.as_bytes().get(12).is_some_and(u8::is_ascii_digit))
-            .then(|| dep.to_string())
-    })
-}
-
-/// Makes sure the current Debian kernel, its modules and the base initramfs are in the cache.
-pub async fn ensure() -> Result<Kernel> {
-    let package = kernel_package().await?;
-    let version = package.trim_start_matches("linux-image-").to_string();
-    let init = std::fs::read(crate::paths::fixtures_dir().join("vm-disk").join("init"))
-        .map_err(|e| Error::io(crate::paths::fixtures_dir().join("vm-disk/init"), e))?;
-    let key = short_hash(&[version.as_bytes(), &init, INITRAMFS_MODULES.join(" ").as_bytes(), b"2"]);
-    let dir = cache().join(format!("kernel-{version}-{key}"));
-    let kernel = Kernel {
-        vmlinuz: dir.join("root/boot").join(format!("vmlinuz-{version}")),
-        modules: dir.join("root/lib/modules").join(&version),
-        initramfs: dir.join("initramfs.cpio"),
-        version: version.clone(),
-    };
-    if dir.join(".complete").exists() {
-        return Ok(kernel);
+/// Reads `rel` inside the unpacked disk `root`, following its links as the machine would (an absolute link
+/// target is taken from `root`, never from the host), and refusing any that lead out of it.
+fn read_within(root: &Path, rel: &str) -> Result<Vec<u8>> {
+    let mut at = root.to_path_buf();
+    let mut todo: Vec<std::ffi::OsString> = Path::new(rel)
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    let mut hops = 0;
+    while let Some(part) = todo.pop() {
+        if part == "/" || part == "." {
+            continue;
+        }
+        if part == ".." {
+            if at != root {
+                at.pop();
+            }
+            continue;
+        }
+        let next = at.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                let target = std::fs::read_link(&next).map_err(|e| Error::io(&next, e))?;
+                if hops > 40 {
+                    return Err(vm_err(format!("{rel}: too many links in the disk")));
+                }
+                if target.is_absolute() {
+                    at = root.to_path_buf();
+                }
+                todo.extend(target.components().rev().map(|c| c.as_os_str().to_os_string()));
+            }
+            Ok(_) => at = next,
+            Err(e) => return Err(Error::io(&next, e)),
+        }
     }
-    let _lock = crate::paths::CacheLock::acquire("vm-kernel")
-        .await
-        .map_err(|e| vm_err(format!("the VM kernel cache lock: {e}")))?;
-    if dir.join(".complete").exists() {
-        return Ok(kernel);
+    if !at.starts_with(root) {
+        return Err(vm_err(format!("{rel} leads out of the disk")));
     }
-    let steps = crate::progress::Steps::new(&format!("VM kernel {version}"), 3);
-    steps.step(1, &format!("apt-get download {package} busybox-static"));
-    let partial = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(partial.join("debs")).map_err(|e| Error::io(&partial, e))?;
-    run(
-        tokio::process::Command::new("apt-get")
-            .args(["download", "-q", &package, "busybox-static"])
-            .current_dir(partial.join("debs")),
-        &format!("apt-get download {package} busybox-static"),
-        crate::deadline::APT,
-    )
-    .await?;
-    let debs = std::fs::read_dir(partial.join("debs")).map_err(|e| Error::io(&partial, e))?;
-    for deb in debs.flatten() {
-        run(
-            tokio::process::Command::new("dpkg-deb")
-                .arg("-x")
-                .arg(deb.path())
-                .arg(partial.join("root")),
-            "dpkg-deb -x",
-            crate::deadline::APT,
-        )
-        .await?;
-    }
-    run(
-        tokio::process::Command::new("depmod")
-            .arg("-b")
-            .arg(partial.join("root"))
-            .arg(&version),
-        "depmod",
-        crate::deadline::TOOL_PROBE,
-    )
-    .await?;
-    let shows = run(
-        tokio::process::Command::new("modprobe")
-            .args(["-S", &version, "-d"])
-            .arg(partial.join("root"))
-            .args(["--show-depends", "-a"])
-            .args(INITRAMFS_MODULES),
-        "modprobe --show-depends",
-        crate::deadline::TOOL_PROBE,
-    )
-    .await?;
-    steps.step(2, "depmod, the initramfs");
-    let root = partial.join("root");
-    let modules = insmod_order(&shows, &root);
-    let busybox = std::fs::read(root.join("bin/busybox")).map_err(|e| Error::io(root.join("bin/busybox"), e))?;
-    let mut files: Vec<(String, Vec<u8>, u32)> = vec![
-        ("init".into(), init, 0o755),
-        ("bin/busybox".into(), busybox, 0o755),
-        // One a line, each ending in a newline (`read` drops a last line without one).
-        (
-            "modules.order".into(),
-            modules
-                .iter()
-                .map(|m| format!("{m}\n"))
-                .collect::<String>()
-                .into_bytes(),
-            0o644,
-        ),
-    ];
-    for m in &modules {
-        let rel = m.trim_start_matches('/');
-        let bytes = std::fs::read(root.join(rel)).map_err(|e| Error::io(root.join(rel), e))?;
-        files.push((rel.to_string(), bytes, 0o644));
-    }
-    let cpio = super::cpio::archive(&files, &["proc", "sys", "dev", "new"]).map_err(|e| Error::io(&partial, e))?;
-    std::fs::write(partial.join("initramfs.cpio"), cpio).map_err(|e| Error::io(&partial, e))?;
-    let _ = std::fs::remove_dir_all(partial.join("debs"));
-    std::fs::write(partial.join(".complete"), b"").map_err(|e| Error::io(&partial, e))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&partial, &dir).map_err(|e| Error::io(&dir, e))?;
-    steps.finish("ready");
-    Ok(kernel)
+    std::fs::read(&at).map_err(|e| Error::io(&at, e))
 }
 
 /// The modules `modprobe --show-depends` would insert, in order, once each, as paths inside the root it was
@@ -200,17 +174,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_kernel_package_is_the_versioned_dependency() {
-        let text = "linux-image-amd64\n  Depends: linux-image-6.1.0-56-amd64\n";
-        assert_eq!(
-            parse_kernel_package(text).as_deref(),
-            Some("linux-image-6.1.0-56-amd64")
-        );
-        assert_eq!(
-            parse_kernel_package("linux-image-amd64\n  Depends: linux-image-amd64-signed\n"),
-            None
-        );
-        assert_eq!(parse_kernel_package(""), None);
+    fn a_file_of_the_disk_is_read_inside_it_whatever_its_links_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("usr/lib/modules/6.1")).unwrap();
+        std::fs::write(root.join("usr/lib/modules/6.1/ext4.ko"), b"module").unwrap();
+        std::os::unix::fs::symlink("usr/lib", root.join("lib")).unwrap();
+        // An absolute link is the disk's own path, as the machine reads it.
+        std::fs::create_dir_all(root.join("boot")).unwrap();
+        std::os::unix::fs::symlink("/usr/lib/modules/6.1/ext4.ko", root.join("boot/vmlinuz-6.1")).unwrap();
+        assert_eq!(read_within(&root, "lib/modules/6.1/ext4.ko").unwrap(), b"module");
+        assert_eq!(read_within(&root, "/boot/vmlinuz-6.1").unwrap(), b"module");
+        // Outside the root: a host file by an absolute link, or by climbing above the top.
+        std::fs::write(dir.path().join("host-secret"), b"secret").unwrap();
+        let host = dir.path().join("host-secret");
+        std::os::unix::fs::symlink(&host, root.join("boot/abs")).unwrap();
+        std::os::unix::fs::symlink("../../host-secret", root.join("boot/up")).unwrap();
+        assert!(read_within(&root, "boot/abs").is_err());
+        assert!(read_within(&root, "boot/up").is_err());
+        assert!(read_within(&root, "../host-secret").is_err());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Booting a node of a `runtime: vm` group: the kernel, the accelerator and the disk first (cached), then the
+//! Booting a node of a `runtime: vm` group: the disk with its kernel, and the accelerator first (cached), then the
 //! machine on the run's network with its instance's address and MAC.
 use crate::error::Result;
 use crate::node::container::{NodeContainer, NodeFile};
@@ -21,9 +21,8 @@ pub(crate) struct Machine {
 
 pub(crate) async fn prepare(env: &Environment, image: &NodeImage) -> Result<Machine> {
     crate::host::ensure_vm_packages().await?;
-    let kernel = vm::kernel::ensure().await?;
+    let (disk, kernel) = vm::disk::ensure(&env.docker, image).await?;
     let accel = vm::qemu::accel(&kernel).await?;
-    let disk = vm::disk::ensure(&env.docker, image, &kernel).await?;
     Ok(Machine { kernel, accel, disk })
 }
 
