@@ -11,7 +11,9 @@ mdbook=$tools/bin/mdbook
 if [ "$("$mdbook" --version 2>/dev/null | awk '{print $2}')" != "v$MDBOOK_VERSION" ]; then
   echo "book: installing mdbook $MDBOOK_VERSION into $tools (outside the repo)"
   t0=$(date +%s)
-  env -u CARGO_TARGET_DIR nice cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features \
+  # A debug build, as cargo-nextest's in ci/nextest-skips.sh: it renders a few dozen pages, and a cold CI run pays
+  # for its compile.
+  env -u CARGO_TARGET_DIR nice cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features --debug \
     --root "$tools" --quiet
   echo "book: mdbook installed in $(( $(date +%s) - t0 ))s"
 fi

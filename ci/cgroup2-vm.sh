@@ -273,14 +273,14 @@ kill_guest() {
   qemu_pid=
 }
 if [ "$accel" = kvm-probe ]; then
-  step "probing KVM (a stock kernel must reach the initramfs within 30 s)"
+  step "probing KVM (a stock kernel must reach the initramfs within 15 s)"
   : > "$work/console.log"
   boot kvm "$work/console.log"
-  if reached_initramfs 30; then
+  if reached_initramfs 15; then
     accel=kvm
   else
     kill_guest
-    echo "stock kernel $kver did not boot under /dev/kvm within 30 s ($(date -u +%FT%TZ))" > "$kvm_verdict"
+    echo "stock kernel $kver did not boot under /dev/kvm within 15 s ($(date -u +%FT%TZ))" > "$kvm_verdict"
     step "KVM does not boot a stock kernel here (a nested PVM device?): using TCG (remembered in $kvm_verdict)"
     accel=tcg
   fi

@@ -24,7 +24,7 @@ impl Accel {
 }
 
 /// How long a stock kernel may take to start its init under KVM before KVM is taken not to work here.
-const KVM_PROBE: Duration = Duration::from_secs(30);
+const KVM_PROBE: Duration = Duration::from_secs(15);
 
 /// The accelerator to use: the setting's (`kvm`, `tcg`), or for `auto` KVM when `/dev/kvm` is there and boots
 /// `kernel` (probed once per kernel, the verdict kept in the cache).
@@ -217,7 +217,6 @@ mod tests {
         let kernel = Kernel {
             version: "6.1.0-56-amd64".into(),
             vmlinuz: PathBuf::from("/k/vmlinuz"),
-            modules: PathBuf::from("/k/modules"),
             initramfs: PathBuf::from("/k/initramfs.cpio"),
         };
         let p = PathBuf::from("/w/x");
