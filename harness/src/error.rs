@@ -132,7 +132,7 @@ impl Error {
                 "run `nodejoin assets` (builds nodeadm, aws-iam-authenticator and our crictl with Go from the Go module proxy), or set the variable the error names to a binary"
             }
             Error::Image(_) => "run `nodejoin image build` (needs root, debootstrap and Docker); `nodejoin doctor` checks prerequisites",
-            Error::Vm(_) => "a VM node needs root, qemu-system-x86, qemu-utils and e2fsprogs, and its disk's first build Debian's package archive; `nodejoin doctor` checks them",
+            Error::Vm(_) => "a VM node needs root, qemu-system-x86, qemu-utils and e2fsprogs (`nodejoin doctor` checks them), and its disk's first build Debian's package archive",
             Error::DockerUnavailable(_) => "start the Docker engine (`dockerd &` or `systemctl start docker`) and check `docker info`",
             Error::Docker(_) => "see `docker info` and the Docker daemon log",
             Error::ControlPlane { .. } => "see the control-plane logs under target/nodejoin/<run>/control-plane-<n>/",

@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::node::image::NodeImage;
 use std::path::{Path, PathBuf};
 
+/// The version of what is kept per disk (the disk, its `.boot` directory and how the initramfs is made): a change
+/// to how they are made changes it, so no cached pair from before is used.
+const LAYOUT: &[u8] = b"disk+boot 1";
+
 /// The disk's size; the file is sparse, so this is only what a node may fill.
 const DISK_SIZE: &str = "8G";
 
@@ -39,7 +43,7 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     })
     .await?;
     let modules = INITRAMFS_MODULES.join(" ");
-    let key = short_hash(&[id.as_bytes(), recipe.as_bytes(), modules.as_bytes()]);
+    let key = short_hash(&[id.as_bytes(), recipe.as_bytes(), modules.as_bytes(), LAYOUT]);
     let disk = super::kernel::cache().join(format!("disk-{key}.img"));
     let boot = super::kernel::cache().join(format!("disk-{key}.boot"));
     let ready = || disk.exists().then(|| Kernel::cached(&boot)).flatten();
@@ -82,9 +86,11 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     let unpack_to = root.clone();
     crate::node::inputs::off_runtime(move || unpack(&archive, &unpack_to)).await?;
     steps.step(3, "the kernel and its initramfs");
-    let _ = std::fs::remove_dir_all(&boot);
-    let (from_root, to_boot) = (root.clone(), boot.clone());
-    let kernel = crate::node::inputs::off_runtime(move || Kernel::from_root(&from_root, &to_boot)).await?;
+    // Made aside and moved into place after the disk, so a disk and a kernel of two builds are never paired.
+    let boot_partial = boot.with_extension("boot-partial");
+    let _ = std::fs::remove_dir_all(&boot_partial);
+    let (from_root, to_boot) = (root.clone(), boot_partial.clone());
+    crate::node::inputs::off_runtime(move || Kernel::from_root(&from_root, &to_boot)).await?;
     steps.step(4, "mkfs.ext4 -d");
     let partial = disk.with_extension("partial");
     let mut mkfs = tokio::process::Command::new("mkfs.ext4");
@@ -111,6 +117,9 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
         )));
     }
     std::fs::rename(&partial, &disk).map_err(|e| Error::io(&disk, e))?;
+    let _ = std::fs::remove_dir_all(&boot);
+    std::fs::rename(&boot_partial, &boot).map_err(|e| Error::io(&boot, e))?;
+    let kernel = Kernel::cached(&boot).ok_or_else(|| vm_err(format!("{}: incomplete", boot.display())))?;
     steps.finish(&format!("{} (kernel {})", disk.display(), kernel.version));
     Ok((disk, kernel))
 }
@@ -125,31 +134,42 @@ fn touch(disk: &Path) {
     }
 }
 
-/// Removes the disks no run has booted for [`KEEP_UNUSED`], and the partial files of builds that died.
+/// Removes the disks no run has booted for [`KEEP_UNUSED`] with their kernels, kernels whose disk is gone, the
+/// partial files of builds that died, and the kernels of nodejoin before disks carried their own
+/// (`kernel-<version>-<key>/`) once unused as long.
 fn prune(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let unused = |p: &Path| {
+        std::fs::metadata(p)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > KEEP_UNUSED)
+    };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        // The kernels of nodejoin before disks carried their own (`kernel-<version>-<key>/`).
+        let path = e.path();
         if name.starts_with("kernel-") {
-            let _ = std::fs::remove_dir_all(e.path());
+            if unused(&path) {
+                let _ = std::fs::remove_dir_all(&path);
+            }
             continue;
         }
         if !name.starts_with("disk-") {
             continue;
         }
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age > KEEP_UNUSED);
-        // A partial file is pruned only here, under the build lock, so it is never one being written. A disk's
-        // kernel (`.boot`) goes with it: without the disk it is rebuilt anyway.
-        if old || name.ends_with(".partial") {
-            let _ = std::fs::remove_file(e.path());
-            if let Some(stem) = name.strip_suffix(".img") {
+        // Partial files are pruned only here, under the build lock, so never one being written.
+        if name.ends_with(".partial") || name.ends_with(".boot-partial") {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_dir_all(&path);
+        } else if let Some(stem) = name.strip_suffix(".img") {
+            if unused(&path) {
+                let _ = std::fs::remove_file(&path);
                 let _ = std::fs::remove_dir_all(dir.join(format!("{stem}.boot")));
+            }
+        } else if let Some(stem) = name.strip_suffix(".boot") {
+            if !dir.join(format!("{stem}.img")).exists() {
+                let _ = std::fs::remove_dir_all(&path);
             }
         }
     }
@@ -235,6 +255,31 @@ pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_keeps_a_disk_in_use_with_its_kernel_and_drops_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for f in ["disk-a.img", "disk-b.partial"] {
+            std::fs::write(d.join(f), b"x").unwrap();
+        }
+        for sub in [
+            "disk-a.boot",
+            "disk-gone.boot",
+            "disk-c.boot-partial",
+            "kernel-6.1.0-1-amd64-abc",
+        ] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        prune(d);
+        let mut left: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        // The old kernel stays until it has been unused for the same three days.
+        assert_eq!(left, ["disk-a.boot", "disk-a.img", "kernel-6.1.0-1-amd64-abc"]);
+    }
 
     #[test]
     fn an_archive_entry_cannot_land_outside_the_root() {

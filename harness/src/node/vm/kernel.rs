@@ -41,6 +41,13 @@ pub(crate) fn short_hash(parts: &[&[u8]]) -> String {
 /// Where the disk's build leaves what the harness needs of its kernel (`fixtures/vm-disk/.../vm-kernel.sh`).
 const IN_DISK: &str = "usr/local/lib/nodejoin/vm-kernel";
 
+/// What the harness reads of a disk at most: in all (a kernel image is about 8 MiB, busybox 2, the modules a few),
+/// for one of the build's lists, and in modules (about 10): the disk comes from a node image a scenario may have
+/// overlaid.
+const MAX_READ: u64 = 128 << 20;
+const MAX_LIST: u64 = 64 << 10;
+const MAX_INITRAMFS_MODULES: usize = 64;
+
 impl Kernel {
     /// The kernel kept in `boot` (a disk's `.boot` directory) by [`Kernel::from_root`], if complete.
     pub fn cached(boot: &Path) -> Option<Kernel> {
@@ -59,8 +66,9 @@ impl Kernel {
     /// `fixtures/vm-disk/init`, the disk's static busybox and the modules the build listed, in load order.
     /// Everything is read as data from inside `root` (the paths the build wrote are resolved within it).
     pub fn from_root(root: &Path, boot: &Path) -> Result<Kernel> {
-        let read = |name: &str| read_within(root, &format!("{IN_DISK}/{name}"));
-        let version = String::from_utf8_lossy(&read("version")?).trim().to_string();
+        let mut budget = MAX_READ;
+        let list = |name: &str| read_within(root, &format!("{IN_DISK}/{name}"), MAX_LIST);
+        let version = String::from_utf8_lossy(&list("version")?).trim().to_string();
         if version.is_empty()
             || !version
                 .bytes()
@@ -70,10 +78,20 @@ impl Kernel {
         }
         let init_path = crate::paths::fixtures_dir().join("vm-disk").join("init");
         let init = std::fs::read(&init_path).map_err(|e| Error::io(&init_path, e))?;
-        let modules = insmod_order(&String::from_utf8_lossy(&read("modules")?), Path::new("/"));
+        let modules = insmod_order(&String::from_utf8_lossy(&list("modules")?), Path::new("/"));
+        if modules.len() > MAX_INITRAMFS_MODULES {
+            return Err(vm_err(format!(
+                "the disk lists {} modules for its initramfs (at most {MAX_INITRAMFS_MODULES})",
+                modules.len()
+            )));
+        }
         let mut files: Vec<(String, Vec<u8>, u32)> = vec![
             ("init".into(), init, 0o755),
-            ("bin/busybox".into(), read("busybox")?, 0o755),
+            (
+                "bin/busybox".into(),
+                read_budgeted(root, &format!("{IN_DISK}/busybox"), &mut budget)?,
+                0o755,
+            ),
             // One a line, each ending in a newline (`read` drops a last line without one).
             (
                 "modules.order".into(),
@@ -87,12 +105,12 @@ impl Kernel {
         ];
         for m in &modules {
             let rel = m.trim_start_matches('/');
-            let bytes = read_within(root, rel)?;
+            let bytes = read_budgeted(root, rel, &mut budget)?;
             files.push((rel.to_string(), bytes, 0o644));
         }
         let cpio = super::cpio::archive(&files, &["proc", "sys", "dev", "new"]).map_err(|e| Error::io(boot, e))?;
         std::fs::create_dir_all(boot).map_err(|e| Error::io(boot, e))?;
-        let vmlinuz = read_within(root, &format!("boot/vmlinuz-{version}"))?;
+        let vmlinuz = read_budgeted(root, &format!("boot/vmlinuz-{version}"), &mut budget)?;
         for (name, bytes) in [
             ("vmlinuz", vmlinuz),
             ("initramfs.cpio", cpio),
@@ -105,9 +123,17 @@ impl Kernel {
     }
 }
 
+/// [`read_within`] with what is left of `budget`, which it then lowers by what it read.
+fn read_budgeted(root: &Path, rel: &str, budget: &mut u64) -> Result<Vec<u8>> {
+    let bytes = read_within(root, rel, *budget)?;
+    *budget = budget.saturating_sub(bytes.len() as u64);
+    Ok(bytes)
+}
+
 /// Reads `rel` inside the unpacked disk `root`, following its links as the machine would (an absolute link
-/// target is taken from `root`, never from the host), and refusing any that lead out of it.
-fn read_within(root: &Path, rel: &str) -> Result<Vec<u8>> {
+/// target is taken from `root`, never from the host), and refusing any that lead out of it, anything but a
+/// regular file, and a file over `max` bytes.
+fn read_within(root: &Path, rel: &str, max: u64) -> Result<Vec<u8>> {
     let mut at = root.to_path_buf();
     let mut todo: Vec<std::ffi::OsString> = Path::new(rel)
         .components()
@@ -145,6 +171,17 @@ fn read_within(root: &Path, rel: &str) -> Result<Vec<u8>> {
     if !at.starts_with(root) {
         return Err(vm_err(format!("{rel} leads out of the disk")));
     }
+    // A regular file only: a FIFO or device node made by the image would block or reach the host's devices.
+    let meta = std::fs::symlink_metadata(&at).map_err(|e| Error::io(&at, e))?;
+    if !meta.is_file() {
+        return Err(vm_err(format!("{rel} in the disk is not a regular file")));
+    }
+    let size = meta.len();
+    if size > max {
+        return Err(vm_err(format!(
+            "{rel} in the disk is {size} bytes (at most {max} left to read)"
+        )));
+    }
     std::fs::read(&at).map_err(|e| Error::io(&at, e))
 }
 
@@ -164,6 +201,10 @@ fn insmod_order(show_depends: &str, root: &Path) -> Vec<String> {
             .unwrap_or_else(|_| path.to_string());
         if !order.contains(&rel) {
             order.push(rel);
+            // More than the initramfs takes: the caller refuses the list, so the rest need not be read.
+            if order.len() > MAX_INITRAMFS_MODULES {
+                break;
+            }
         }
     }
     order
@@ -183,16 +224,24 @@ mod tests {
         // An absolute link is the disk's own path, as the machine reads it.
         std::fs::create_dir_all(root.join("boot")).unwrap();
         std::os::unix::fs::symlink("/usr/lib/modules/6.1/ext4.ko", root.join("boot/vmlinuz-6.1")).unwrap();
-        assert_eq!(read_within(&root, "lib/modules/6.1/ext4.ko").unwrap(), b"module");
-        assert_eq!(read_within(&root, "/boot/vmlinuz-6.1").unwrap(), b"module");
+        assert_eq!(read_within(&root, "lib/modules/6.1/ext4.ko", 1024).unwrap(), b"module");
+        assert_eq!(read_within(&root, "/boot/vmlinuz-6.1", 1024).unwrap(), b"module");
         // Outside the root: a host file by an absolute link, or by climbing above the top.
         std::fs::write(dir.path().join("host-secret"), b"secret").unwrap();
         let host = dir.path().join("host-secret");
         std::os::unix::fs::symlink(&host, root.join("boot/abs")).unwrap();
         std::os::unix::fs::symlink("../../host-secret", root.join("boot/up")).unwrap();
-        assert!(read_within(&root, "boot/abs").is_err());
-        assert!(read_within(&root, "boot/up").is_err());
-        assert!(read_within(&root, "../host-secret").is_err());
+        assert!(read_within(&root, "boot/abs", 1024).is_err());
+        assert!(read_within(&root, "boot/up", 1024).is_err());
+        assert!(read_within(&root, "../host-secret", 1024).is_err());
+        // Not a regular file: a FIFO would block the read.
+        let fifo = std::ffi::CString::new(root.join("boot/fifo").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(read_within(&root, "boot/fifo", 1024).is_err());
+        assert!(read_within(&root, "usr/lib", 1024).is_err());
+        // Over what is left to read.
+        assert!(read_within(&root, "lib/modules/6.1/ext4.ko", 3).is_err());
     }
 
     #[test]
