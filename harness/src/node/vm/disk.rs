@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The version of what is kept per disk (the disk, its `.boot` directory and how the initramfs is made): a change
 /// to how they are made changes it, so no cached pair from before is used.
-const LAYOUT: &[u8] = b"disk+boot 1";
+const LAYOUT: &[u8] = b"disk+boot 2";
 
 /// The disk's size; the file is sparse, so this is only what a node may fill.
 const DISK_SIZE: &str = "8G";

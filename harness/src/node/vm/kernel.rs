@@ -171,18 +171,10 @@ fn read_within(root: &Path, rel: &str, max: u64) -> Result<Vec<u8>> {
     if !at.starts_with(root) {
         return Err(vm_err(format!("{rel} leads out of the disk")));
     }
-    // A regular file only: a FIFO or device node made by the image would block or reach the host's devices.
-    let meta = std::fs::symlink_metadata(&at).map_err(|e| Error::io(&at, e))?;
-    if !meta.is_file() {
-        return Err(vm_err(format!("{rel} in the disk is not a regular file")));
-    }
-    let size = meta.len();
-    if size > max {
-        return Err(vm_err(format!(
-            "{rel} in the disk is {size} bytes (at most {max} left to read)"
-        )));
-    }
-    std::fs::read(&at).map_err(|e| Error::io(&at, e))
+    // A regular file only (a FIFO or device node made by the image would block or reach the host's devices), and
+    // no more than `max`: the project's reader of files an untrusted repository names.
+    let file = crate::untrusted::open_regular(&at).map_err(|e| vm_err(format!("{rel} in the disk: {e}")))?;
+    crate::untrusted::read_capped(file, max).map_err(|e| vm_err(format!("{rel} in the disk: {e}")))
 }
 
 /// The modules `modprobe --show-depends` would insert, in order, once each, as paths inside the root it was
