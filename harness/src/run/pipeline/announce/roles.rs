@@ -137,7 +137,8 @@ fn create_entry(sc: &Scenario, record: &ClusterRecord, entry: AccessEntry) -> Re
 
 async fn read(client: &kube::Client) -> std::result::Result<AwsAuth, String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    match rbac_synced(|| api.get_opt("aws-auth"))
+    match api
+        .get_opt("aws-auth")
         .await
         .map_err(|e| format!("read aws-auth: {e}"))?
     {
@@ -157,10 +158,7 @@ async fn write(client: &kube::Client, auth: &AwsAuth) -> std::result::Result<(),
         data: Some(auth.to_data()?),
         ..Default::default()
     };
-    match rbac_synced(|| api.get_opt("aws-auth"))
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    match api.get_opt("aws-auth").await.map_err(|e| e.to_string())? {
         Some(existing) => {
             let mut updated = cm;
             updated.metadata.resource_version = existing.metadata.resource_version;
@@ -175,28 +173,6 @@ async fn write(client: &kube::Client, auth: &AwsAuth) -> std::result::Result<(),
         }
     }
     Ok(())
-}
-
-/// How long a 403 is taken for an authorizer that has not seen a Role and RoleBinding just written.
-const RBAC_SYNC: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// `call`, again while it is refused (403) for up to [`RBAC_SYNC`]: the API server's RBAC authorizer reads Roles
-/// and RoleBindings from its informer's cache, a moment behind what was just written (`eks:node-manager`'s, made
-/// right before it is used, were once refused so: a scenario error with nothing wrong).
-async fn rbac_synced<T, F, Fut>(call: F) -> std::result::Result<T, kube::Error>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = std::result::Result<T, kube::Error>>,
-{
-    let t0 = std::time::Instant::now();
-    loop {
-        match call().await {
-            Err(kube::Error::Api(e)) if e.code == 403 && t0.elapsed() < RBAC_SYNC => {
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            }
-            other => return other,
-        }
-    }
 }
 
 /// Deletes aws-auth; `true` if there was one.
@@ -242,5 +218,43 @@ async fn apply_node_manager_rbac(client: &kube::Client) -> Result<()> {
         "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NODE_MANAGER }],
     });
     bindings.patch(NODE_MANAGER, &pp, &Patch::Apply(&binding)).await?;
-    Ok(())
+    rbac_synced(client).await
+}
+
+/// How long the API server's RBAC authorizer may take to see a Role and RoleBinding just written.
+const RBAC_SYNC: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until the authorizer allows `eks:node-manager` what its Role grants (a SubjectAccessReview, asked as
+/// the cluster creator), for up to [`RBAC_SYNC`]: it reads Roles and RoleBindings from its informer's cache, a
+/// moment behind what was just written, and a call made as the node manager at once was once refused (a
+/// scenario error with nothing wrong). After that the answer is the authorizer's.
+async fn rbac_synced(client: &kube::Client) -> Result<()> {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(NODE_MANAGER.into()),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some("kube-system".into()),
+                verb: Some("get".into()),
+                resource: Some("configmaps".into()),
+                name: Some("aws-auth".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    loop {
+        let allowed = reviews
+            .create(&PostParams::default(), &review)
+            .await?
+            .status
+            .is_some_and(|s| s.allowed);
+        if allowed || t0.elapsed() >= RBAC_SYNC {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }
