@@ -6,6 +6,7 @@ pub mod csr;
 pub mod executables;
 pub mod files;
 pub mod host_kernel;
+pub mod local_storage;
 pub mod node;
 pub mod nodeadm;
 pub mod provenance;

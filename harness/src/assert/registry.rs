@@ -46,6 +46,7 @@ impl CheckDef {
             "sandbox image" => &["image"],
             "pod runs" => &["podRuns"],
             "host kernel untouched" => &["hostKernelUntouched"],
+            "local storage" => &["localStorage"],
             "cloud-init status" | "cloud-init module" | "cloud-init error" | "cloud-init warning" => {
                 &["cloudInit", "userData"]
             }
@@ -306,6 +307,12 @@ check!(
     "the host's kernel parameters a fresh procfs or sysfs mount reaches (core_pattern, modprobe, panic, overcommit, transparent huge pages) are as before the node ran: a VM node's kernel is its own"
 );
 check!(
+    LOCAL_STORAGE,
+    "local storage",
+    "`expect.localStorage`",
+    "the instance's instance-store disks (found as the AMI finds them, by EC2's model under `/dev/disk/by-id`) are one md array of the level nodeadm's `localStorage.strategy` asks for, and the kubelet's and containerd's directories and `/var/log/pods` are on it"
+);
+check!(
     EVIDENCE,
     "evidence in",
     "evidence in <source> log",
@@ -356,6 +363,7 @@ pub const CORE: &[&CheckDef] = &[
     &EXECUTABLES_ONLY,
     &EXECUTABLE_RAN,
     &HOST_KERNEL_UNTOUCHED,
+    &LOCAL_STORAGE,
     &EVIDENCE,
     &FAILING_CHECKS,
 ];

@@ -189,6 +189,29 @@ pub enum SignalExpectation {
     None,
 }
 
+/// The array the AMI's local-disk setup (nodeadm's `spec.instance.localStorage`, Karpenter's
+/// `instanceStorePolicy`) makes of the instance's instance-store disks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+pub enum LocalStorageExpectation {
+    /// One RAID0 md array of every instance-store disk holds the kubelet's and containerd's directories and
+    /// `/var/log/pods`.
+    #[serde(rename = "RAID0")]
+    Raid0,
+    /// The same as a RAID10 array (at least 4 disks).
+    #[serde(rename = "RAID10")]
+    Raid10,
+}
+
+impl LocalStorageExpectation {
+    /// The md level the kernel reports for it (`/sys/block/md*/md/level`).
+    pub fn md_level(self) -> &'static str {
+        match self {
+            LocalStorageExpectation::Raid0 => "raid0",
+            LocalStorageExpectation::Raid10 => "raid10",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CsrExpectation {
@@ -348,6 +371,11 @@ pub struct Expect {
     /// (what a VM node's own kernel guarantees; a node container is as strong as kind's privileged node).
     #[serde(default)]
     pub host_kernel_untouched: bool,
+    /// The instance-store disks (a `runtime: vm` node of a type that has them) are one md array of this level,
+    /// holding the kubelet's and containerd's directories and `/var/log/pods`: what nodeadm's
+    /// `localStorage.strategy` asks the AMI's `setup-local-disks` for.
+    #[serde(default)]
+    pub local_storage: Option<LocalStorageExpectation>,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
@@ -440,6 +468,7 @@ impl Default for Expect {
             sandbox_image: false,
             pod_runs: false,
             host_kernel_untouched: false,
+            local_storage: None,
             failing_checks: Vec::new(),
         }
     }

@@ -340,6 +340,27 @@ mod tests {
     }
 
     #[test]
+    fn local_storage_needs_a_vm_of_a_type_with_instance_store() {
+        let on_container = format!("{MINIMAL}    instanceType: m5d.4xlarge\n    expect:\n      localStorage: RAID0\n");
+        let (line, _, msg) = parse_error(&on_container);
+        assert_eq!(line, 7, "{msg}");
+        assert!(msg.contains("a container node has none"), "{msg}");
+        let no_store = format!("{MINIMAL}    runtime: vm\n    expect:\n      localStorage: RAID0\n");
+        let (_, _, msg) = parse_error(&no_store);
+        assert!(
+            msg.contains("m5d.4xlarge") && msg.contains("m5.large has none"),
+            "{msg}"
+        );
+        let ok = format!(
+            "{MINIMAL}    runtime: vm\n    instanceType: m5d.4xlarge\n    expect:\n      localStorage: RAID0\n"
+        );
+        assert_eq!(
+            p(&ok).unwrap().nodes[0].expect.local_storage,
+            Some(crate::scenario::expect::LocalStorageExpectation::Raid0)
+        );
+    }
+
+    #[test]
     fn invalid_yaml_is_a_parse_error() {
         let (line, _, _) = parse_error("nodes:\n  - name: [unclosed\n");
         assert!(line >= 2);

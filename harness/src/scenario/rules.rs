@@ -143,6 +143,26 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if n.expect.local_storage.is_some()
+            && (n.runtime != super::model::NodeRuntime::Vm
+                || crate::eks::instance_store::disks(&n.instance_type).is_none())
+        {
+            return Err(group(
+                n,
+                "localStorage",
+                format!(
+                    "node group '{}': localStorage needs instance-store disks: runtime: vm and an instance type \
+                     that has them (nodejoin knows {}); {} has none",
+                    n.name,
+                    crate::eks::instance_store::types().join(", "),
+                    if n.runtime == super::model::NodeRuntime::Vm {
+                        n.instance_type.as_str()
+                    } else {
+                        "a container node"
+                    }
+                ),
+            ));
+        }
         if n.expect.idempotent && n.user_data.is_some() {
             return Err(group(
                 n,

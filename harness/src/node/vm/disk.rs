@@ -240,6 +240,18 @@ pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
     cmd.args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
         .arg(base)
         .arg(at);
+    qemu_img_create(cmd).await
+}
+
+/// An empty qcow2 disk of `bytes` at `at` (an instance-store disk): it takes host space only as the machine
+/// writes it, never more than `bytes`.
+pub async fn blank(at: &Path, bytes: u64) -> Result<()> {
+    let mut cmd = tokio::process::Command::new("qemu-img");
+    cmd.args(["create", "-q", "-f", "qcow2"]).arg(at).arg(bytes.to_string());
+    qemu_img_create(cmd).await
+}
+
+async fn qemu_img_create(mut cmd: tokio::process::Command) -> Result<()> {
     crate::process::mark(&mut cmd);
     let out = crate::deadline::output(&mut cmd, "qemu-img create", crate::deadline::TOOL_PROBE).await?;
     if !out.status.success() {

@@ -35,6 +35,8 @@ pub struct VmSpec<'a> {
     pub instance_type: &'a str,
     pub vcpus: u32,
     pub memory_mib: u32,
+    /// Its instance-store disks: `(serial, size in bytes)` each.
+    pub instance_store: Vec<(String, u64)>,
     pub files: Vec<NodeFile>,
     /// Where the run records its children's PIDs (the reaper kills QEMU from there).
     pub pids_dir: &'a Path,
@@ -86,6 +88,15 @@ impl VmNode {
         let dir = work.path();
         let overlay = dir.join("disk.qcow2");
         disk::overlay(spec.disk, &overlay).await?;
+        let mut store = Vec::new();
+        for (i, (serial, bytes)) in spec.instance_store.iter().enumerate() {
+            let path = dir.join(format!("store-{i}.qcow2"));
+            disk::blank(&path, *bytes).await?;
+            store.push(qemu::StoreDisk {
+                path,
+                serial: serial.clone(),
+            });
+        }
         // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
         let seed = seed_archive(&spec.files).map_err(|e| node_err(format!("seed archive: {e}")))?;
         let mut initrd = std::fs::read(&spec.kernel.initramfs).map_err(|e| Error::io(&spec.kernel.initramfs, e))?;
@@ -116,6 +127,7 @@ impl VmNode {
             console: &console,
             instance_id: spec.instance_id,
             instance_type: spec.instance_type,
+            instance_store: &store,
         })?;
         // By its full path: the reaper kills a recorded child only while /proc/<pid>/exe is that program.
         let program = crate::assets::which("qemu-system-x86_64")

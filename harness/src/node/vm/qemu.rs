@@ -104,6 +104,16 @@ async fn probe_kvm(kernel: &Kernel) -> bool {
     booted
 }
 
+/// An instance-store disk: an empty qcow2 in the node's work directory, attached with EC2's model and serial.
+#[derive(Debug, Clone)]
+pub struct StoreDisk {
+    pub path: std::path::PathBuf,
+    pub serial: String,
+}
+
+/// Ports of the one AHCI controller the instance-store disks sit on.
+pub const MAX_STORE_DISKS: usize = 6;
+
 /// What a VM is started with.
 pub struct Machine<'a> {
     pub kernel: &'a Kernel,
@@ -118,6 +128,7 @@ pub struct Machine<'a> {
     pub console: &'a Path,
     pub instance_id: &'a str,
     pub instance_type: &'a str,
+    pub instance_store: &'a [StoreDisk],
 }
 
 /// QEMU's arguments for `m`. Values from the scenario (the instance type) reach QEMU only as SMBIOS strings,
@@ -181,6 +192,41 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-device".into(),
         "virtio-rng-pci,rng=rng0".into(),
     ];
+    // Instance store. QEMU's NVMe controller reports the model "QEMU NVMe Ctrl" whatever it is given, and the
+    // AMI finds instance store by EC2's model (udev's /dev/disk/by-id/*NVMe_Instance_Storage_*). An ATA disk carries
+    // any model of up to 40 characters, which udev names `ata-<model>_<serial>`: EC2's model and serial, on
+    // another bus.
+    if m.instance_store.len() > MAX_STORE_DISKS {
+        return Err(Error::Vm(format!(
+            "{} has {} instance-store disks; a VM node carries at most {MAX_STORE_DISKS}",
+            m.instance_type,
+            m.instance_store.len()
+        )));
+    }
+    if !m.instance_store.is_empty() {
+        a.extend(["-device".into(), "ahci,id=store".into()]);
+    }
+    for (i, d) in m.instance_store.iter().enumerate() {
+        if d.serial.contains(',') || d.serial.len() > 20 {
+            return Err(Error::Vm(format!(
+                "instance-store serial {:?} is not an ATA serial",
+                d.serial
+            )));
+        }
+        a.extend([
+            "-drive".into(),
+            format!(
+                "if=none,id=store{i},file={},format=qcow2,cache=unsafe",
+                d.path.display()
+            ),
+            "-device".into(),
+            format!(
+                "ide-hd,drive=store{i},bus=store.{i},model={},serial={}",
+                crate::eks::instance_store::MODEL,
+                d.serial
+            ),
+        ]);
+    }
     // EC2's SMBIOS: vendor "Amazon EC2" everywhere, the instance type as product, the "ec2..." UUID (also the
     // serial), the instance id as the board's asset tag.
     for table in [
@@ -233,6 +279,7 @@ mod tests {
             console: &p,
             instance_id: "i-0123456789abcdef0",
             instance_type: "m5.large",
+            instance_store: &[],
         };
         let a = args(&m).unwrap().join(" ");
         assert!(
@@ -245,6 +292,23 @@ mod tests {
         );
         assert!(a.contains("virtio-net-pci,netdev=n0,mac=02:00:00:00:00:01"), "{a}");
         assert!(a.contains("-accel tcg -cpu max"), "{a}");
+        assert!(!a.contains("ahci"), "no instance store, no controller: {a}");
+        let store = [StoreDisk {
+            path: PathBuf::from("/w/store-0.qcow2"),
+            serial: "AWS0123456789ABCDEF0".into(),
+        }];
+        let with_store = args(&Machine {
+            instance_store: &store,
+            ..m
+        })
+        .unwrap()
+        .join(" ");
+        assert!(
+            with_store.contains(
+                "ide-hd,drive=store0,bus=store.0,model=Amazon EC2 NVMe Instance Storage,serial=AWS0123456789ABCDEF0"
+            ),
+            "{with_store}"
+        );
         let bad = Machine {
             instance_type: "m5.large,x=y",
             ..m

@@ -39,6 +39,17 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                     &assert::host_kernel::snapshot(),
                 ));
             }
+            if let Some(want) = n.expect().local_storage {
+                let out = match n.container.exec(&["sh", "-c", assert::local_storage::PROBE], &[]).await {
+                    Ok(o) => o.stdout,
+                    Err(e) => format!("(unreadable: {e})"),
+                };
+                report.checks.push(assert::local_storage::check(
+                    assert::registry::LOCAL_STORAGE.on(&n.node_name),
+                    want,
+                    &out,
+                ));
+            }
             // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
             // the very evidence a scenario expects, such as the runtime's error when no sandbox can be created.
             let pod = match (n.expect().pod_runs, n.node.is_some() && n.container_exit.is_none()) {

@@ -12,6 +12,10 @@ use std::path::PathBuf;
 /// a node that joins needs far less.
 const MAX_MEMORY_MIB: u32 = 3072;
 
+/// Size of each instance-store disk at most: EC2's are hundreds of GB; a node's bootstrap needs a few hundred MB
+/// of them, and a disk takes host space as the machine writes it, up to this.
+const MAX_STORE_DISK_BYTES: u64 = 2 << 30;
+
 /// What every VM of an image boots.
 pub(crate) struct Machine {
     kernel: Kernel,
@@ -31,6 +35,18 @@ fn size(instance_type: &str) -> (u32, u32) {
     let (vcpus, mib) = crate::eks::instance_sizes::size(instance_type).unwrap_or((2, 8192));
     let cores = u32::try_from(crate::host::cpus()).unwrap_or(1).max(1);
     (vcpus.clamp(1, cores), mib.min(MAX_MEMORY_MIB))
+}
+
+/// The instance-store disks of `instance_type` (EC2's count; each EC2's size within [`MAX_STORE_DISK_BYTES`]),
+/// with serials derived from the instance id.
+fn instance_store(instance_type: &str, instance_id: &str) -> Vec<(String, u64)> {
+    let Some((disks, gb)) = crate::eks::instance_store::disks(instance_type) else {
+        return Vec::new();
+    };
+    let bytes = (u64::from(gb) * 1_000_000_000).min(MAX_STORE_DISK_BYTES);
+    (0..disks)
+        .map(|i| (crate::eks::instance_store::serial(instance_id, i), bytes))
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -62,6 +78,7 @@ pub(crate) async fn start(
         instance_type: &group.instance_type,
         vcpus,
         memory_mib,
+        instance_store: instance_store(&group.instance_type, instance_id),
         files,
         pids_dir: &pids,
     })
