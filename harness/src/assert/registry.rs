@@ -310,7 +310,7 @@ check!(
     LOCAL_STORAGE,
     "local storage",
     "`expect.localStorage`",
-    "the instance's instance-store disks (found as the AMI finds them, by EC2's model under `/dev/disk/by-id`) are one md array of the level nodeadm's `localStorage.strategy` asks for, and the kubelet's and containerd's directories and `/var/log/pods` are on it"
+    "the instance's instance-store disks (found as the AMI finds them, by EC2's model under `/dev/disk/by-id`, as many as the type has) are one md array of the level `expect.localStorage` names, and the kubelet's and containerd's directories and `/var/log/pods` are mounted from it"
 );
 check!(
     EVIDENCE,

@@ -1,6 +1,7 @@
 //! Instance-store volumes of the instance types that have them (EC2's DescribeInstanceTypes
-//! `InstanceStorageInfo.Disks`, from the EC2 instance-type documentation): the NVMe disks a VM node of that type
-//! gets, which the AMI's `setup-local-disks` finds by their model (`Amazon EC2 NVMe Instance Storage`).
+//! `InstanceStorageInfo.Disks`, from the EC2 instance-type documentation): the disks a VM node of that type gets
+//! (NVMe on EC2; ATA with EC2's model on a VM, `node::vm::qemu`), which the AMI's `setup-local-disks` finds by
+//! their model (`Amazon EC2 NVMe Instance Storage`).
 
 /// `(instance type, disks, size of each in GB)`.
 const STORES: &[(&str, u32, u32)] = &[
@@ -24,6 +25,11 @@ pub fn disks(instance_type: &str) -> Option<(u32, u32)> {
 /// The instance types listed here.
 pub fn types() -> Vec<&'static str> {
     STORES.iter().map(|(t, _, _)| *t).collect()
+}
+
+/// The most disks any type listed here has.
+pub fn most_disks() -> u32 {
+    STORES.iter().map(|&(_, n, _)| n).max().unwrap_or(0)
 }
 
 /// The serial of an instance's `index`th instance-store disk: `AWS` and 17 hex digits, 20 characters as on EC2,

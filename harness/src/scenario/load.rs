@@ -358,6 +358,11 @@ mod tests {
             p(&ok).unwrap().nodes[0].expect.local_storage,
             Some(crate::scenario::expect::LocalStorageExpectation::Raid0)
         );
+        let (_, _, msg) = parse_error(&ok.replace("RAID0", "RAID10"));
+        assert!(
+            msg.contains("RAID10 needs at least 4 instance-store disks") && msg.contains("has 2"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -163,6 +163,20 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if n.expect.local_storage == Some(super::expect::LocalStorageExpectation::Raid10) {
+            let disks = crate::eks::instance_store::disks(&n.instance_type).map_or(0, |(d, _)| d);
+            if disks < 4 {
+                return Err(group(
+                    n,
+                    "localStorage",
+                    format!(
+                        "node group '{}': RAID10 needs at least 4 instance-store disks (setup-local-disks refuses \
+                         fewer); {} has {disks}",
+                        n.name, n.instance_type
+                    ),
+                ));
+            }
+        }
         if n.expect.idempotent && n.user_data.is_some() {
             return Err(group(
                 n,

@@ -244,7 +244,7 @@ pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
 }
 
 /// An empty qcow2 disk of `bytes` at `at` (an instance-store disk): it takes host space only as the machine
-/// writes it, never more than `bytes`.
+/// writes it, about `bytes` at most (qcow2's metadata aside).
 pub async fn blank(at: &Path, bytes: u64) -> Result<()> {
     let mut cmd = tokio::process::Command::new("qemu-img");
     cmd.args(["create", "-q", "-f", "qcow2"]).arg(at).arg(bytes.to_string());

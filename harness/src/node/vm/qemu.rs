@@ -131,6 +131,17 @@ pub struct Machine<'a> {
     pub instance_store: &'a [StoreDisk],
 }
 
+/// `p` as a value inside a QEMU option string (`file=…,…`), where a comma would start another option: refused.
+fn opt_path(p: &Path) -> Result<String> {
+    let s = p.display().to_string();
+    if s.contains(',') {
+        return Err(Error::Vm(format!(
+            "{s}: a path with a comma cannot be given to QEMU (NODEJOIN_CACHE_DIR, which holds the VM disks and scratch folders, must have none)"
+        )));
+    }
+    Ok(s)
+}
+
 /// QEMU's arguments for `m`. Values from the scenario (the instance type) reach QEMU only as SMBIOS strings,
 /// refused when they hold a comma (QEMU's option separator).
 pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
@@ -166,7 +177,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-no-reboot".into(),
         // Appended to, so the harness may cut the file while QEMU writes it (`super::console`).
         "-chardev".into(),
-        format!("file,id=con0,path={},append=on", m.console.display()),
+        format!("file,id=con0,path={},append=on", opt_path(m.console)?),
         "-serial".into(),
         "chardev:con0".into(),
         "-kernel".into(),
@@ -176,7 +187,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-append".into(),
         "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1".into(),
         "-drive".into(),
-        format!("file={},if=virtio,format=qcow2,cache=unsafe", m.disk.display()),
+        format!("file={},if=virtio,format=qcow2,cache=unsafe", opt_path(m.disk)?),
         "-netdev".into(),
         format!("tap,id=n0,ifname={},script=no,downscript=no", m.tap),
         "-device".into(),
@@ -184,7 +195,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-device".into(),
         "virtio-serial-pci".into(),
         "-chardev".into(),
-        format!("socket,id=qga0,path={},server=on,wait=off", m.agent_socket.display()),
+        format!("socket,id=qga0,path={},server=on,wait=off", opt_path(m.agent_socket)?),
         "-device".into(),
         "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0".into(),
         "-object".into(),
@@ -217,7 +228,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
             "-drive".into(),
             format!(
                 "if=none,id=store{i},file={},format=qcow2,cache=unsafe",
-                d.path.display()
+                opt_path(&d.path)?
             ),
             "-device".into(),
             format!(
@@ -257,6 +268,11 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn every_known_instance_store_fits_the_controller() {
+        assert!(crate::eks::instance_store::most_disks() as usize <= MAX_STORE_DISKS);
+    }
 
     #[test]
     fn the_machine_is_an_ec2_instance_by_smbios_and_mac() {
@@ -314,5 +330,10 @@ mod tests {
             ..m
         };
         assert!(args(&bad).is_err());
+        let comma = PathBuf::from("/w/a,b/disk.qcow2");
+        assert!(
+            args(&Machine { disk: &comma, ..m }).is_err(),
+            "a comma would start another QEMU option"
+        );
     }
 }

@@ -40,14 +40,21 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 ));
             }
             if let Some(want) = n.expect().local_storage {
-                let out = match n.container.exec(&["sh", "-c", assert::local_storage::PROBE], &[]).await {
-                    Ok(o) => o.stdout,
-                    Err(e) => format!("(unreadable: {e})"),
+                let out = match n
+                    .container
+                    .exec(&["sh", "-c", &assert::local_storage::probe()], &[])
+                    .await
+                {
+                    Ok(o) if o.exit_code == 0 => Ok(o.stdout),
+                    Ok(o) => Err(format!("exit {}: {}", o.exit_code, o.stderr.trim())),
+                    Err(e) => Err(e.to_string()),
                 };
+                let disks = crate::eks::instance_store::disks(&n.group.instance_type).map_or(0, |(d, _)| d);
                 report.checks.push(assert::local_storage::check(
                     assert::registry::LOCAL_STORAGE.on(&n.node_name),
                     want,
-                    &out,
+                    disks,
+                    out.as_deref().map_err(Clone::clone),
                 ));
             }
             // The pod check runs before the evidence is judged: what it sets off (a sandbox, an image pull) can be
