@@ -22,6 +22,11 @@ pub fn disks(instance_type: &str) -> Option<(u32, u32)> {
         .map(|&(_, n, gb)| (n, gb))
 }
 
+/// How many instance-store disks `instance_type` has (0 for a type without, or one not listed).
+pub fn count(instance_type: &str) -> u32 {
+    disks(instance_type).map_or(0, |(n, _)| n)
+}
+
 /// The instance types listed here.
 pub fn types() -> Vec<&'static str> {
     STORES.iter().map(|(t, _, _)| *t).collect()
@@ -53,6 +58,7 @@ mod tests {
         }
         assert_eq!(super::disks("m5d.4xlarge"), Some((2, 300)));
         assert_eq!(super::disks("m5.large"), None);
+        assert_eq!((super::count("m5d.4xlarge"), super::count("m5.large")), (2, 0));
     }
 
     #[test]

@@ -144,8 +144,7 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             ));
         }
         if n.expect.local_storage.is_some()
-            && (n.runtime != super::model::NodeRuntime::Vm
-                || crate::eks::instance_store::disks(&n.instance_type).is_none())
+            && (n.runtime != super::model::NodeRuntime::Vm || crate::eks::instance_store::count(&n.instance_type) == 0)
         {
             return Err(group(
                 n,
@@ -164,7 +163,7 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             ));
         }
         if n.expect.local_storage == Some(super::expect::LocalStorageExpectation::Raid10) {
-            let disks = crate::eks::instance_store::disks(&n.instance_type).map_or(0, |(d, _)| d);
+            let disks = crate::eks::instance_store::count(&n.instance_type);
             if disks < 4 {
                 return Err(group(
                     n,

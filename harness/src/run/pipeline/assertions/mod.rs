@@ -49,7 +49,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                     Ok(o) => Err(format!("exit {}: {}", o.exit_code, o.stderr.trim())),
                     Err(e) => Err(e.to_string()),
                 };
-                let disks = crate::eks::instance_store::disks(&n.group.instance_type).map_or(0, |(d, _)| d);
+                let disks = crate::eks::instance_store::count(&n.group.instance_type);
                 report.checks.push(assert::local_storage::check(
                     assert::registry::LOCAL_STORAGE.on(&n.node_name),
                     want,
