@@ -31,13 +31,19 @@ fn on_path(cmd: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether something accepts connections on the Unix socket `at`.
+fn serving(at: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(at).is_ok()
+}
+
 const PACKAGES: &[Package] = &[
     Package {
         name: "docker.io",
         // The engine, not the CLI: a machine can have the `docker` client alone (found on a fresh CI machine,
         // where a first run then could not start any engine). An engine nodejoin does not start (DOCKER_HOST, or
-        // one already serving the socket) needs no package.
-        present: || on_path("dockerd") || custom_docker_host() || Path::new("/var/run/docker.sock").exists(),
+        // one already serving the socket) needs no package. A socket file no engine listens on (left by a dockerd
+        // that was killed, or by a removed package) is not an engine.
+        present: || on_path("dockerd") || custom_docker_host() || serving(Path::new("/var/run/docker.sock")),
         why: "node containers",
     },
     Package {
@@ -382,6 +388,19 @@ mod tests {
     fn finds_commands_on_path() {
         assert!(on_path("sh"));
         assert!(!on_path("no-such-command-nodejoin"));
+    }
+
+    #[test]
+    fn a_socket_file_nothing_listens_on_is_not_an_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("docker.sock");
+        assert!(!serving(&at));
+        let listener = std::os::unix::net::UnixListener::bind(&at).unwrap();
+        assert!(serving(&at));
+        drop(listener);
+        // The file stays, as a killed dockerd leaves it.
+        assert!(at.exists());
+        assert!(!serving(&at));
     }
 
     #[test]
