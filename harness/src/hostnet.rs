@@ -1,5 +1,6 @@
-//! What a run's VM nodes own in the host's network stack: a tap device on the run's bridge per node, and one DNAT
-//! rule per node that takes its metadata requests (169.254.169.254:80) to the fake IMDS. Each is removed when its
+//! What a run's VM nodes own in the host's network stack: a tap device on the run's bridge per node, and the DNAT
+//! rules per node that take what it sends to the addresses of its link (IMDS's 169.254.169.254:80, the VPC
+//! resolver's 169.254.169.253:53, AWS's endpoints on 443) to the harness's fakes. Each is removed when its
 //! guard drops, and each carries the run id (the tap's alias, the rule's comment), so the reaper removes what a
 //! killed run left and no run touches another's.
 use crate::error::{Error, Result};
@@ -65,22 +66,45 @@ impl Drop for Tap {
     }
 }
 
-/// The DNAT rule that takes one VM's metadata requests to the fake IMDS; removed when dropped.
-pub struct ImdsRedirect {
-    spec: Vec<String>,
+/// A protocol of a forwarded service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
 }
 
-impl ImdsRedirect {
-    pub fn add(bridge: &str, vm: Ipv4Addr, imds: SocketAddr, run_id: &str) -> Result<Self> {
-        let spec = redirect_spec(bridge, vm, imds, run_id);
-        let mut insert = vec!["-t".to_string(), "nat".into(), "-I".into()];
-        insert.extend(spec.iter().cloned());
-        iptables(&insert).map_err(vm_err)?;
-        Ok(Self { spec })
+/// One address a VM's link carries to a harness service: `to` answers what the VM sends to `at`:`port`.
+#[derive(Debug, Clone, Copy)]
+pub struct Forward {
+    pub at: Ipv4Addr,
+    pub proto: Proto,
+    pub port: u16,
+    pub to: SocketAddr,
+}
+
+/// The DNAT rules that take one VM's requests to the harness's services on its link (IMDS at
+/// 169.254.169.254:80, the VPC resolver, AWS's HTTPS endpoints), each only from that VM's address on the run's
+/// bridge; removed when dropped.
+pub struct LinkForwards {
+    specs: Vec<Vec<String>>,
+}
+
+impl LinkForwards {
+    pub fn add(bridge: &str, vm: Ipv4Addr, forwards: &[Forward], run_id: &str) -> Result<Self> {
+        let mut added = Self { specs: Vec::new() };
+        for f in forwards {
+            let spec = forward_spec(bridge, vm, f, run_id);
+            let mut insert = vec!["-t".to_string(), "nat".into(), "-I".into()];
+            insert.extend(spec.iter().cloned());
+            // On an error the rules added so far are removed as `added` drops.
+            iptables(&insert).map_err(vm_err)?;
+            added.specs.push(spec);
+        }
+        Ok(added)
     }
 }
 
-fn redirect_spec(bridge: &str, vm: Ipv4Addr, imds: SocketAddr, run_id: &str) -> Vec<String> {
+fn forward_spec(bridge: &str, vm: Ipv4Addr, f: &Forward, run_id: &str) -> Vec<String> {
     [
         "PREROUTING",
         "-i",
@@ -88,11 +112,14 @@ fn redirect_spec(bridge: &str, vm: Ipv4Addr, imds: SocketAddr, run_id: &str) -> 
         "-s",
         &format!("{vm}/32"),
         "-d",
-        "169.254.169.254/32",
+        &format!("{}/32", f.at),
         "-p",
-        "tcp",
+        match f.proto {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        },
         "--dport",
-        "80",
+        &f.port.to_string(),
         "-m",
         "comment",
         "--comment",
@@ -100,24 +127,26 @@ fn redirect_spec(bridge: &str, vm: Ipv4Addr, imds: SocketAddr, run_id: &str) -> 
         "-j",
         "DNAT",
         "--to-destination",
-        &imds.to_string(),
+        &f.to.to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
     .collect()
 }
 
-impl Drop for ImdsRedirect {
+impl Drop for LinkForwards {
     fn drop(&mut self) {
-        let mut delete = vec!["-t".to_string(), "nat".into(), "-D".into()];
-        delete.extend(self.spec.iter().cloned());
-        if let Err(e) = iptables(&delete) {
-            tracing::warn!("removing the IMDS rule: {e}");
+        for spec in &self.specs {
+            let mut delete = vec!["-t".to_string(), "nat".into(), "-D".into()];
+            delete.extend(spec.iter().cloned());
+            if let Err(e) = iptables(&delete) {
+                tracing::warn!("removing a VM's forwarding rule: {e}");
+            }
         }
     }
 }
 
-/// What a killed run `run_id` left on the host: its taps and its IMDS rules. Returns how many were removed.
+/// What a killed run `run_id` left on the host: its taps and its forwarding rules. Returns how many were removed.
 pub fn remove_leftovers(run_id: &str) -> usize {
     let mark = run_mark(run_id);
     let mut removed = 0;
@@ -187,17 +216,25 @@ mod tests {
 
     #[test]
     fn the_rule_is_limited_to_one_address_on_the_runs_bridge_and_carries_the_run() {
-        let spec = redirect_spec(
-            "br-0123456789ab",
-            "172.18.255.254".parse().unwrap(),
-            "172.18.0.1:40123".parse().unwrap(),
-            "r1",
-        )
-        .join(" ");
+        let imds = Forward {
+            at: "169.254.169.254".parse().unwrap(),
+            proto: Proto::Tcp,
+            port: 80,
+            to: "172.18.0.1:40123".parse().unwrap(),
+        };
+        let spec = forward_spec("br-0123456789ab", "172.18.255.254".parse().unwrap(), &imds, "r1").join(" ");
         assert_eq!(
             spec,
             "PREROUTING -i br-0123456789ab -s 172.18.255.254/32 -d 169.254.169.254/32 -p tcp --dport 80 \
              -m comment --comment nodejoin-run=r1 -j DNAT --to-destination 172.18.0.1:40123"
         );
+        let dns = Forward {
+            at: "169.254.169.253".parse().unwrap(),
+            proto: Proto::Udp,
+            port: 53,
+            to: "172.18.0.1:40999".parse().unwrap(),
+        };
+        let spec = forward_spec("br-0123456789ab", "172.18.255.254".parse().unwrap(), &dns, "r1").join(" ");
+        assert!(spec.contains("-d 169.254.169.253/32 -p udp --dport 53 "), "{spec}");
     }
 }

@@ -40,6 +40,16 @@ pub struct Instance {
     pub launch_time: SystemTime,
 }
 
+/// The domain of an instance's private DNS name in `region`: `ec2.internal` in us-east-1,
+/// `<region>.compute.internal` elsewhere (also what EC2's DHCP gives as the domain name).
+pub fn dns_domain(region: &str) -> String {
+    if region == "us-east-1" {
+        "ec2.internal".to_string()
+    } else {
+        format!("{region}.compute.internal")
+    }
+}
+
 impl Instance {
     /// The instance as its credentials' holder (what `iam::CredentialStore::serve` needs of it).
     pub fn holder(&self) -> super::credentials::Holder<'_> {
@@ -53,11 +63,7 @@ impl Instance {
 
     /// `ec2.internal` in us-east-1, `<region>.compute.internal` elsewhere.
     pub fn dns_domain(&self) -> String {
-        if self.region == "us-east-1" {
-            "ec2.internal".to_string()
-        } else {
-            format!("{}.compute.internal", self.region)
-        }
+        dns_domain(&self.region)
     }
 
     /// `ip-10-0-1-23.eu-west-1.compute.internal`: the EC2 PrivateDnsName, which EKS requires as the node name.

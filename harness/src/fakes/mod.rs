@@ -8,10 +8,12 @@ pub mod cloudformation;
 pub mod ec2;
 pub mod ecr;
 pub mod eks;
+pub mod front;
 pub mod imds;
 pub mod instances;
 pub mod proxy;
 pub mod registry;
+pub mod resolver;
 pub mod sts;
 pub mod vpc;
 
@@ -101,6 +103,13 @@ where
     }
 }
 
+/// rustls's server builder with ring and its default protocol versions.
+fn tls_builder(
+) -> std::result::Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::WantsVerifier>, rustls::Error> {
+    rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+}
+
 /// Connections a fake serves at once; more are closed at once (every node of a run shares the fakes).
 const CONNECTIONS: usize = 1024;
 /// How long a TLS handshake, and then a request's head, may take.
@@ -178,16 +187,46 @@ impl FakeServer {
         )?)];
         let key = rustls::pki_types::PrivateKeyDer::try_from(crate::pki::pem_to_der(&cert.key_pem)?)
             .map_err(|e| fail(format!("key: {e}")))?;
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+        let config = tls_builder()
             .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
             .map_err(|e| fail(format!("TLS config: {e}")))?;
+        Self::serve_tls(name, ip, router, config, callers).await
+    }
+
+    /// Serves `router` over HTTPS on `ip:0` with the certificate `certs` gives for the name each client asks
+    /// (SNI): the front of AWS's endpoints ([`front`]).
+    pub async fn start_tls_named(
+        name: &'static str,
+        ip: IpAddr,
+        router: axum::Router,
+        certs: std::sync::Arc<dyn rustls::server::ResolvesServerCert>,
+        callers: std::sync::Arc<callers::Callers>,
+    ) -> Result<Self> {
+        let config = tls_builder()
+            .map(|b| b.with_no_client_auth().with_cert_resolver(certs))
+            .map_err(|e| Error::Fake {
+                service: name,
+                message: format!("TLS config: {e}"),
+            })?;
+        Self::serve_tls(name, ip, router, config, callers).await
+    }
+
+    /// The accept loop of the TLS fakes: only `callers`' connections, each bounded as the plain fakes' are.
+    async fn serve_tls(
+        name: &'static str,
+        ip: IpAddr,
+        router: axum::Router,
+        config: rustls::ServerConfig,
+        callers: std::sync::Arc<callers::Callers>,
+    ) -> Result<Self> {
+        let fail = |message: String| Error::Fake { service: name, message };
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
         let listener = tokio::net::TcpListener::bind((ip, 0))
             .await
             .map_err(|e| fail(format!("bind {ip}:0: {e}")))?;
         let addr = listener.local_addr().map_err(|e| fail(e.to_string()))?;
+        // Handlers see the caller as the plain fakes' do (`ConnectInfo`), so a fake behind TLS knows its instance.
+        let router = router.layer(axum::middleware::from_fn(peer_address));
         // Bounded: connections at once, the TLS handshake, the request head. A node (or anything on the run's
         // network) holding connections open or sending nothing must not exhaust the harness.
         let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
@@ -201,7 +240,16 @@ impl FakeServer {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
-                let (acceptor, app) = (acceptor.clone(), router.clone());
+                let peer = {
+                    use std::os::fd::AsRawFd;
+                    Peer {
+                        addr: peer,
+                        fd: tcp.as_raw_fd(),
+                        default_ttl: socket2::SockRef::from(&tcp).ttl_v4().unwrap_or(64),
+                    }
+                };
+                let acceptor = acceptor.clone();
+                let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
                 tokio::spawn(async move {
                     let _slot = slot;
                     let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await else {

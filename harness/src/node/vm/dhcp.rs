@@ -1,5 +1,7 @@
 //! The DHCP server of a run's network for its VM nodes: as EC2 gives an instance its primary private address by
-//! DHCP, each VM gets the address its instance was given, by MAC. It answers only the MACs it was told about (a
+//! DHCP, each VM gets the address its instance was given, by MAC, with what EC2's default DHCP options give: the
+//! VPC's resolver as its DNS server (at the link-local address instances have for it) and its region's private
+//! domain name. It answers only the MACs it was told about (a
 //! node container on the same bridge never asks; anything else is ignored), on the run's bridge only.
 use dhcproto::v4::{DhcpOption, Message, MessageType, Opcode};
 use dhcproto::{Decodable, Encodable};
@@ -10,12 +12,19 @@ use std::sync::{Arc, Mutex};
 /// A lease's length; nodes live minutes.
 const LEASE_SECS: u32 = 3600;
 
-/// What the server hands out: its own address (the bridge's), the subnet, and one address per MAC.
+/// What the server hands out: its own address (the bridge's), the subnet, and one address (with its domain name)
+/// per MAC.
 #[derive(Clone)]
 pub struct Leases {
     pub server: Ipv4Addr,
     pub subnet: ipnet::Ipv4Net,
-    by_mac: Arc<Mutex<HashMap<[u8; 6], Ipv4Addr>>>,
+    by_mac: Arc<Mutex<HashMap<[u8; 6], Lease>>>,
+}
+
+#[derive(Clone)]
+struct Lease {
+    ip: Ipv4Addr,
+    domain: String,
 }
 
 impl Leases {
@@ -27,17 +36,22 @@ impl Leases {
         }
     }
 
-    pub fn reserve(&self, mac: [u8; 6], ip: Ipv4Addr) {
-        self.by_mac.lock().unwrap_or_else(|p| p.into_inner()).insert(mac, ip);
+    /// `mac` gets `ip`, and `domain` (`us-west-2.compute.internal`) as its domain name.
+    pub fn reserve(&self, mac: [u8; 6], ip: Ipv4Addr, domain: &str) {
+        let lease = Lease {
+            ip,
+            domain: domain.to_string(),
+        };
+        self.by_mac.lock().unwrap_or_else(|p| p.into_inner()).insert(mac, lease);
     }
 
     pub fn release(&self, mac: &[u8; 6]) {
         self.by_mac.lock().unwrap_or_else(|p| p.into_inner()).remove(mac);
     }
 
-    fn of(&self, chaddr: &[u8]) -> Option<Ipv4Addr> {
+    fn of(&self, chaddr: &[u8]) -> Option<Lease> {
         let mac: [u8; 6] = chaddr.get(..6)?.try_into().ok()?;
-        self.by_mac.lock().unwrap_or_else(|p| p.into_inner()).get(&mac).copied()
+        self.by_mac.lock().unwrap_or_else(|p| p.into_inner()).get(&mac).cloned()
     }
 
     /// The answer to one client message, and where to send it; `None` for a MAC it does not know, a message
@@ -46,7 +60,7 @@ impl Leases {
         if req.opcode() != Opcode::BootRequest {
             return None;
         }
-        let ip = self.of(req.chaddr())?;
+        let Lease { ip, domain } = self.of(req.chaddr())?;
         let kind = match req.opts().msg_type()? {
             MessageType::Discover => MessageType::Offer,
             MessageType::Request => {
@@ -92,6 +106,8 @@ impl Leases {
             opts.insert(DhcpOption::SubnetMask(self.subnet.netmask()));
             opts.insert(DhcpOption::BroadcastAddr(self.subnet.broadcast()));
             opts.insert(DhcpOption::Router(vec![self.server]));
+            opts.insert(DhcpOption::DomainNameServer(vec![crate::fakes::resolver::LINK_ADDRESS]));
+            opts.insert(DhcpOption::DomainName(domain));
         }
         // A client that has its address renews by unicast; until then only a broadcast reaches it.
         let to = if req.ciaddr().is_unspecified() || kind == MessageType::Nak {
@@ -167,7 +183,7 @@ mod tests {
         let leases = Leases::new("172.18.0.1".parse().unwrap(), "172.18.0.0/16".parse().unwrap());
         let mac = [2, 0, 0, 0, 0, 1];
         let ip: Ipv4Addr = "172.18.255.250".parse().unwrap();
-        leases.reserve(mac, ip);
+        leases.reserve(mac, ip, "us-west-2.compute.internal");
         let (offer, to) = leases.answer(&client(MessageType::Discover, mac, None)).unwrap();
         assert_eq!(offer.opts().msg_type(), Some(MessageType::Offer));
         assert_eq!((offer.yiaddr(), offer.xid()), (ip, 7));
@@ -175,6 +191,15 @@ mod tests {
         assert_eq!(
             offer.opts().get(dhcproto::v4::OptionCode::Router),
             Some(&DhcpOption::Router(vec!["172.18.0.1".parse().unwrap()]))
+        );
+        // EC2's default options: the VPC resolver, the region's private domain.
+        assert_eq!(
+            offer.opts().get(dhcproto::v4::OptionCode::DomainNameServer),
+            Some(&DhcpOption::DomainNameServer(vec!["169.254.169.253".parse().unwrap()]))
+        );
+        assert_eq!(
+            offer.opts().get(dhcproto::v4::OptionCode::DomainName),
+            Some(&DhcpOption::DomainName("us-west-2.compute.internal".into()))
         );
         let (ack, _) = leases.answer(&client(MessageType::Request, mac, Some(ip))).unwrap();
         assert_eq!(ack.opts().msg_type(), Some(MessageType::Ack));
@@ -187,7 +212,7 @@ mod tests {
     fn other_addresses_are_refused_and_unknown_macs_ignored() {
         let leases = Leases::new("172.18.0.1".parse().unwrap(), "172.18.0.0/16".parse().unwrap());
         let mac = [2, 0, 0, 0, 0, 1];
-        leases.reserve(mac, "172.18.255.250".parse().unwrap());
+        leases.reserve(mac, "172.18.255.250".parse().unwrap(), "ec2.internal");
         let (nak, _) = leases
             .answer(&client(MessageType::Request, mac, Some("172.18.0.9".parse().unwrap())))
             .unwrap();

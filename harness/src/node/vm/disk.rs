@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The version of what is kept per disk (the disk, its `.boot` directory and how the initramfs is made): a change
 /// to how they are made changes it, so no cached pair from before is used.
-const LAYOUT: &[u8] = b"disk+boot 2";
+const LAYOUT: &[u8] = b"disk+boot 3";
 
 /// The disk's size; the file is sparse, so this is only what a node may fill.
 const DISK_SIZE: &str = "8G";
@@ -228,9 +228,37 @@ fn unpack(archive: &Path, to: &Path) -> Result<()> {
         if path == Path::new(".dockerenv") || path == Path::new("./.dockerenv") {
             continue;
         }
+        // Docker's mount point, an empty file: the machine's is systemd-resolved's stub, made below.
+        if path == Path::new("etc/resolv.conf") || path == Path::new("./etc/resolv.conf") {
+            continue;
+        }
         entry.unpack_in(to).map_err(|e| Error::io(to.join(&path), e))?;
     }
+    resolv_conf_link(to).map_err(|e| Error::io(to.join(RESOLV_CONF), e))?;
     let _ = std::fs::remove_file(archive);
+    Ok(())
+}
+
+const RESOLV_CONF: &str = "etc/resolv.conf";
+
+/// The root's `/etc/resolv.conf` as on AL2023: a link to systemd-resolved's stub, which asks the DNS server DHCP
+/// gives (the VPC resolver). A build step cannot make it (Docker mounts the file over it), so it is made here, by
+/// the same `unpack_in` as the root's entries, which keeps it inside the root whatever the root's links are.
+fn resolv_conf_link(to: &Path) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Symlink);
+    header.set_size(0);
+    header.set_mode(0o777);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(0);
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append_link(&mut header, RESOLV_CONF, "../run/systemd/resolve/stub-resolv.conf")?;
+    let bytes = builder.into_inner()?;
+    let mut archive = tar::Archive::new(&bytes[..]);
+    for entry in archive.entries()? {
+        entry?.unpack_in(to)?;
+    }
     Ok(())
 }
 
@@ -314,5 +342,47 @@ mod tests {
         let r = unpack(&archive, &root);
         assert!(r.is_err(), "a write through a link out of the root must fail");
         assert!(!Path::new("/escaped").exists());
+    }
+
+    #[test]
+    fn the_roots_resolv_conf_is_resolved_s_stub_and_stays_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = |entries: &[(&str, Option<&str>)]| {
+            let mut b = tar::Builder::new(Vec::new());
+            for (path, link) in entries {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(0);
+                h.set_mode(0o755);
+                h.set_uid(0);
+                h.set_gid(0);
+                h.set_mtime(0);
+                match link {
+                    Some(to) => {
+                        h.set_entry_type(tar::EntryType::Symlink);
+                        b.append_link(&mut h, path, to).unwrap();
+                    }
+                    None if path.ends_with('/') => {
+                        h.set_entry_type(tar::EntryType::Directory);
+                        b.append_data(&mut h, path, &b""[..]).unwrap();
+                    }
+                    None => b.append_data(&mut h, path, &b""[..]).unwrap(),
+                }
+            }
+            let at = dir.path().join(format!("{}.tar", entries.len()));
+            std::fs::write(&at, b.into_inner().unwrap()).unwrap();
+            at
+        };
+        // Docker's export: an empty file where the engine mounted its own.
+        let root = dir.path().join("root");
+        unpack(&archive(&[("etc/", None), ("etc/resolv.conf", None)]), &root).unwrap();
+        let link = std::fs::read_link(root.join("etc/resolv.conf")).unwrap();
+        assert_eq!(link, Path::new("../run/systemd/resolve/stub-resolv.conf"));
+        // A root whose etc leads out of it: the link is refused, nothing is made outside.
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let other = dir.path().join("other");
+        let escape = outside.to_str().unwrap();
+        assert!(unpack(&archive(&[("etc", Some(escape))]), &other).is_err());
+        assert!(!outside.join("resolv.conf").exists());
     }
 }

@@ -1,7 +1,7 @@
 //! The node runtime `vm`: a node that is a machine. QEMU boots nodejoin's node image for the group as a disk
 //! (`disk`), with Debian's stock kernel (`kernel`), seen by its software as an EC2 instance (`qemu`'s SMBIOS, the
 //! run network's DHCP and the metadata address on its link, `net`), and reached by the harness through QEMU's
-//! guest agent (`agent`). The guard owns QEMU, the tap, the host rule and the node's work directory (its disk
+//! guest agent (`agent`). The guard owns QEMU, the tap, the host rules and the node's work directory (its disk
 //! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
 pub mod agent;
 pub mod console;
@@ -15,7 +15,7 @@ pub mod qemu;
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
 use crate::node::seed::{seed_archive, NodeFile};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,10 @@ pub struct VmSpec<'a> {
     /// The cached base disk ([`disk::ensure`]), never written.
     pub disk: &'a Path,
     pub link: &'a net::RunLink,
-    pub imds: SocketAddr,
+    /// What its link carries to the harness (IMDS, the VPC resolver, AWS's endpoints).
+    pub services: net::LinkServices,
+    /// Its private DNS domain, as EC2's DHCP gives it (`us-west-2.compute.internal`).
+    pub domain: String,
     pub ip: Ipv4Addr,
     pub mac: String,
     pub instance_id: &'a str,
@@ -54,7 +57,7 @@ pub struct VmNode {
     console_cap: std::sync::Mutex<Option<console::Cap>>,
     /// Field order is drop order: QEMU first, then its network, then its files.
     qemu: std::sync::Mutex<Option<crate::process::Supervised>>,
-    _redirect: net::ImdsRedirect,
+    _forwards: net::LinkForwards,
     _tap: net::Tap,
     mac_bytes: [u8; 6],
     leases: dhcp::Leases,
@@ -110,8 +113,13 @@ impl VmNode {
             &kernel::short_hash(&[spec.run_id.as_bytes(), name.as_bytes()])[..10]
         );
         let tap = net::Tap::create(&tap_name, &spec.link.bridge, spec.run_id)?;
-        let redirect = net::ImdsRedirect::add(&spec.link.bridge, spec.ip, spec.imds, spec.run_id)?;
-        spec.link.leases.reserve(mac_bytes, spec.ip);
+        let forwards = net::LinkForwards::add(
+            &spec.link.bridge,
+            spec.ip,
+            &spec.services.forwards(spec.link.leases.server),
+            spec.run_id,
+        )?;
+        spec.link.leases.reserve(mac_bytes, spec.ip, &spec.domain);
         let agent_socket = dir.join("qga.sock");
         let console = dir.join("console.log");
         let args = qemu::args(&qemu::Machine {
@@ -146,7 +154,7 @@ impl VmNode {
             },
             console_cap: std::sync::Mutex::new(None),
             qemu: std::sync::Mutex::new(None),
-            _redirect: redirect,
+            _forwards: forwards,
             _tap: tap,
             mac_bytes,
             leases: spec.link.leases.clone(),

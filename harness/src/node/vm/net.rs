@@ -1,12 +1,15 @@
 //! A VM node's place on the run's network, as an instance's primary ENI is on its subnet: a tap device on the
 //! run's Docker bridge (its own address, reachable by the control plane and the other nodes), the address given by
-//! the run's DHCP server, and 169.254.169.254:80 from that address sent to the fake IMDS by one DNAT rule on the
-//! run's bridge (`hostnet`), so nothing inside the machine is changed.
+//! the run's DHCP server, and what an instance's link carries sent to the harness by DNAT rules on the run's
+//! bridge (`hostnet`): 169.254.169.254:80 to the fake IMDS, 169.254.169.253:53 to the VPC resolver, and HTTPS to
+//! the gateway (the address the resolver gives AWS's endpoints) to the front of the fakes. Nothing inside the
+//! machine is changed for them.
 use super::dhcp::{DhcpServer, Leases};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
-pub use crate::hostnet::{ImdsRedirect, Tap};
-use std::net::Ipv4Addr;
+use crate::hostnet::{Forward, Proto};
+pub use crate::hostnet::{LinkForwards, Tap};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 fn vm_err(m: impl Into<String>) -> Error {
@@ -61,5 +64,43 @@ impl RunLink {
             return Err(vm_err(format!("no address left for a VM in {}", self.leases.subnet)));
         }
         Ok(ip)
+    }
+}
+
+/// Where the harness serves what a VM reaches on its link, as an instance reaches EC2's services.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkServices {
+    /// The fake IMDS.
+    pub imds: SocketAddr,
+    /// The VPC resolver ([`crate::fakes::resolver`]).
+    pub resolver: SocketAddr,
+    /// The front of AWS's HTTPS endpoints ([`crate::fakes::front`]).
+    pub front: SocketAddr,
+}
+
+impl LinkServices {
+    /// The forwarding rules of a VM on a link whose gateway is `gateway` (the address the resolver gives AWS's
+    /// endpoints).
+    pub fn forwards(&self, gateway: Ipv4Addr) -> Vec<Forward> {
+        vec![
+            Forward {
+                at: Ipv4Addr::new(169, 254, 169, 254),
+                proto: Proto::Tcp,
+                port: 80,
+                to: self.imds,
+            },
+            Forward {
+                at: crate::fakes::resolver::LINK_ADDRESS,
+                proto: Proto::Udp,
+                port: 53,
+                to: self.resolver,
+            },
+            Forward {
+                at: gateway,
+                proto: Proto::Tcp,
+                port: 443,
+                to: self.front,
+            },
+        ]
     }
 }

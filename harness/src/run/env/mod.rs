@@ -66,6 +66,13 @@ pub struct Environment {
     pub proxy_url: String,
     webhook_base: String,
     webhook_ca: String,
+    /// The CA that signs the certificates of AWS's endpoints served by their own names (`fakes::front`), which a
+    /// VM node trusts.
+    pub endpoints_ca: String,
+    /// The front of AWS's endpoints, and the VPC resolver that gives their names its address (VM nodes reach both
+    /// on their link).
+    front: std::net::SocketAddr,
+    resolver: crate::fakes::resolver::Resolver,
     state: RunState,
     fakes: Vec<FakeServer>,
     assets: Mutex<HashMap<String, K8sAssets>>,
@@ -143,6 +150,7 @@ struct Endpoints {
     ecr: String,
     registry: String,
     proxy: String,
+    front: std::net::SocketAddr,
 }
 
 /// Where the node image keeps the `docker save` archive of our pause image.
@@ -177,6 +185,9 @@ impl Environment {
             &[rcgen::SanType::IpAddress(gateway)],
             crate::pki::Usage::Server,
         )?;
+        // The certificates of AWS's endpoints by their own names, for the nodes that reach them that way.
+        let endpoints_ca = crate::pki::Ca::generate("nodejoin AWS endpoints CA")?;
+        let endpoints_ca_pem = endpoints_ca.0.cert_pem.clone();
         let calls = CallLog::new();
         authenticator.log_calls_to(calls.clone());
         // Every fake a node calls records its calls (and applies injected faults) through one middleware.
@@ -191,6 +202,23 @@ impl Environment {
             )
         };
         let callers = Arc::new(crate::fakes::callers::Callers::of_run(network.subnet));
+        let sts = || {
+            Arc::new(Sts {
+                instances: instances.clone(),
+            })
+            .router()
+        };
+        let front = {
+            use crate::fakes::front::{self, Service};
+            front::router(vec![
+                (Service::Ec2, rec("ec2", ec2.router())),
+                (Service::Eks, rec("eks", eks.router())),
+                (Service::Sts, rec("sts", sts())),
+                (Service::CloudFormation, rec("cloudformation", cloudformation.router())),
+                (Service::Ecr, rec("ecr", ecr.router())),
+                (Service::Registry, rec("registry", registry.router())),
+            ])
+        };
         let start =
             |name: &'static str, router: axum::Router| FakeServer::start_for(name, gateway, router, callers.clone());
         let started: Result<Vec<FakeServer>> = async {
@@ -198,17 +226,7 @@ impl Environment {
                 start("imds", rec("imds", imds.router())).await?,
                 start("eks", rec("eks", eks.router())).await?,
                 start("ec2", rec("ec2", ec2.router())).await?,
-                start(
-                    "sts",
-                    rec(
-                        "sts",
-                        Arc::new(Sts {
-                            instances: instances.clone(),
-                        })
-                        .router(),
-                    ),
-                )
-                .await?,
+                start("sts", rec("sts", sts())).await?,
                 FakeServer::start_tls(
                     "token-webhook",
                     gateway,
@@ -223,6 +241,14 @@ impl Environment {
                 start(
                     "proxy",
                     rec("proxy", crate::fakes::proxy::Proxy::new(network.subnet).router()),
+                )
+                .await?,
+                FakeServer::start_tls_named(
+                    "aws-endpoints",
+                    gateway,
+                    front,
+                    Arc::new(crate::fakes::front::Certificates::new(endpoints_ca)),
+                    callers.clone(),
                 )
                 .await?,
             ])
@@ -246,6 +272,7 @@ impl Environment {
                 ecr: fake("ecr")?.url(),
                 registry: fake("registry")?.url(),
                 proxy: fake("proxy")?.url(),
+                front: fake("aws-endpoints")?.addr,
             };
             Ok((fakes, endpoints))
         });
@@ -254,6 +281,20 @@ impl Environment {
             Err(e) => {
                 let _ = docker.remove_network(&network.name).await;
                 return Err(e);
+            }
+        };
+        let zone = crate::fakes::resolver::Zone {
+            front: network.gateway,
+            instances: instances.clone(),
+        };
+        let resolver = match crate::fakes::resolver::Resolver::start(network.gateway, zone, calls.clone()).await {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = docker.remove_network(&network.name).await;
+                return Err(Error::Fake {
+                    service: "dns",
+                    message: format!("bind {}:0 (UDP): {e}", network.gateway),
+                });
             }
         };
         let sysctl = SysctlGuard::enter(&run_id);
@@ -269,6 +310,9 @@ impl Environment {
             proxy_url: at.proxy,
             webhook_base: format!("https://{}", at.webhook),
             webhook_ca: webhook_ca.0.cert_pem.clone(),
+            endpoints_ca: endpoints_ca_pem,
+            front: at.front,
+            resolver,
             run_id,
             run_dir,
             docker,
@@ -469,6 +513,15 @@ impl Environment {
         self.vm_link
             .get_or_try_init(|| crate::node::vm::net::RunLink::start(&self.docker, &self.network))
             .await
+    }
+
+    /// What a VM node's link carries to the harness: IMDS, the VPC resolver, AWS's endpoints by their names.
+    pub fn link_services(&self) -> crate::node::vm::net::LinkServices {
+        crate::node::vm::net::LinkServices {
+            imds: self.imds_addr,
+            resolver: self.resolver.addr,
+            front: self.front,
+        }
     }
 
     /// Where the run records its children's PIDs, for the reaper.

@@ -78,28 +78,41 @@ pub(crate) async fn boot_node(
             .into_bytes(),
             mode: 0o644,
         },
-        // Services (cloud-init, the kubelet's credential plugin) reach the fake AWS APIs through these.
-        NodeFile {
-            path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
-            content: format!(
-                "[Manager]\nDefaultEnvironment={}\n",
-                endpoints
-                    .iter()
-                    .map(|e| format!("\"{e}\""))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            )
-            .into_bytes(),
-            mode: 0o644,
-        },
         crate::node::journal::drop_in(),
-        // containerd pulls from the EKS ECR registry (nodeadm's sandbox image) go to the fake registry.
-        NodeFile {
-            path: format!("/etc/containerd/certs.d/{ecr_host}/hosts.toml"),
-            content: crate::fakes::registry::containerd_hosts_toml(&ecr_host, &env.registry_url).into_bytes(),
-            mode: 0o644,
-        },
     ]);
+    match group.runtime {
+        // A container reaches the fakes at their own addresses: its services (cloud-init, nodeadm, the kubelet's
+        // credential plugin) through endpoint variables, containerd's pulls from the EKS ECR registry through a
+        // mirror entry.
+        NodeRuntime::Container => files.extend([
+            NodeFile {
+                path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
+                content: format!(
+                    "[Manager]\nDefaultEnvironment={}\n",
+                    endpoints
+                        .iter()
+                        .map(|e| format!("\"{e}\""))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+                .into_bytes(),
+                mode: 0o644,
+            },
+            NodeFile {
+                path: format!("/etc/containerd/certs.d/{ecr_host}/hosts.toml"),
+                content: crate::fakes::registry::containerd_hosts_toml(&ecr_host, &env.registry_url).into_bytes(),
+                mode: 0o644,
+            },
+        ]),
+        // A machine reaches AWS as an instance does, by AWS's names (the VPC resolver its DHCP names, the front of
+        // the fakes on its link). What it needs for that is the CA of those names' certificates: one file in the
+        // directory Go's TLS (nodeadm, containerd, the kubelet's plugins) reads trust anchors from.
+        NodeRuntime::Vm => files.push(NodeFile {
+            path: ENDPOINTS_CA.into(),
+            content: env.endpoints_ca.clone().into_bytes(),
+            mode: 0o644,
+        }),
+    }
     let container_name = format!("nodejoin-{}-{}-{label}", env.run_id, sc.name);
     let (instance_id, mac) = Instance::new_ids();
     // A VM's kernel and disk are made (or found in the cache) before its turn: the boot is timed without them.
@@ -113,7 +126,19 @@ pub(crate) async fn boot_node(
     let t0 = Instant::now();
     let container = match machine {
         Some(machine) => {
-            super::vm::start(env, &machine, image, group, &container_name, &instance_id, &mac, files).await?
+            let region = &sc.cluster.region;
+            super::vm::start(
+                env,
+                &machine,
+                image,
+                group,
+                &container_name,
+                &instance_id,
+                &mac,
+                region,
+                files,
+            )
+            .await?
         }
         None => {
             let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
@@ -430,6 +455,9 @@ async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace 
         Err(e) => Trace::Missing(format!("{EXEC_TRACE} unreadable: {e}")),
     }
 }
+
+/// Where a VM node finds the CA of AWS's endpoints as the run serves them (Go reads every file of /etc/ssl/certs).
+pub(crate) const ENDPOINTS_CA: &str = "/etc/ssl/certs/nodejoin-aws-endpoints.pem";
 
 /// Where the bootstrap's exec trace is written in the node.
 const EXEC_TRACE: &str = "/run/nodejoin-exec.trace";

@@ -58,6 +58,7 @@ pub(crate) async fn start(
     name: &str,
     instance_id: &str,
     mac: &str,
+    region: &str,
     files: Vec<NodeFile>,
 ) -> Result<NodeContainer> {
     let link = env.vm_link().await?;
@@ -71,7 +72,8 @@ pub(crate) async fn start(
         accel: machine.accel,
         disk: &machine.disk,
         link,
-        imds: env.imds_addr,
+        services: env.link_services(),
+        domain: crate::fakes::instances::dns_domain(region),
         ip,
         mac: mac.to_string(),
         instance_id,
