@@ -173,6 +173,12 @@ impl CallLog {
         }
     }
 
+    /// The calls no instance made (from an address no instance has).
+    #[cfg(test)]
+    pub fn unowned(&self) -> Vec<Call> {
+        self.calls.lock().map(|c| c.of(&None)).unwrap_or_default()
+    }
+
     /// The calls from `instance_id`, in order.
     pub fn of(&self, instance_id: &str) -> Vec<Call> {
         self.calls

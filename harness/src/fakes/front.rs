@@ -77,12 +77,17 @@ pub fn router(routes: Vec<(Service, axum::Router)>) -> axum::Router {
         let routes = routes.clone();
         async move {
             use tower::ServiceExt;
+            // An absolute-form target's authority wins over Host (RFC 9112 3.2.2).
             let host = req
-                .headers()
-                .get(axum::http::header::HOST)
-                .and_then(|h| h.to_str().ok())
+                .uri()
+                .host()
                 .map(str::to_string)
-                .or_else(|| req.uri().host().map(str::to_string))
+                .or_else(|| {
+                    req.headers()
+                        .get(axum::http::header::HOST)
+                        .and_then(|h| h.to_str().ok())
+                        .map(str::to_string)
+                })
                 .unwrap_or_default();
             let Some(fake) = service_of(&host).and_then(|s| routes.get(&s)).cloned() else {
                 return (
@@ -99,8 +104,14 @@ pub fn router(routes: Vec<(Service, axum::Router)>) -> axum::Router {
     })
 }
 
+/// How many names the front issues certificates for in one run: the services, regions and registries of a run's
+/// scenarios, many times over.
+pub const MAX_NAMES: usize = 256;
+
 /// Certificates for the names the front serves, each issued by the run's endpoints CA the first time a client
-/// names it (SNI), then kept for the run. A handshake for any other name, or without a name, is refused.
+/// names it (SNI), then kept for the run. A handshake for any other name, or without a name, is refused, and so
+/// is one for a new name once [`MAX_NAMES`] are issued (a node naming endless accounts' registries must not grow
+/// the harness without bound).
 pub struct Certificates {
     ca: crate::pki::Ca,
     issued: Mutex<HashMap<String, Arc<rustls::sign::CertifiedKey>>>,
@@ -129,6 +140,11 @@ impl Certificates {
         let mut issued = self.issued.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(found) = issued.get(&name) {
             return Ok(found.clone());
+        }
+        if issued.len() >= MAX_NAMES {
+            return Err(format!(
+                "{MAX_NAMES} names already have certificates in this run; '{name}' is refused"
+            ));
         }
         let san = rcgen::SanType::DnsName(name.clone().try_into().map_err(|e| format!("{name}: {e}"))?);
         let cert = self
@@ -216,6 +232,14 @@ mod tests {
         let (dns, _, _) = crate::pki::split_sans(&sans.value.general_names);
         assert_eq!(dns, vec!["ec2.us-west-2.amazonaws.com".to_string()]);
         assert!(certs.for_name("www.example.com").is_err());
+        // A bound on the names one run issues: the names issued still work, a new one is refused.
+        for i in 1..MAX_NAMES {
+            certs
+                .for_name(&format!("{:012}.dkr.ecr.us-west-2.amazonaws.com", i))
+                .unwrap();
+        }
+        assert!(certs.for_name("000000009999.dkr.ecr.us-west-2.amazonaws.com").is_err());
+        assert!(certs.for_name("ec2.us-west-2.amazonaws.com").is_ok());
     }
 
     #[tokio::test]
@@ -247,7 +271,15 @@ mod tests {
         // A served name whose fake the front was not given, and a name that is not AWS's.
         let r = front.clone().oneshot(ask("eks.us-west-2.amazonaws.com")).await.unwrap();
         assert_eq!(body(r).await.0, 421);
-        let r = front.oneshot(ask("example.com")).await.unwrap();
+        let r = front.clone().oneshot(ask("example.com")).await.unwrap();
         assert_eq!(body(r).await.0, 421);
+        // An absolute-form target names the service, whatever Host says.
+        let absolute = Request::builder()
+            .uri("https://ec2.us-west-2.amazonaws.com/")
+            .header("host", "example.com")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let r = front.oneshot(absolute).await.unwrap();
+        assert_eq!(body(r).await.1, "ec2");
     }
 }

@@ -72,8 +72,9 @@ impl RunLink {
 pub struct LinkServices {
     /// The fake IMDS.
     pub imds: SocketAddr,
-    /// The VPC resolver ([`crate::fakes::resolver`]).
-    pub resolver: SocketAddr,
+    /// The VPC resolver ([`crate::fakes::resolver`]), over UDP and over TCP.
+    pub resolver_udp: SocketAddr,
+    pub resolver_tcp: SocketAddr,
     /// The front of AWS's HTTPS endpoints ([`crate::fakes::front`]).
     pub front: SocketAddr,
 }
@@ -93,7 +94,13 @@ impl LinkServices {
                 at: crate::fakes::resolver::LINK_ADDRESS,
                 proto: Proto::Udp,
                 port: 53,
-                to: self.resolver,
+                to: self.resolver_udp,
+            },
+            Forward {
+                at: crate::fakes::resolver::LINK_ADDRESS,
+                proto: Proto::Tcp,
+                port: 53,
+                to: self.resolver_tcp,
             },
             Forward {
                 at: gateway,

@@ -3,6 +3,7 @@
 //! ones, see `run::clusters`) or at shutdown.
 pub mod cache_key;
 pub mod clusters;
+mod endpoints;
 pub mod lazy;
 pub mod prepare;
 
@@ -28,6 +29,7 @@ use crate::node::image::{self, NodeImage};
 use crate::reaper::RunState;
 use crate::sysctl::SysctlGuard;
 use clusters::{Clusters, IamLease, Lanes, IAM_LANES};
+use endpoints::Endpoints;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -139,20 +141,6 @@ impl<K: std::hash::Hash + Eq + Clone> KeyedLocks<K> {
     }
 }
 
-/// Where each fake listens, found by name among those started.
-struct Endpoints {
-    imds: std::net::SocketAddr,
-    eks: String,
-    ec2: String,
-    sts: String,
-    webhook: std::net::SocketAddr,
-    cloudformation: String,
-    ecr: String,
-    registry: String,
-    proxy: String,
-    front: std::net::SocketAddr,
-}
-
 /// Where the node image keeps the `docker save` archive of our pause image.
 const PAUSE_ARCHIVE: &str = "/opt/nodejoin/pause.tar";
 
@@ -254,28 +242,7 @@ impl Environment {
             ])
         }
         .await;
-        // Each fake by its name, not by its place in the list above.
-        let found = started.and_then(|fakes| {
-            let fake = |name: &str| {
-                fakes
-                    .iter()
-                    .find(|f| f.name == name)
-                    .ok_or_else(|| Error::Pipeline(format!("no fake called {name} was started")))
-            };
-            let endpoints = Endpoints {
-                imds: fake("imds")?.addr,
-                eks: fake("eks")?.url(),
-                ec2: fake("ec2")?.url(),
-                sts: fake("sts")?.url(),
-                webhook: fake("token-webhook")?.addr,
-                cloudformation: fake("cloudformation")?.url(),
-                ecr: fake("ecr")?.url(),
-                registry: fake("registry")?.url(),
-                proxy: fake("proxy")?.url(),
-                front: fake("aws-endpoints")?.addr,
-            };
-            Ok((fakes, endpoints))
-        });
+        let found = started.and_then(|fakes| Endpoints::of(&fakes).map(|at| (fakes, at)));
         let (fakes, at) = match found {
             Ok(f) => f,
             Err(e) => {
@@ -286,6 +253,7 @@ impl Environment {
         let zone = crate::fakes::resolver::Zone {
             front: network.gateway,
             instances: instances.clone(),
+            callers: callers.clone(),
         };
         let resolver = match crate::fakes::resolver::Resolver::start(network.gateway, zone, calls.clone()).await {
             Ok(r) => r,
@@ -293,7 +261,7 @@ impl Environment {
                 let _ = docker.remove_network(&network.name).await;
                 return Err(Error::Fake {
                     service: "dns",
-                    message: format!("bind {}:0 (UDP): {e}", network.gateway),
+                    message: format!("bind {}:0: {e}", network.gateway),
                 });
             }
         };
@@ -519,7 +487,8 @@ impl Environment {
     pub fn link_services(&self) -> crate::node::vm::net::LinkServices {
         crate::node::vm::net::LinkServices {
             imds: self.imds_addr,
-            resolver: self.resolver.addr,
+            resolver_udp: self.resolver.udp,
+            resolver_tcp: self.resolver.tcp,
             front: self.front,
         }
     }

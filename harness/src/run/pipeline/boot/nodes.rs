@@ -66,25 +66,24 @@ pub(crate) async fn boot_node(
     let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
     let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
     let mut files = bootstrap_files;
-    files.extend([
-        NodeFile {
-            path: "/etc/nodejoin/node.env".into(),
-            content: format!(
-                "{}={}\n{aws_env}{}\n",
-                crate::settings::var::NODE_IMDS,
-                env.imds_addr,
-                env.sts_endpoint_env()
-            )
-            .into_bytes(),
-            mode: 0o644,
-        },
-        crate::node::journal::drop_in(),
-    ]);
+    files.push(crate::node::journal::drop_in());
     match group.runtime {
         // A container reaches the fakes at their own addresses: its services (cloud-init, nodeadm, the kubelet's
         // credential plugin) through endpoint variables, containerd's pulls from the EKS ECR registry through a
-        // mirror entry.
+        // mirror entry. (A bootstrap the harness runs gets the variables on its command line, in a VM too.)
         NodeRuntime::Container => files.extend([
+            // The fakes' addresses, for nodejoin's own units (the in-node IMDS redirect) and probes.
+            NodeFile {
+                path: "/etc/nodejoin/node.env".into(),
+                content: format!(
+                    "{}={}\n{aws_env}{}\n",
+                    crate::settings::var::NODE_IMDS,
+                    env.imds_addr,
+                    env.sts_endpoint_env()
+                )
+                .into_bytes(),
+                mode: 0o644,
+            },
             NodeFile {
                 path: "/etc/systemd/system.conf.d/10-nodejoin.conf".into(),
                 content: format!(
