@@ -43,6 +43,16 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// The connection `tcp` from `addr`, as its requests' handlers see it (plain and TLS fakes alike).
+    fn of(tcp: &tokio::net::TcpStream, addr: SocketAddr) -> Self {
+        use std::os::fd::AsRawFd;
+        Self {
+            addr,
+            fd: tcp.as_raw_fd(),
+            default_ttl: socket2::SockRef::from(tcp).ttl_v4().unwrap_or(64),
+        }
+    }
+
     /// Sets the IP TTL of what is sent on this connection from now on (a response's hop limit).
     pub fn set_ttl(&self, ttl: u32) -> std::io::Result<()> {
         // SAFETY: the connection (and so its socket) lives while one of its requests is answered, which is
@@ -148,14 +158,7 @@ impl FakeServer {
                 let Some((tcp, slot)) = accept_bounded(name, &listener, &slots).await else {
                     continue;
                 };
-                let peer = {
-                    use std::os::fd::AsRawFd;
-                    Peer {
-                        addr: tcp.peer_addr().unwrap_or(addr),
-                        fd: tcp.as_raw_fd(),
-                        default_ttl: socket2::SockRef::from(&tcp).ttl_v4().unwrap_or(64),
-                    }
-                };
+                let peer = Peer::of(&tcp, tcp.peer_addr().unwrap_or(addr));
                 let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
                 tokio::spawn(async move {
                     let _slot = slot;
@@ -240,14 +243,7 @@ impl FakeServer {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
-                let peer = {
-                    use std::os::fd::AsRawFd;
-                    Peer {
-                        addr: peer,
-                        fd: tcp.as_raw_fd(),
-                        default_ttl: socket2::SockRef::from(&tcp).ttl_v4().unwrap_or(64),
-                    }
-                };
+                let peer = Peer::of(&tcp, peer);
                 let acceptor = acceptor.clone();
                 let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
                 tokio::spawn(async move {
