@@ -518,6 +518,11 @@ impl NodeGroup {
 }
 
 impl Scenario {
+    /// Whether a node group runs as machines (`runtime: vm`): one such scenario runs at a time.
+    pub fn has_vm_nodes(&self) -> bool {
+        self.nodes.iter().any(|g| g.runtime == NodeRuntime::Vm)
+    }
+
     pub fn cluster_name(&self) -> String {
         self.cluster.name.clone().unwrap_or_else(|| self.name.clone())
     }

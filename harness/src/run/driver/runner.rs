@@ -46,7 +46,8 @@ pub async fn run_all(env: &Environment, trials: &[Trial], jobs: usize, events: &
     run_all_retried(env, trials, jobs, 0, events).await
 }
 
-/// [`run_all`], a failed scenario run again up to `retries` times (`nodejoin run --retries`).
+/// [`run_all`], a failed scenario run again up to `retries` times (`nodejoin run --retries`). Scenarios with
+/// VM nodes take the lane of [`schedule`] (one VM scenario at a time: [`Environment::machine`]).
 pub async fn run_all_retried(
     env: &Environment,
     trials: &[Trial],
@@ -54,13 +55,51 @@ pub async fn run_all_retried(
     retries: u32,
     events: &EventSink,
 ) -> Vec<ScenarioReport> {
-    let mut reports: Vec<(usize, ScenarioReport)> = futures::stream::iter(trials.iter().enumerate())
-        .map(|(i, trial)| async move { (i, run_guarded(env, trial, retries, events).await) })
-        .buffer_unordered(jobs.max(1))
-        .collect()
-        .await;
-    reports.sort_by_key(|(i, _)| *i);
-    reports.into_iter().map(|(_, r)| r).collect()
+    schedule(
+        trials.iter().collect(),
+        |t| t.scenario.has_vm_nodes(),
+        jobs,
+        |t| run_guarded(env, t, retries, events),
+    )
+    .await
+}
+
+/// Runs `items`, `jobs` at a time, and gives their results in the items' order. Those `in_lane` run one after
+/// another in a lane that holds one of the jobs from the start until its last item ends. So the first of them
+/// starts at once beside the others, instead of waiting in the queue (where the later ones would hold jobs while
+/// they waited their turn) or coming last, with little beside them to run.
+async fn schedule<T, R, Fut>(items: Vec<T>, in_lane: impl Fn(&T) -> bool, jobs: usize, run: impl Fn(T) -> Fut) -> Vec<R>
+where
+    Fut: std::future::Future<Output = R>,
+{
+    let jobs = jobs.max(1);
+    let (lane, others): (Vec<_>, Vec<_>) = items.into_iter().enumerate().partition(|(_, t)| in_lane(t));
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs));
+    // Taken here, before any other item asks.
+    let held = permits.clone().try_acquire_owned().ok().filter(|_| !lane.is_empty());
+    let run = &run;
+    let lane = async move {
+        let mut done = Vec::new();
+        for (i, item) in lane {
+            done.push((i, run(item).await));
+        }
+        drop(held);
+        done
+    };
+    let rest = futures::stream::iter(others)
+        .map(|(i, item)| {
+            let permits = permits.clone();
+            async move {
+                let _job = permits.acquire_owned().await;
+                (i, run(item).await)
+            }
+        })
+        .buffer_unordered(jobs)
+        .collect::<Vec<_>>();
+    let (lane, rest) = futures::join!(lane, rest);
+    let mut results: Vec<(usize, R)> = lane.into_iter().chain(rest).collect();
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// One scenario, its panic (a harness bug) caught as that scenario's ERROR instead of ending the whole run; its
@@ -106,6 +145,54 @@ async fn guarded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lane's items run one after another, the first from the start, beside the others; those share the jobs
+    /// the lane leaves; results come in the items' order. (The runtime is single-threaded: the order of the log
+    /// is the order of the polls.)
+    #[tokio::test]
+    async fn a_lane_runs_one_at_a_time_from_the_start_beside_the_others() {
+        use std::sync::{Arc, Mutex};
+        use std::time::Duration;
+        let log: Arc<Mutex<Vec<(u32, bool)>>> = Arc::default();
+        let items: Vec<u32> = (0..8).collect();
+        let results = schedule(
+            items,
+            |i| *i >= 6,
+            3,
+            |i| {
+                let log = log.clone();
+                async move {
+                    log.lock().unwrap().push((i, true));
+                    tokio::time::sleep(Duration::from_millis(if i >= 6 { 100 } else { 10 })).await;
+                    log.lock().unwrap().push((i, false));
+                    i * 10
+                }
+            },
+        )
+        .await;
+        assert_eq!(results, (0..8).map(|i| i * 10).collect::<Vec<_>>());
+        let log = log.lock().unwrap().clone();
+        assert_eq!(log[0], (6, true), "the lane's first item starts first: {log:?}");
+        let pos = |e: (u32, bool)| log.iter().position(|x| *x == e).unwrap();
+        assert!(pos((0, true)) < pos((6, false)), "others start beside it: {log:?}");
+        assert!(
+            pos((7, true)) > pos((6, false)),
+            "the lane's items one after another: {log:?}"
+        );
+        let (mut lane, mut others) = (0, 0);
+        for (i, start) in &log {
+            let n = if *i >= 6 { &mut lane } else { &mut others };
+            if *start {
+                *n += 1
+            } else {
+                *n -= 1
+            }
+            assert!(
+                lane <= 1 && lane + others <= 3,
+                "at most one lane item, 3 in all: {log:?}"
+            );
+        }
+    }
 
     /// A scenario whose run panics is that scenario's ERROR, with the panic's message; the run goes on.
     #[tokio::test]

@@ -90,6 +90,8 @@ pub struct Environment {
     sandbox_lock: Mutex<()>,
     /// Node containers that may run at once across the scenarios of this process (see [`NODE_SLOTS`]).
     node_slots: Arc<tokio::sync::Semaphore>,
+    /// One scenario with VM nodes at a time (see [`Environment::machine`]).
+    machine: Arc<tokio::sync::Semaphore>,
     /// Node containers that may be starting (create, then systemd's boot) at once (see [`boot_concurrency`]).
     boot_slots: tokio::sync::Semaphore,
     /// The run network as VM nodes see it (its bridge, its DHCP server), set up by the first VM node.
@@ -306,6 +308,7 @@ impl Environment {
             sysctl: std::sync::Mutex::new(Some(sysctl)),
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
+            machine: Arc::new(tokio::sync::Semaphore::new(1)),
             boot_slots: tokio::sync::Semaphore::new(boot_concurrency(crate::settings::get())),
             vm_link: tokio::sync::OnceCell::new(),
         }))
@@ -474,6 +477,17 @@ impl Environment {
             .acquire_many_owned(nodes.clamp(1, NODE_SLOTS))
             .await
             .map_err(|e| Error::Pipeline(format!("node slots: {e}")))
+    }
+
+    /// The machine's emulator to this scenario, held while the permit lives: VM nodes of two scenarios at once
+    /// slowed each other as much as they gained (TCG emulates each vCPU on a host core; measured in a cold
+    /// `.ci/run`: 252 s and 287 s side by side against 170 s and 140 s one after the other).
+    pub async fn machine(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.machine
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Pipeline(format!("VM nodes: {e}")))
     }
 
     /// The run network's side for VM nodes, made on first use.

@@ -66,6 +66,8 @@ pub(crate) struct Held {
     pub lease: Option<IamLease>,
     /// Room for this scenario's node containers among those of the scenarios running beside it.
     pub slots: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The one scenario with VM nodes running (see [`crate::run::env::Environment::machine`]).
+    pub machine: Option<tokio::sync::OwnedSemaphorePermit>,
     /// The token webhook serves this scenario's cluster name while this lives.
     pub served: Option<Announcement>,
 }
@@ -136,17 +138,16 @@ impl<'a> Context<'a> {
             .ok_or_else(|| crate::error::Error::Pipeline(format!("{step} ran before the control plane was booted")))
     }
 
-    /// The node slots the scenario needs: one per container, the whole machine for a VM (its vCPUs are the host's
-    /// cores). Half the machine was measured in a cold `.ci/run` and gained nothing: two TCG machines side by side
-    /// took as long as one after the other (287 s for both against 170 s and 140 s), and other scenarios waited
-    /// for them all the same.
+    /// The node slots the scenario needs: one per container, half the machine for a VM. A TCG machine keeps
+    /// about one core busy (QEMU's CPU time was 98% of a VM scenario's wall time, 2 vCPUs), so containers of
+    /// other scenarios run beside it on the rest; two VMs never do ([`crate::run::env::Environment::machine`]).
     pub fn node_count(&self) -> u32 {
         self.sc
             .nodes
             .iter()
             .map(|g| match g.runtime {
                 crate::scenario::model::NodeRuntime::Container => g.count,
-                crate::scenario::model::NodeRuntime::Vm => crate::run::env::NODE_SLOTS,
+                crate::scenario::model::NodeRuntime::Vm => crate::run::env::NODE_SLOTS / 2,
             })
             .sum()
     }

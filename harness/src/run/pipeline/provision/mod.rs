@@ -93,6 +93,9 @@ pub(crate) const SLOTS: Action = Action {
 
 fn slots<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
+        if cx.sc.has_vm_nodes() {
+            cx.held.machine = Some(cx.env.machine().await?);
+        }
         cx.held.slots = Some(cx.env.node_slots(cx.node_count()).await?);
         Ok(())
     })
