@@ -138,16 +138,17 @@ impl<'a> Context<'a> {
             .ok_or_else(|| crate::error::Error::Pipeline(format!("{step} ran before the control plane was booted")))
     }
 
-    /// The node slots the scenario needs: one per container, half the machine for a VM. A TCG machine keeps
-    /// about one core busy (QEMU's CPU time was 98% of a VM scenario's wall time, 2 vCPUs), so containers of
-    /// other scenarios run beside it on the rest; two VMs never do ([`crate::run::env::Environment::machine`]).
+    /// The node slots the scenario needs: one per container, half the machine per VM (two take all of it). A
+    /// TCG machine keeps about one core busy (QEMU's CPU time was 98% of a VM scenario's wall time, 2 vCPUs), so
+    /// containers of other scenarios run beside one; VMs of two scenarios never do
+    /// ([`crate::run::env::Environment::machine`]).
     pub fn node_count(&self) -> u32 {
         self.sc
             .nodes
             .iter()
             .map(|g| match g.runtime {
                 crate::scenario::model::NodeRuntime::Container => g.count,
-                crate::scenario::model::NodeRuntime::Vm => crate::run::env::NODE_SLOTS / 2,
+                crate::scenario::model::NodeRuntime::Vm => g.count.saturating_mul(crate::run::env::NODE_SLOTS / 2),
             })
             .sum()
     }
