@@ -16,6 +16,7 @@ pub mod position;
 mod provider;
 pub mod relative;
 mod rules;
+mod runtime;
 pub mod schema;
 pub mod template;
 pub mod user_command;

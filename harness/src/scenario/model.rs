@@ -323,17 +323,7 @@ fn default_role() -> String {
     "NodeInstanceRole".to_string()
 }
 
-/// What runs a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum NodeRuntime {
-    /// A container of the node image on the host's kernel (systemd as PID 1).
-    #[default]
-    Container,
-    /// A QEMU machine (KVM where it works, else TCG) booting the node image as a disk with Debian's stock kernel,
-    /// seen by its software as an EC2 instance (SMBIOS, DHCP, IMDS on its link).
-    Vm,
-}
+pub use super::runtime::NodeRuntime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
