@@ -479,9 +479,9 @@ impl Environment {
             .map_err(|e| Error::Pipeline(format!("node slots: {e}")))
     }
 
-    /// The machine's emulator to this scenario, held while the permit lives: VM nodes of two scenarios at once
-    /// slowed each other as much as they gained (TCG emulates each vCPU on a host core; measured in a cold
-    /// `.ci/run`: 252 s and 287 s side by side against 170 s and 140 s one after the other).
+    /// The turn of a scenario with VM nodes, held while the permit lives: VMs of two scenarios at once slowed
+    /// each other as much as they gained (TCG emulates each vCPU on a host core; measured in a cold `.ci/run`:
+    /// 252 s and 287 s side by side against 170 s and 140 s one after the other).
     pub async fn machine(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
         self.machine
             .clone()

@@ -83,6 +83,7 @@ pub(crate) async fn run(cx: &mut Context<'_>) {
     cx.held.served = None;
     cx.held.lease = None;
     cx.held.slots = None;
+    cx.held.machine = None;
     cx.cluster = None;
 }
 
