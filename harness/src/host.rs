@@ -112,6 +112,37 @@ const VM_PACKAGES: &[Package] = &[
     },
 ];
 
+/// What a VM booting a disk of its own needs beside [`VM_PACKAGES`].
+const OWN_DISK_PACKAGES: &[Package] = &[Package {
+    name: "ovmf",
+    present: || std::path::Path::new("/usr/share/OVMF").is_dir(),
+    why: "VM nodes booting a disk of their own (UEFI firmware)",
+}];
+
+/// What `nodejoin image export-disk` needs beside [`VM_PACKAGES`].
+const EXPORT_PACKAGES: &[Package] = &[
+    Package {
+        name: "dosfstools",
+        present: || on_path("mkfs.vfat"),
+        why: "export-disk's EFI system partition (mkfs.vfat)",
+    },
+    Package {
+        name: "mtools",
+        present: || on_path("mcopy"),
+        why: "export-disk's files on the EFI system partition (mcopy)",
+    },
+    Package {
+        name: "fdisk",
+        present: || on_path("sfdisk"),
+        why: "export-disk's partition table (sfdisk)",
+    },
+    Package {
+        name: "systemd-boot-efi",
+        present: || std::path::Path::new("/usr/lib/systemd/boot/efi/systemd-bootx64.efi").is_file(),
+        why: "export-disk's bootloader (systemd-boot)",
+    },
+];
+
 /// The packages missing here, with why each is needed.
 pub fn missing_packages() -> Vec<(&'static str, &'static str)> {
     missing_of(PACKAGES)
@@ -147,6 +178,16 @@ pub async fn ensure_packages() -> Result<()> {
 /// [`ensure_packages`] for what VM nodes need.
 pub async fn ensure_vm_packages() -> Result<()> {
     ensure_of(VM_PACKAGES).await
+}
+
+/// [`ensure_packages`] for a VM that boots a disk of its own.
+pub async fn ensure_own_disk_packages() -> Result<()> {
+    ensure_of(OWN_DISK_PACKAGES).await
+}
+
+/// [`ensure_packages`] for `nodejoin image export-disk`.
+pub async fn ensure_export_packages() -> Result<()> {
+    ensure_of(EXPORT_PACKAGES).await
 }
 
 async fn ensure_of(list: &[Package]) -> Result<()> {

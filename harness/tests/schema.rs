@@ -20,9 +20,10 @@ fn as_json(yaml: &str) -> serde_json::Value {
     serde_yaml_ng::from_str(yaml).unwrap()
 }
 
-/// Every scenario file the repository ships: `scenarios/` and the cgroup v2 guest's deliberate break.
+/// Every scenario file the repository ships: `scenarios/`, the cgroup v2 guest's deliberate break and the own-disk
+/// scenarios.
 fn bundled() -> Vec<PathBuf> {
-    let mut files = nodejoin::scenario::discover(&[root().join("scenarios")]).unwrap();
+    let mut files = nodejoin::scenario::discover(&[root().join("scenarios"), root().join("ci/own-disk")]).unwrap();
     files.push(root().join("ci/cgroup2-vm/break-cgroupfs.yaml"));
     files
 }

@@ -193,17 +193,19 @@ impl FakeServer {
         let config = tls_builder()
             .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
             .map_err(|e| fail(format!("TLS config: {e}")))?;
-        Self::serve_tls(name, ip, router, config, callers).await
+        Self::serve_tls(name, ip, router, config, callers, None).await
     }
 
     /// Serves `router` over HTTPS on `ip:0` with the certificate `certs` gives for the name each client asks
-    /// (SNI): the front of AWS's endpoints ([`front`]).
+    /// (SNI): the front of AWS's endpoints ([`front`]). `refused` hears of each handshake a client ended with an
+    /// alert (it does not trust the certificate), with the client's address.
     pub async fn start_tls_named(
         name: &'static str,
         ip: IpAddr,
         router: axum::Router,
         certs: std::sync::Arc<dyn rustls::server::ResolvesServerCert>,
         callers: std::sync::Arc<callers::Callers>,
+        refused: Refused,
     ) -> Result<Self> {
         let config = tls_builder()
             .map(|b| b.with_no_client_auth().with_cert_resolver(certs))
@@ -211,7 +213,7 @@ impl FakeServer {
                 service: name,
                 message: format!("TLS config: {e}"),
             })?;
-        Self::serve_tls(name, ip, router, config, callers).await
+        Self::serve_tls(name, ip, router, config, callers, Some(refused)).await
     }
 
     /// The accept loop of the TLS fakes: only `callers`' connections, each bounded as the plain fakes' are.
@@ -221,6 +223,7 @@ impl FakeServer {
         router: axum::Router,
         config: rustls::ServerConfig,
         callers: std::sync::Arc<callers::Callers>,
+        refused: Option<Refused>,
     ) -> Result<Self> {
         let fail = |message: String| Error::Fake { service: name, message };
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
@@ -243,13 +246,22 @@ impl FakeServer {
                     tracing::warn!(fake = name, %peer, "refused a caller outside the run's network");
                     continue;
                 }
+                let client = peer.ip();
                 let peer = Peer::of(&tcp, peer);
                 let acceptor = acceptor.clone();
                 let app = router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer)));
+                let refused = refused.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await else {
-                        return;
+                    let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            if let (Some(alert), Some(hook)) = (client_alert(&e), refused) {
+                                hook(client, alert);
+                            }
+                            return;
+                        }
+                        Err(_) => return,
                     };
                     serve_connection(name, tls, app).await;
                 });
@@ -267,6 +279,17 @@ impl FakeServer {
     /// `http://ip:port` (`https://` for TLS fakes).
     pub fn url(&self) -> String {
         format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
+    }
+}
+
+/// Hears of a TLS handshake a client ended with an alert: its address and the alert (`UnknownCA`).
+pub type Refused = std::sync::Arc<dyn Fn(IpAddr, String) + Send + Sync>;
+
+/// The alert a client sent to end a handshake, if that is how it failed (it refused the certificate).
+fn client_alert(e: &std::io::Error) -> Option<String> {
+    match e.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::AlertReceived(alert) => Some(format!("{alert:?}")),
+        _ => None,
     }
 }
 

@@ -142,17 +142,26 @@ impl NodeContainer {
         })
     }
 
-    /// A VM node (made; [`NodeContainer::power_on`] starts it), as the pipeline sees nodes; `image` names the node image its disk was made from.
-    pub fn from_vm(docker: &Docker, vm: super::vm::VmNode, image: &NodeImage) -> Self {
+    /// A VM node (made; [`NodeContainer::power_on`] starts it), as the pipeline sees nodes; `image` names what
+    /// it boots (the node image its disk was made from, or the user's disk).
+    pub fn from_vm(docker: &Docker, vm: super::vm::VmNode, image: String) -> Self {
         Self {
             name: vm.name.clone(),
             id: vm.name.clone(),
             ip: vm.ip,
             mac: Some(vm.mac.clone()),
-            image: format!("{}:{}", image.repository(), image.version()),
+            image,
             docker: docker.clone(),
             backend: Backend::Vm(Box::new(vm)),
             journal: None,
+        }
+    }
+
+    /// A machine's serial console as far as it is kept; nothing for a container.
+    pub fn console_text(&self) -> String {
+        match &self.backend {
+            Backend::Vm(vm) => vm.console_text(),
+            Backend::Container(_) => String::new(),
         }
     }
 

@@ -7,6 +7,7 @@ use rcgen::{
 };
 use std::net::IpAddr;
 
+pub mod keep;
 pub mod keys;
 use std::path::{Path, PathBuf};
 

@@ -250,6 +250,8 @@ pub enum EvidenceSource {
     Nodeadm,
     /// The node's calls to the fakes (`service action -> status`, faults marked).
     Calls,
+    /// A VM node's serial console: its firmware, bootloader, kernel and systemd, read from outside the machine.
+    Console,
 }
 
 /// The identity the API server saw the kubelet as (from its audit log).

@@ -51,6 +51,27 @@ pub struct GitPin {
     pub unavailable: Option<String>,
 }
 
+impl AmazonEksAmi {
+    /// Why group `group` cannot run here: its checkout is absent, or its pinned commit could not be fetched.
+    pub fn absent(&self, group: &str) -> Option<String> {
+        match self {
+            AmazonEksAmi::Path(path) => (!std::path::Path::new(path).exists()).then(|| {
+                format!(
+                    "node group {group}: the amazon-eks-ami checkout {path} is absent (clone one there, or name one \
+                     with {ENV_EKS_AMI} or `nodejoin run --eks-ami`)"
+                )
+            }),
+            AmazonEksAmi::Git(pin) => pin.unavailable.as_ref().map(|why| {
+                format!(
+                    "node group {group}: amazon-eks-ami {} could not be fetched from {}: {why} (name a checkout or a \
+                     .tar.gz of one with {ENV_EKS_AMI} or `nodejoin run --eks-ami`, or run where it can be fetched)",
+                    pin.rev, pin.git
+                )
+            }),
+        }
+    }
+}
+
 /// A string is a path, a mapping a pin: each read by its own rules, so a mistake in a pin is named as such (an
 /// untagged enum would only say that nothing matched).
 impl<'de> Deserialize<'de> for AmazonEksAmi {

@@ -95,6 +95,9 @@ fn absolute_paths(s: &mut Scenario) {
     let abs = |p: &mut String| *p = super::relative::resolve(p).to_string_lossy().into_owned();
     for n in &mut s.nodes {
         n.bootstrap.script.as_mut().map(abs);
+        if let Some(d) = &mut n.disk {
+            abs(&mut d.path);
+        }
         if let Some(img) = &mut n.image {
             img.overlay.as_mut().map(abs);
             match &mut img.amazon_eks_ami {
@@ -125,7 +128,8 @@ fn apply(s: &mut Scenario, text: &str, defaults: &Defaults) {
         }
     }
     for n in &mut s.nodes {
-        if n.containerd.is_none() {
+        // A disk of the user's brings its own containerd.
+        if n.containerd.is_none() && n.disk.is_none() {
             n.containerd = defaults.containerd_line;
         }
         if let (Some(img), Some(other)) = (&mut n.image, &defaults.eks_ami) {
@@ -337,6 +341,35 @@ mod tests {
         assert!(msg.contains("172.20.0.0/16, the service range EKS would pick"), "{msg}");
         let ok = format!("cluster:\n  network: {{ vpcCidrs: [10.0.0.0/16] }}\n{MINIMAL}");
         assert_eq!(p(&ok).unwrap().cluster.service_cidr().to_string(), "172.20.0.0/16");
+    }
+
+    #[test]
+    fn a_disk_of_your_own_is_a_vm_bootstrapped_by_user_data_and_confined() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("d.qcow2"), b"x").unwrap();
+        std::fs::write(dir.path().join("u.sh"), b"#!/bin/sh\necho hi\n").unwrap();
+        let load = |g: &str| parse(&format!("nodes:\n  - name: a\n{g}"), &dir.path().join("s.yaml"));
+        let ud = "    userData: { file: u.sh }\n";
+        let disk = |p: &str| format!("    runtime: vm\n    disk: {{ path: {p}, format: qcow2 }}\n{ud}");
+        let s = load(&disk("d.qcow2")).unwrap();
+        let d = s.nodes[0].disk.clone().unwrap();
+        assert!(d.path.ends_with("/d.qcow2") && d.format.name() == "qcow2" && s.nodes[0].containerd.is_none());
+        assert_eq!(s.not_applicable(), None);
+        let gone = load(&disk("gone.raw")).unwrap().not_applicable().unwrap();
+        assert!(gone.contains("gone.raw is absent"), "{gone}");
+        for (bad, says) in [
+            (disk("d.qcow2").replace("    runtime: vm\n", ""), "add `runtime: vm`"),
+            (disk("d.qcow2").replace(ud, ""), "add `userData`"),
+            (
+                format!("{}    containerd: \"2.2\"\n", disk("d.qcow2")),
+                "`containerd` shapes",
+            ),
+            (disk("/etc/passwd"), "outside"),
+        ] {
+            let e = load(&bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("s.yaml:"), "{says}: {e}");
+        }
     }
 
     #[test]

@@ -288,6 +288,9 @@ pub struct NodeGroup {
     /// disk under QEMU, with a kernel of its own.
     #[serde(default)]
     pub runtime: NodeRuntime,
+    /// A machine's own disk (`runtime: vm`) instead of the one nodejoin makes from the group's node image.
+    #[serde(default)]
+    pub disk: Option<super::runtime::OwnDisk>,
     /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, `"1.7"`, or `"2.3"`/`"2.4"`,
     /// ahead of the AMI); default
     /// the run's (`nodejoin run --containerd`, applied by the loader), else 2.2.
@@ -517,8 +520,9 @@ impl Scenario {
         self.cluster.name.clone().unwrap_or_else(|| self.name.clone())
     }
 
-    /// Why this scenario does not apply here, if it does not: a Kubernetes version outside its range, or an
-    /// amazon-eks-ami checkout it names that is absent (a user's clone without `../shared`). Such a scenario is
+    /// Why this scenario does not apply here, if it does not: a Kubernetes version outside its range, an
+    /// amazon-eks-ami checkout it names that is absent (a user's clone without `../shared`), or a VM's own disk
+    /// not built yet. Such a scenario is
     /// reported ignored with the reason: never run, never passed.
     pub fn not_applicable(&self) -> Option<String> {
         if let Some(why) = self
@@ -529,24 +533,12 @@ impl Scenario {
         {
             return Some(why);
         }
-        self.nodes
-            .iter()
-            .find_map(|g| match g.image.as_ref()?.amazon_eks_ami.as_ref()? {
-                AmazonEksAmi::Path(path) => (!std::path::Path::new(path).exists()).then(|| {
-                    format!(
-                    "node group {}: the amazon-eks-ami checkout {path} is absent (clone one there, or name one with \
-                     {ENV_EKS_AMI} or `nodejoin run --eks-ami`)",
-                    g.name
-                )
-                }),
-                AmazonEksAmi::Git(pin) => pin.unavailable.as_ref().map(|why| {
-                    format!(
-                        "node group {}: amazon-eks-ami {} could not be fetched from {}: {why} (name a checkout or a \
-                     .tar.gz of one with {ENV_EKS_AMI} or `nodejoin run --eks-ami`, or run where it can be fetched)",
-                        g.name, pin.rev, pin.git
-                    )
-                }),
-            })
+        self.nodes.iter().find_map(|g| {
+            let image = g.image.as_ref().and_then(|i| i.amazon_eks_ami.as_ref());
+            image
+                .and_then(|a| a.absent(&g.name))
+                .or_else(|| g.disk.as_ref()?.absent(&g.name))
+        })
     }
 
     /// Fetches the pinned amazon-eks-ami commits its groups name that are not cached yet, before the run decides

@@ -12,3 +12,49 @@ pub enum NodeRuntime {
     /// seen by its software as an EC2 instance (SMBIOS, DHCP, IMDS on its link).
     Vm,
 }
+
+/// `disk`: a machine's own disk (an AMI exported with `aws ec2 export-image`, a Packer qemu build) instead of the
+/// disk nodejoin makes from the group's node image. It boots under UEFI firmware through its own bootloader, and
+/// nothing of nodejoin's is put in it: it must trust the run's endpoints CA itself (`NODEJOIN_ENDPOINTS_CA`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnDisk {
+    /// The disk image file (relative to the scenario file). Each node boots a copy-on-write overlay of it: the
+    /// file is only read.
+    pub path: String,
+    /// Its format as named (never guessed from its content: a raw disk could pose as another format).
+    pub format: DiskFormat,
+}
+
+/// A disk image's format, as `qemu-img` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskFormat {
+    /// A plain image of the disk (`export-image --disk-image-format RAW`).
+    Raw,
+    /// QEMU's copy-on-write format (Packer's qemu builder's default).
+    Qcow2,
+}
+
+impl DiskFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiskFormat::Raw => "raw",
+            DiskFormat::Qcow2 => "qcow2",
+        }
+    }
+}
+
+impl OwnDisk {
+    /// Why a group with this disk cannot run here: the file is absent (a disk is built or fetched by the caller,
+    /// not committed). Such a scenario is ignored with the reason, never passed.
+    pub fn absent(&self, group: &str) -> Option<String> {
+        (!std::path::Path::new(&self.path).exists()).then(|| {
+            format!(
+                "node group {group}: its disk {} is absent (build or fetch it there first; `nodejoin image \
+                 export-disk` makes one from a node image)",
+                self.path
+            )
+        })
+    }
+}

@@ -33,6 +33,7 @@ pub mod var {
     pub const SKIP_TRIALS: &str = "NODEJOIN_SKIP_TRIALS";
     pub const BOOT_CONCURRENCY: &str = "NODEJOIN_BOOT_CONCURRENCY";
     pub const VM_ACCEL: &str = "NODEJOIN_VM_ACCEL";
+    pub const ENDPOINTS_CA: &str = "NODEJOIN_ENDPOINTS_CA";
     pub const KEEP_ARTIFACTS: &str = "NODEJOIN_KEEP_ARTIFACTS";
     pub const HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
     pub const KIND_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
@@ -157,6 +158,10 @@ pub const VARIABLES: &[(&str, &str)] = &[
         "how VM nodes run: auto (KVM where it boots a stock kernel, else TCG), kvm or tcg",
     ),
     (
+        var::ENDPOINTS_CA,
+        "a directory with the CA (ca.pem, ca-key.pem) AWS's names are served under, which a disk of your own trusts",
+    ),
+    (
         var::HOST_SETUP,
         "never: do not install packages or start Docker, only report what is missing",
     ),
@@ -206,6 +211,8 @@ pub struct Settings {
     pub boot_concurrency: Option<usize>,
     /// `NODEJOIN_VM_ACCEL`: `kvm`, `tcg`, or unset/`auto` (node::vm::qemu::accel decides).
     pub vm_accel: Option<String>,
+    /// `NODEJOIN_ENDPOINTS_CA`: the directory of the CA a run serves AWS's names under, instead of a fresh one.
+    pub endpoints_ca: Option<PathBuf>,
     pub keep_artifacts: bool,
     /// False under `NODEJOIN_HOST_SETUP=never`.
     pub host_setup: bool,
@@ -275,6 +282,7 @@ impl Settings {
             skip_trials: list(get(var::SKIP_TRIALS)),
             boot_concurrency: number(var::BOOT_CONCURRENCY),
             vm_accel: get(var::VM_ACCEL),
+            endpoints_ca: path(var::ENDPOINTS_CA),
             // Set at all (even empty) keeps them, as before.
             keep_artifacts: lookup(var::KEEP_ARTIFACTS).is_some(),
             host_setup: get(var::HOST_SETUP).is_none_or(|v| v != "never"),
@@ -429,6 +437,7 @@ mod tests {
             var::REQUIRE_PROVIDERS,
             var::BOOT_CONCURRENCY,
             var::VM_ACCEL,
+            var::ENDPOINTS_CA,
             var::KEEP_ARTIFACTS,
             var::HOST_SETUP,
             var::KIND_IMAGE,

@@ -23,6 +23,27 @@ pub(crate) enum ImageCommand {
         #[arg(long, conflicts_with_all = ["overlay", "tag"])]
         kind: bool,
     },
+    /// Make a CA to serve AWS's names under in DIR, unless DIR holds one (ca.pem, ca-key.pem), for
+    /// NODEJOIN_ENDPOINTS_CA: a disk of your own trusts it (add ca.pem to its trust anchors when you build it).
+    EndpointsCa { dir: PathBuf },
+    /// Write a disk shaped as an exported UEFI image (GPT; an EFI system partition with systemd-boot, the kernel
+    /// and its initramfs; the root) from nodejoin's VM disk of a node group's image: to try `disk:` of a VM group
+    /// with, or to start an image of your own from.
+    ExportDisk {
+        /// The scenario whose node group's image is exported.
+        scenario: PathBuf,
+        /// The node group (default: the scenario's first).
+        #[arg(long)]
+        group: Option<String>,
+        /// Where the disk is written.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "qcow2", value_parser = ["raw", "qcow2"])]
+        format: String,
+        /// A CA certificate (PEM) to add to the disk's trust anchors, e.g. NODEJOIN_ENDPOINTS_CA's ca.pem.
+        #[arg(long)]
+        trust: Option<PathBuf>,
+    },
     /// Build (or find) every node image the scenarios use, and print their tags, one per line: what a host
     /// that cannot build images (a VM with no network) must be given, e.g. with `docker save`.
     Prepare {
@@ -90,6 +111,62 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
                             o.tag
                         );
                     }
+                    0
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        ImageCommand::EndpointsCa { dir } => match nodejoin::pki::Ca::create_in(&dir, "nodejoin AWS endpoints CA") {
+            Ok(made) => {
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                let cert = dir.join(nodejoin::pki::keep::CERT_FILE);
+                println!("{}", cert.display());
+                eprintln!(
+                    "{} CA in {}: add {} to your image's trust anchors, and run with {}={}",
+                    if made { "a new" } else { "the" },
+                    dir.display(),
+                    cert.display(),
+                    nodejoin::settings::var::ENDPOINTS_CA,
+                    dir.display()
+                );
+                0
+            }
+            Err(e) => fail(&e),
+        },
+        ImageCommand::ExportDisk {
+            scenario,
+            group,
+            out,
+            format,
+            trust,
+        } => {
+            let result = async {
+                let trust = match &trust {
+                    Some(path) => {
+                        let pem = std::fs::read_to_string(path)
+                            .map_err(|e| nodejoin::Error::Image(format!("--trust {}: {e}", path.display())))?;
+                        nodejoin::pki::pem_to_der(&pem)?;
+                        Some(pem)
+                    }
+                    None => None,
+                };
+                let docker = nodejoin::host::prepare().await?;
+                let image = nodejoin::run::prepare::group_image(&docker, &scenario, group.as_deref()).await?;
+                nodejoin::host::ensure_vm_packages().await?;
+                nodejoin::host::ensure_export_packages().await?;
+                let (disk, kernel) = nodejoin::node::vm::disk::ensure(&docker, &image).await?;
+                nodejoin::node::vm::export::write(&disk, &kernel, trust.as_deref(), &out, &format).await?;
+                Ok::<_, nodejoin::Error>(image)
+            }
+            .await;
+            match result {
+                Ok(image) => {
+                    println!("{}", out.display());
+                    eprintln!(
+                        "{} ({format}) from {}: boot it with `runtime: vm` and `disk: {{ path: …, format: {format} }}`",
+                        out.display(),
+                        image.tag
+                    );
                     0
                 }
                 Err(e) => fail(&e),

@@ -262,10 +262,11 @@ fn resolv_conf_link(to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A copy-on-write overlay of `base` at `at` (qcow2), which the node writes instead of the base.
-pub async fn overlay(base: &Path, at: &Path) -> Result<()> {
+/// A copy-on-write overlay of `base` (of `format`, named, never probed) at `at` (qcow2), which the node writes
+/// instead of the base.
+pub async fn overlay(base: &Path, format: &str, at: &Path) -> Result<()> {
     let mut cmd = tokio::process::Command::new("qemu-img");
-    cmd.args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+    cmd.args(["create", "-q", "-f", "qcow2", "-F", format, "-b"])
         .arg(base)
         .arg(at);
     qemu_img_create(cmd).await

@@ -1,5 +1,5 @@
 //! The node runtime `vm`: a node that is a machine. QEMU boots nodejoin's node image for the group as a disk
-//! (`disk`), with Debian's stock kernel (`kernel`), seen by its software as an EC2 instance (`qemu`'s SMBIOS, the
+//! (`disk`), with Debian's stock kernel (`kernel`), or a disk of the user's under UEFI firmware (`own_disk`), seen by its software as an EC2 instance (`qemu`'s SMBIOS, the
 //! run network's DHCP and the metadata address on its link, `net`), and reached by the harness through QEMU's
 //! guest agent (`agent`). The guard owns QEMU, the tap, the host rules and the node's work directory (its disk
 //! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
@@ -8,8 +8,10 @@ pub mod console;
 pub mod cpio;
 pub mod dhcp;
 pub mod disk;
+pub mod export;
 pub mod kernel;
 pub mod net;
+pub mod own_disk;
 pub mod qemu;
 
 use crate::docker::ExecOutput;
@@ -19,14 +21,26 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// What a machine boots.
+pub enum Boot<'a> {
+    /// nodejoin's disk of a node image ([`disk::ensure`], raw, never written) with its kernel; `files` (the
+    /// harness's, for this node) reach the root through a second initramfs archive.
+    Image {
+        kernel: &'a kernel::Kernel,
+        disk: &'a Path,
+        files: Vec<NodeFile>,
+    },
+    /// A disk of the user's ([`disk::check_own`]: in `format`, never written), started by UEFI firmware and its
+    /// own bootloader; nothing of the harness's goes into it.
+    Own { disk: &'a Path, format: &'a str },
+}
+
 /// What to start.
 pub struct VmSpec<'a> {
     pub name: String,
     pub run_id: &'a str,
-    pub kernel: &'a kernel::Kernel,
+    pub boot: Boot<'a>,
     pub accel: qemu::Accel,
-    /// The cached base disk ([`disk::ensure`]), never written.
-    pub disk: &'a Path,
     pub link: &'a net::RunLink,
     /// What its link carries to the harness (IMDS, the VPC resolver, AWS's endpoints).
     pub services: net::LinkServices,
@@ -40,7 +54,6 @@ pub struct VmSpec<'a> {
     pub memory_mib: u32,
     /// Its instance-store disks: `(serial, size in bytes)` each.
     pub instance_store: Vec<(String, u64)>,
-    pub files: Vec<NodeFile>,
     /// Where the run records its children's PIDs (the reaper kills QEMU from there).
     pub pids_dir: &'a Path,
 }
@@ -90,7 +103,11 @@ impl VmNode {
             .map_err(|e| Error::io(&scratch, e))?;
         let dir = work.path();
         let overlay = dir.join("disk.qcow2");
-        disk::overlay(spec.disk, &overlay).await?;
+        let (base, format) = match &spec.boot {
+            Boot::Image { disk, .. } => (*disk, "raw"),
+            Boot::Own { disk, format } => (*disk, *format),
+        };
+        disk::overlay(base, format, &overlay).await?;
         let mut store = Vec::new();
         for (i, (serial, bytes)) in spec.instance_store.iter().enumerate() {
             let path = dir.join(format!("store-{i}.qcow2"));
@@ -100,12 +117,30 @@ impl VmNode {
                 serial: serial.clone(),
             });
         }
-        // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
-        let seed = seed_archive(&spec.files).map_err(|e| node_err(format!("seed archive: {e}")))?;
-        let mut initrd = std::fs::read(&spec.kernel.initramfs).map_err(|e| Error::io(&spec.kernel.initramfs, e))?;
-        initrd.extend(cpio::archive(&[("seed.tar".into(), seed, 0o600)], &[]).map_err(|e| Error::io(dir, e))?);
         let initrd_path = dir.join("initrd.cpio");
-        std::fs::write(&initrd_path, initrd).map_err(|e| Error::io(&initrd_path, e))?;
+        let vars_path = dir.join("efi-vars.fd");
+        let firmware;
+        let start = match &spec.boot {
+            Boot::Image { kernel, files, .. } => {
+                // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
+                let seed = seed_archive(files).map_err(|e| node_err(format!("seed archive: {e}")))?;
+                let mut initrd = std::fs::read(&kernel.initramfs).map_err(|e| Error::io(&kernel.initramfs, e))?;
+                initrd.extend(cpio::archive(&[("seed.tar".into(), seed, 0o600)], &[]).map_err(|e| Error::io(dir, e))?);
+                std::fs::write(&initrd_path, initrd).map_err(|e| Error::io(&initrd_path, e))?;
+                qemu::Start::Kernel {
+                    kernel,
+                    initrd: &initrd_path,
+                }
+            }
+            Boot::Own { .. } => {
+                firmware = qemu::ovmf()?;
+                std::fs::copy(&firmware.1, &vars_path).map_err(|e| Error::io(&firmware.1, e))?;
+                qemu::Start::Firmware {
+                    code: &firmware.0,
+                    vars: &vars_path,
+                }
+            }
+        };
         let mac_bytes = parse_mac(&spec.mac).ok_or_else(|| node_err(format!("MAC {} unreadable", spec.mac)))?;
         // Linux allows 15 characters; the name is unique per host while the run lives.
         let tap_name = format!(
@@ -123,11 +158,10 @@ impl VmNode {
         let agent_socket = dir.join("qga.sock");
         let console = dir.join("console.log");
         let args = qemu::args(&qemu::Machine {
-            kernel: spec.kernel,
+            start,
             accel: spec.accel,
             vcpus: spec.vcpus,
             memory_mib: spec.memory_mib,
-            initrd: &initrd_path,
             disk: &overlay,
             tap: &tap.name,
             mac: &spec.mac,
@@ -229,6 +263,13 @@ impl VmNode {
     /// The last `lines` lines of the serial console (the kernel's and systemd's messages).
     pub fn console(&self, lines: usize) -> String {
         crate::process::tail(&self.console, lines)
+    }
+
+    /// The serial console as kept (cut to its last MiB past [`console::MAX`]), control sequences left in.
+    pub fn console_text(&self) -> String {
+        std::fs::read(&self.console)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// QEMU's CPU time: everything the machine did (its kernel, systemd, the bootstrap, pods), emulation included.

@@ -53,6 +53,38 @@ pub async fn accel(kernel: &Kernel) -> Result<Accel> {
     Ok(if boots { Accel::Kvm } else { Accel::Tcg })
 }
 
+/// The accelerator for a machine that boots a disk of its own (no kernel of nodejoin's to probe KVM with): the
+/// setting's; TCG without a usable `/dev/kvm`; else the verdict a probe of nodejoin's kernels left in the cache
+/// (TCG if any failed), KVM when none was probed here.
+pub async fn accel_known() -> Accel {
+    match crate::settings::get().vm_accel.as_deref() {
+        Some("kvm") => return Accel::Kvm,
+        Some("tcg") => return Accel::Tcg,
+        _ => {}
+    }
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        return Accel::Tcg;
+    }
+    let verdicts = std::fs::read_dir(super::kernel::cache())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("kvm-"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok());
+    let mut kvm = Accel::Kvm;
+    for v in verdicts {
+        if v.trim() != "boots" {
+            kvm = Accel::Tcg;
+        }
+    }
+    kvm
+}
+
 /// Boots `kernel` with its initramfs and no disk under KVM and waits for it to start its init.
 async fn probe_kvm(kernel: &Kernel) -> bool {
     let Ok(dir) = tempfile::Builder::new()
@@ -114,13 +146,41 @@ pub struct StoreDisk {
 /// Ports of the one AHCI controller the instance-store disks sit on.
 pub const MAX_STORE_DISKS: usize = 6;
 
+/// How a machine starts.
+#[derive(Clone, Copy)]
+pub enum Start<'a> {
+    /// nodejoin's kernel and initramfs (with the harness's files), the root the whole disk.
+    Kernel { kernel: &'a Kernel, initrd: &'a Path },
+    /// UEFI firmware (OVMF), which runs the disk's own bootloader, as an instance's firmware does; `vars` is this
+    /// machine's copy of the firmware's variable store.
+    Firmware { code: &'a Path, vars: &'a Path },
+}
+
+/// Where Debian's and Ubuntu's `ovmf` package puts the firmware and its empty variable store.
+const OVMF: &[(&str, &str)] = &[
+    ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
+    ("/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"),
+];
+
+/// The UEFI firmware (its code, its empty variable store), from the host's `ovmf` package.
+pub fn ovmf() -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    OVMF.iter()
+        .find(|(code, vars)| Path::new(code).is_file() && Path::new(vars).is_file())
+        .map(|(code, vars)| (code.into(), vars.into()))
+        .ok_or_else(|| {
+            Error::Vm(format!(
+                "no UEFI firmware: none of {} (the Debian package ovmf)",
+                OVMF.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
+            ))
+        })
+}
+
 /// What a VM is started with.
 pub struct Machine<'a> {
-    pub kernel: &'a Kernel,
+    pub start: Start<'a>,
     pub accel: Accel,
     pub vcpus: u32,
     pub memory_mib: u32,
-    pub initrd: &'a Path,
     pub disk: &'a Path,
     pub tap: &'a str,
     pub mac: &'a str,
@@ -180,12 +240,24 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         format!("file,id=con0,path={},append=on", opt_path(m.console)?),
         "-serial".into(),
         "chardev:con0".into(),
-        "-kernel".into(),
-        m.kernel.vmlinuz.display().to_string(),
-        "-initrd".into(),
-        m.initrd.display().to_string(),
-        "-append".into(),
-        "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1".into(),
+    ];
+    match m.start {
+        Start::Kernel { kernel, initrd } => a.extend([
+            "-kernel".into(),
+            kernel.vmlinuz.display().to_string(),
+            "-initrd".into(),
+            initrd.display().to_string(),
+            "-append".into(),
+            "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1".into(),
+        ]),
+        Start::Firmware { code, vars } => a.extend([
+            "-drive".into(),
+            format!("if=pflash,format=raw,unit=0,readonly=on,file={}", opt_path(code)?),
+            "-drive".into(),
+            format!("if=pflash,format=raw,unit=1,file={}", opt_path(vars)?),
+        ]),
+    }
+    a.extend([
         "-drive".into(),
         format!("file={},if=virtio,format=qcow2,cache=unsafe", opt_path(m.disk)?),
         "-netdev".into(),
@@ -202,7 +274,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "rng-random,filename=/dev/urandom,id=rng0".into(),
         "-device".into(),
         "virtio-rng-pci,rng=rng0".into(),
-    ];
+    ]);
     // Instance store. QEMU's NVMe controller reports the model "QEMU NVMe Ctrl" whatever it is given, and the
     // AMI finds instance store by EC2's model (udev's /dev/disk/by-id/*NVMe_Instance_Storage_*). An ATA disk carries
     // any model of up to 40 characters, which udev names `ata-<model>_<serial>`: EC2's model and serial, on
@@ -283,11 +355,13 @@ mod tests {
         };
         let p = PathBuf::from("/w/x");
         let m = Machine {
-            kernel: &kernel,
+            start: Start::Kernel {
+                kernel: &kernel,
+                initrd: &p,
+            },
             accel: Accel::Tcg,
             vcpus: 2,
             memory_mib: 2048,
-            initrd: &p,
             disk: &p,
             tap: "nj0",
             mac: "02:00:00:00:00:01",
@@ -308,6 +382,27 @@ mod tests {
         );
         assert!(a.contains("virtio-net-pci,netdev=n0,mac=02:00:00:00:00:01"), "{a}");
         assert!(a.contains("-accel tcg -cpu max"), "{a}");
+        assert!(
+            a.contains("-kernel /k/vmlinuz -initrd /w/x") && !a.contains("pflash"),
+            "{a}"
+        );
+        let (code, vars) = (PathBuf::from("/f/code.fd"), PathBuf::from("/w/vars.fd"));
+        let firmware = args(&Machine {
+            start: Start::Firmware {
+                code: &code,
+                vars: &vars,
+            },
+            ..m
+        })
+        .unwrap()
+        .join(" ");
+        assert!(
+            firmware.contains("if=pflash,format=raw,unit=0,readonly=on,file=/f/code.fd")
+                && firmware.contains("if=pflash,format=raw,unit=1,file=/w/vars.fd")
+                && !firmware.contains("-kernel")
+                && !firmware.contains("-append"),
+            "the firmware boots the disk's own loader: {firmware}"
+        );
         assert!(!a.contains("ahci"), "no instance store, no controller: {a}");
         let store = [StoreDisk {
             path: PathBuf::from("/w/store-0.qcow2"),

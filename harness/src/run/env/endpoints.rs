@@ -38,3 +38,41 @@ impl Endpoints {
         })
     }
 }
+
+/// The CA the run serves AWS's names under: the one kept in `NODEJOIN_ENDPOINTS_CA` (which a disk of the
+/// user's was built to trust), else a fresh one.
+pub(super) fn ca() -> Result<crate::pki::Ca> {
+    match &crate::settings::get().endpoints_ca {
+        Some(dir) => crate::pki::Ca::load(dir).map_err(|e| Error::Host {
+            what: format!("{}: {e}", crate::settings::var::ENDPOINTS_CA),
+            fix: format!(
+                "name a directory holding the CA's {} and {} (nodejoin image endpoints-ca DIR makes one)",
+                crate::pki::keep::CERT_FILE,
+                crate::pki::keep::KEY_FILE
+            ),
+        }),
+        None => crate::pki::Ca::generate("nodejoin AWS endpoints CA"),
+    }
+}
+
+/// Records a handshake a node ended with an alert at the front (its software does not trust the run's endpoints
+/// CA) in the call log, under the instance, as `tls handshake refused: <alert> -> 495`.
+pub(super) fn refusals(
+    calls: std::sync::Arc<crate::fakes::calls::CallLog>,
+    instances: std::sync::Arc<crate::fakes::instances::Instances>,
+) -> crate::fakes::Refused {
+    std::sync::Arc::new(move |ip, alert| {
+        calls.record(crate::fakes::calls::Call {
+            at: std::time::SystemTime::now(),
+            started: std::time::Instant::now(),
+            service: "tls",
+            action: format!("handshake refused: {alert}"),
+            // nginx's "SSL Certificate Error": no HTTP status means a refused certificate.
+            status: 495,
+            latency: std::time::Duration::ZERO,
+            source: ip,
+            instance_id: instances.by_ip(ip).map(|i| i.instance_id.clone()),
+            fault: None,
+        })
+    })
+}

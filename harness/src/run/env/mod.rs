@@ -68,8 +68,7 @@ pub struct Environment {
     pub proxy_url: String,
     webhook_base: String,
     webhook_ca: String,
-    /// The CA that signs the certificates of AWS's endpoints served by their own names (`fakes::front`), which a
-    /// VM node trusts.
+    /// The CA of AWS's endpoints served by their own names (`fakes::front`), which a VM node trusts.
     pub endpoints_ca: String,
     /// The front of AWS's endpoints, and the VPC resolver that gives their names its address (VM nodes reach both
     /// on their link).
@@ -176,7 +175,7 @@ impl Environment {
             crate::pki::Usage::Server,
         )?;
         // The certificates of AWS's endpoints by their own names, for the nodes that reach them that way.
-        let endpoints_ca = crate::pki::Ca::generate("nodejoin AWS endpoints CA")?;
+        let endpoints_ca = endpoints::ca()?;
         let endpoints_ca_pem = endpoints_ca.0.cert_pem.clone();
         let calls = CallLog::new();
         authenticator.log_calls_to(calls.clone());
@@ -239,6 +238,7 @@ impl Environment {
                     front,
                     Arc::new(crate::fakes::front::Certificates::new(endpoints_ca)),
                     callers.clone(),
+                    endpoints::refusals(calls.clone(), instances.clone()),
                 )
                 .await?,
             ])

@@ -27,7 +27,8 @@ pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Re
         };
         if prepared.not_applicable.is_none() {
             let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
-            for g in &sc.nodes {
+            // A group that boots a disk of its own has no node image.
+            for g in sc.nodes.iter().filter(|g| g.disk.is_none()) {
                 let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
                 let own = match g.image.as_ref().and_then(|i| i.source()) {
                     Some(source) => Some(crate::node::group_image::for_group(docker, &base, source).await?),
@@ -43,4 +44,44 @@ pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Re
         out.push(prepared);
     }
     Ok(out)
+}
+
+/// The node image of group `group` of the scenario in `file` (its first group when none is named): its base and
+/// the group's own layer, built when missing.
+pub async fn group_image(
+    docker: &crate::docker::Docker,
+    file: &std::path::Path,
+    group: Option<&str>,
+) -> Result<NodeImage> {
+    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
+    let sc = crate::scenario::load::load_file(file, &defaults)?;
+    let not_found = || {
+        let names: Vec<&str> = sc.nodes.iter().map(|g| g.name.as_str()).collect();
+        crate::error::Error::Image(format!(
+            "{}: no node group {:?} (it has {})",
+            file.display(),
+            group.unwrap_or_default(),
+            names.join(", ")
+        ))
+    };
+    let g = match group {
+        Some(name) => sc.nodes.iter().find(|g| g.name == name).ok_or_else(not_found)?,
+        None => sc.nodes.first().ok_or_else(not_found)?,
+    };
+    if let Some(why) = sc.not_applicable() {
+        return Err(crate::error::Error::Image(format!("{}: {why}", file.display())));
+    }
+    if g.disk.is_some() {
+        return Err(crate::error::Error::Image(format!(
+            "{}: node group {} boots a disk of its own, not a node image",
+            file.display(),
+            g.name
+        )));
+    }
+    let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
+    let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
+    match g.image.as_ref().and_then(|i| i.source()) {
+        Some(source) => crate::node::group_image::for_group(docker, &base, source).await,
+        None => Ok(base),
+    }
 }

@@ -55,7 +55,8 @@ pub(crate) struct Context<'a> {
 pub(crate) struct Provisioned {
     pub assets: Option<K8sAssets>,
     /// One image per node group, in the order of `sc.nodes`.
-    pub group_images: Vec<NodeImage>,
+    /// Each group's node image; none for a group that boots a disk of its own.
+    pub group_images: Vec<Option<NodeImage>>,
     pub spec: Option<ClusterSpec>,
 }
 

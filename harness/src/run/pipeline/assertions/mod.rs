@@ -223,6 +223,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
             &n.instance.instance_id,
             n.cloud_init.as_ref(),
             n.nodeadm.as_ref(),
+            n.bootstrap_error.as_deref(),
         ));
     }
     // Derived from what the tool did, so it holds for any nodeadm version; other nodes ask for it.

@@ -102,6 +102,7 @@ pub fn checks(
     instance_id: &str,
     report: Option<&CloudInitReport>,
     nodeadm: Option<&NodeadmReport>,
+    bootstrap_error: Option<&str>,
 ) -> Vec<Check> {
     let mut out = Vec::new();
     let expect = group.expect.cloud_init.clone().unwrap_or(CloudInitExpectation {
@@ -114,7 +115,11 @@ pub fn checks(
             crate::assert::registry::CLOUD_INIT_STATUS.on(node),
             false,
             format!("{:?}", expect.status).to_lowercase(),
-            "cloud-init did not run",
+            match bootstrap_error {
+                // Not that cloud-init did not run: the harness stopped waiting for it before it was over.
+                Some(e) => format!("cloud-init's outcome was not read: the bootstrap's wait ended first ({e})"),
+                None => "cloud-init did not run".into(),
+            },
         )),
     }
     let nodeadm_want = group.expect.nodeadm.or(group

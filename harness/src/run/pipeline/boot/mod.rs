@@ -24,7 +24,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 .iter()
                 .zip(&cx.provisioned.group_images)
                 .flat_map(|(g, img)| (0..g.count).map(move |i| (g, img, i)))
-                .map(|(g, img, i)| crate::run::pipeline::boot::nodes::boot_node(env, sc, img, g, i)),
+                .map(|(g, img, i)| crate::run::pipeline::boot::nodes::boot_node(env, sc, img.as_ref(), g, i)),
         );
         let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(assets)), boots);
         let mut first_error = None;

@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime};
 pub(crate) async fn boot_node(
     env: &Environment,
     sc: &Scenario,
-    image: &crate::node::image::NodeImage,
+    image: Option<&crate::node::image::NodeImage>,
     group: &NodeGroup,
     index: u32,
 ) -> Result<RunningNode> {
@@ -116,7 +116,7 @@ pub(crate) async fn boot_node(
     let (instance_id, mac) = Instance::new_ids();
     // A VM's kernel and disk are made (or found in the cache) before its turn: the boot is timed without them.
     let machine = match group.runtime {
-        NodeRuntime::Vm => Some(super::vm::prepare(env, image).await?),
+        NodeRuntime::Vm => Some(super::vm::prepare(env, sc, group, image).await?),
         NodeRuntime::Container => None,
     };
     let host_kernel_before = crate::assert::host_kernel::snapshot();
@@ -126,20 +126,10 @@ pub(crate) async fn boot_node(
     let container = match machine {
         Some(machine) => {
             let region = &sc.cluster.region;
-            super::vm::start(
-                env,
-                &machine,
-                image,
-                group,
-                &container_name,
-                &instance_id,
-                &mac,
-                region,
-                files,
-            )
-            .await?
+            super::vm::start(env, &machine, group, &container_name, &instance_id, &mac, region, files).await?
         }
         None => {
+            let image = image.ok_or_else(|| Error::Pipeline(format!("node group {} has no node image", group.name)))?;
             let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
                 .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
             NodeContainer::start(
@@ -380,9 +370,23 @@ pub(crate) async fn run_bootstrap(
             node.timeline.container_up = Some(t.elapsed());
         }
         let t1 = Instant::now();
-        match crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm)
-            .await
-        {
+        let cloud_init =
+            crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm);
+        // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
+        let refused = crate::run::pipeline::bootstrap::trust::refused_certificate(
+            env,
+            &node.container.name,
+            &node.instance.instance_id,
+        );
+        let finished = if node.container.is_vm() {
+            tokio::select! {
+                r = cloud_init => r,
+                e = refused => Err(e),
+            }
+        } else {
+            cloud_init.await
+        };
+        match finished {
             Ok(run) => {
                 node.bootstrap = Some(run.output);
                 node.cloud_init = Some(run.report);

@@ -1,11 +1,11 @@
 //! Booting a node of a `runtime: vm` group: the disk with its kernel, and the accelerator first (cached), then the
 //! machine on the run's network with its instance's address and MAC.
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::node::container::{NodeContainer, NodeFile};
 use crate::node::image::NodeImage;
-use crate::node::vm::{self, kernel::Kernel, qemu::Accel, VmNode, VmSpec};
+use crate::node::vm::{self, kernel::Kernel, qemu::Accel, Boot, VmNode, VmSpec};
 use crate::run::env::Environment;
-use crate::scenario::model::NodeGroup;
+use crate::scenario::model::{NodeGroup, Scenario};
 use std::path::PathBuf;
 
 /// Memory a VM node gets at most (MiB): an instance type's full memory is more than a CI runner has to give, and
@@ -16,18 +16,59 @@ const MAX_MEMORY_MIB: u32 = 3072;
 /// of them, and a disk takes host space as the machine writes it, up to this.
 const MAX_STORE_DISK_BYTES: u64 = 2 << 30;
 
-/// What every VM of an image boots.
+/// What every VM of a group boots.
 pub(crate) struct Machine {
-    kernel: Kernel,
     accel: Accel,
     disk: PathBuf,
+    /// nodejoin's kernel of the disk; none for a disk of the user's, which brings its own.
+    kernel: Option<Kernel>,
+    format: &'static str,
+    /// What the report calls what it boots.
+    pub(crate) shown: String,
 }
 
-pub(crate) async fn prepare(env: &Environment, image: &NodeImage) -> Result<Machine> {
+/// The disk of `image`, or the group's own disk (`image` is none then): confined to the scenario's roots again
+/// at its use, and checked ([`vm::own_disk::check_own`]) before any machine boots it.
+pub(crate) async fn prepare(
+    env: &Environment,
+    sc: &Scenario,
+    group: &NodeGroup,
+    image: Option<&NodeImage>,
+) -> Result<Machine> {
     crate::host::ensure_vm_packages().await?;
-    let (disk, kernel) = vm::disk::ensure(&env.docker, image).await?;
-    let accel = vm::qemu::accel(&kernel).await?;
-    Ok(Machine { kernel, accel, disk })
+    if let Some(image) = image {
+        let (disk, kernel) = vm::disk::ensure(&env.docker, image).await?;
+        let accel = vm::qemu::accel(&kernel).await?;
+        return Ok(Machine {
+            accel,
+            disk,
+            kernel: Some(kernel),
+            format: "raw",
+            shown: image.tag.clone(),
+        });
+    }
+    crate::host::ensure_own_disk_packages().await?;
+    let own = group
+        .disk
+        .as_ref()
+        .ok_or_else(|| Error::Pipeline(format!("node group {} has neither a node image nor a disk", group.name)))?;
+    let disk = sc
+        .roots
+        .check(std::path::Path::new(&own.path), "disk")
+        .map_err(|m| Error::node(&group.name, m))?;
+    let info = vm::own_disk::check_own(&disk, own.format.name()).await?;
+    Ok(Machine {
+        accel: vm::qemu::accel_known().await,
+        shown: format!(
+            "disk {} ({}, {} GiB)",
+            disk.display(),
+            own.format.name(),
+            info.virtual_size.div_ceil(1 << 30)
+        ),
+        disk,
+        kernel: None,
+        format: own.format.name(),
+    })
 }
 
 /// The vCPUs and memory of `instance_type` within the host's means (its cores; [`MAX_MEMORY_MIB`]).
@@ -53,7 +94,6 @@ fn instance_store(instance_type: &str, instance_id: &str) -> Vec<(String, u64)> 
 pub(crate) async fn start(
     env: &Environment,
     machine: &Machine,
-    image: &NodeImage,
     group: &NodeGroup,
     name: &str,
     instance_id: &str,
@@ -68,9 +108,18 @@ pub(crate) async fn start(
     let node = VmNode::create(VmSpec {
         name: name.to_string(),
         run_id: &env.run_id,
-        kernel: &machine.kernel,
+        boot: match &machine.kernel {
+            Some(kernel) => Boot::Image {
+                kernel,
+                disk: &machine.disk,
+                files,
+            },
+            None => Boot::Own {
+                disk: &machine.disk,
+                format: machine.format,
+            },
+        },
         accel: machine.accel,
-        disk: &machine.disk,
         link,
         services: env.link_services(),
         domain: crate::fakes::instances::dns_domain(region),
@@ -81,9 +130,8 @@ pub(crate) async fn start(
         vcpus,
         memory_mib,
         instance_store: instance_store(&group.instance_type, instance_id),
-        files,
         pids_dir: &pids,
     })
     .await?;
-    Ok(NodeContainer::from_vm(&env.docker, node, image))
+    Ok(NodeContainer::from_vm(&env.docker, node, machine.shown.clone()))
 }

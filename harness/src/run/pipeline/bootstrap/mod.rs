@@ -1,6 +1,7 @@
 //! `bootstrap`: every node's bootstrap runs at once (the harness's call of the script, or cloud-init with the
 //! node's user data), with the cluster's placeholders filled in.
 pub(crate) mod command;
+pub(crate) mod trust;
 pub(crate) mod userdata;
 use super::{Action, Context};
 use crate::error::{Error, Result};

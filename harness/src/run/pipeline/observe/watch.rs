@@ -287,6 +287,7 @@ pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
             EvidenceSource::Calls => calls_text(env, n),
+            EvidenceSource::Console => n.container.console_text(),
             EvidenceSource::Authenticator => {
                 crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id)
             }

@@ -46,11 +46,21 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let assets = env
             .assets_timed(&sc.cluster.kubernetes_version, &mut cx.report.waited_for_builds)
             .await?;
-        for (i, g) in sc.nodes.iter().enumerate() {
+        let mut sandbox_served = false;
+        for g in &sc.nodes {
+            if g.disk.is_some() {
+                // A disk of the user's brings its node software: no node image is built for it.
+                cx.report
+                    .notes
+                    .push(format!("node group {}: boots its own disk, no node image", g.name));
+                cx.provisioned.group_images.push(None);
+                continue;
+            }
             let base = env
                 .image_timed(&assets, g.containerd_line(), &mut cx.report.waited_for_builds)
                 .await?;
-            if i == 0 {
+            if !sandbox_served {
+                sandbox_served = true;
                 // The EKS pause image under its ECR name, for AMI units and older nodeadm alike (a user's image
                 // may not carry it).
                 if let Err(e) = env.serve_sandbox_image(&base, &mut cx.report.waited_for_builds).await {
@@ -70,7 +80,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             if let Some(parts) = crate::node::image::describe(&env.docker, &img.tag).await {
                 cx.report.notes.push(format!("node group {}: {parts}", g.name));
             }
-            cx.provisioned.group_images.push(img);
+            cx.provisioned.group_images.push(Some(img));
         }
         // An IAM scenario's control plane (an IAM lane, or the shared one) is settled by `LEASE`.
         cx.provisioned.spec = Some(ClusterSpec {

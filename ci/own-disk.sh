@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A disk of your own, as a user brings one: keeps a CA for AWS's names (`nodejoin image endpoints-ca`, under
+# target/own-disk/ca: a test CA of this checkout, never committed), writes the AL2023 node of
+# scenarios/vm-al2023.yaml as an export-shaped UEFI disk that trusts it (`nodejoin image export-disk`), and runs
+# ci/own-disk/vm-own-disk.yaml with NODEJOIN_ENDPOINTS_CA naming the CA; then its deliberate break,
+# ci/own-disk/vm-own-disk-untrusted.yaml, without the setting (the disk refuses the run's fresh CA, and the run must
+# say so). `nodejoin run` exits non-zero unless each scenario ran and passed (5 when one was ignored).
+#
+# Usage: ci/own-disk.sh   (from anywhere; the disk is rewritten each time)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+dir=target/own-disk
+mkdir -p "$dir"
+nodejoin() { cargo run -q --bin nodejoin -- "$@"; }
+ca=$(nodejoin image endpoints-ca "$dir/ca")
+nodejoin image export-disk scenarios/vm-al2023.yaml --group workers --format qcow2 --trust "$ca" \
+  --out "$dir/al2023-export.qcow2"
+NODEJOIN_ENDPOINTS_CA="$repo/$dir/ca" nodejoin run ci/own-disk/vm-own-disk.yaml
+env -u NODEJOIN_ENDPOINTS_CA cargo run -q --bin nodejoin -- run ci/own-disk/vm-own-disk-untrusted.yaml
