@@ -26,21 +26,22 @@ impl Accel {
 /// How long a stock kernel may take to start its init under KVM before KVM is taken not to work here.
 const KVM_PROBE: Duration = Duration::from_secs(15);
 
+/// The accelerator when no probe is needed: the setting's (`kvm`, `tcg`), or TCG where `/dev/kvm` cannot be opened.
+fn decided_without_probe() -> Option<Accel> {
+    match crate::settings::get().vm_accel.as_deref() {
+        Some("kvm") => return Some(Accel::Kvm),
+        Some("tcg") => return Some(Accel::Tcg),
+        _ => {}
+    }
+    let kvm = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm");
+    kvm.is_err().then_some(Accel::Tcg)
+}
+
 /// The accelerator to use: the setting's (`kvm`, `tcg`), or for `auto` KVM when `/dev/kvm` is there and boots
 /// `kernel` (probed once per kernel, the verdict kept in the cache).
 pub async fn accel(kernel: &Kernel) -> Result<Accel> {
-    match crate::settings::get().vm_accel.as_deref() {
-        Some("kvm") => return Ok(Accel::Kvm),
-        Some("tcg") => return Ok(Accel::Tcg),
-        _ => {}
-    }
-    if std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_err()
-    {
-        return Ok(Accel::Tcg);
+    if let Some(decided) = decided_without_probe() {
+        return Ok(decided);
     }
     let verdict = super::kernel::cache().join(format!("kvm-{}", kernel.version));
     match std::fs::read_to_string(&verdict).as_deref().map(str::trim) {
@@ -56,19 +57,9 @@ pub async fn accel(kernel: &Kernel) -> Result<Accel> {
 /// The accelerator for a machine that boots a disk of its own (no kernel of nodejoin's to probe KVM with): the
 /// setting's; TCG without a usable `/dev/kvm`; else the verdict a probe of nodejoin's kernels left in the cache
 /// (TCG if any failed), KVM when none was probed here.
-pub async fn accel_known() -> Accel {
-    match crate::settings::get().vm_accel.as_deref() {
-        Some("kvm") => return Accel::Kvm,
-        Some("tcg") => return Accel::Tcg,
-        _ => {}
-    }
-    if std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_err()
-    {
-        return Accel::Tcg;
+pub fn accel_known() -> Accel {
+    if let Some(decided) = decided_without_probe() {
+        return decided;
     }
     let verdicts = std::fs::read_dir(super::kernel::cache())
         .into_iter()

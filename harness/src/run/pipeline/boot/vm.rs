@@ -58,7 +58,7 @@ pub(crate) async fn prepare(
         .map_err(|m| Error::node(&group.name, m))?;
     let info = vm::own_disk::check_own(&disk, own.format.name()).await?;
     Ok(Machine {
-        accel: vm::qemu::accel_known().await,
+        accel: vm::qemu::accel_known(),
         shown: format!(
             "disk {} ({}, {} GiB)",
             disk.display(),
