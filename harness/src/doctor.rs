@@ -218,6 +218,22 @@ pub async fn check(version: &str) -> Vec<Finding> {
             ),
             optional: true,
         });
+        let own_missing = crate::host::missing_own_disk_packages();
+        out.push(Finding {
+            what: "VM nodes booting your own disk, image export-disk".into(),
+            ok: own_missing.is_empty(),
+            detail: if own_missing.is_empty() {
+                "UEFI firmware (OVMF), mkfs.vfat, mcopy, sfdisk and systemd-boot found".into()
+            } else {
+                let why: Vec<String> = own_missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
+                format!("missing: {} (installed when first needed)", why.join(", "))
+            },
+            fix: format!(
+                "apt-get install {}",
+                own_missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
+            ),
+            optional: true,
+        });
         let kind_cli = crate::cluster::kind::find_kind();
         out.push(Finding {
             what: "kind CLI".into(),

@@ -153,6 +153,13 @@ pub fn missing_vm_packages() -> Vec<(&'static str, &'static str)> {
     missing_of(VM_PACKAGES)
 }
 
+/// The packages a disk of your own and `nodejoin image export-disk` need that are missing here.
+pub fn missing_own_disk_packages() -> Vec<(&'static str, &'static str)> {
+    let mut missing = missing_of(OWN_DISK_PACKAGES);
+    missing.extend(missing_of(EXPORT_PACKAGES));
+    missing
+}
+
 fn missing_of(list: &[Package]) -> Vec<(&'static str, &'static str)> {
     list.iter()
         .filter(|p| !(p.present)())

@@ -165,6 +165,15 @@ impl NodeContainer {
         }
     }
 
+    /// Whether the harness can see inside the node (a container, a machine with a guest agent): its files, its
+    /// journal, the reports of what ran in it.
+    pub fn sees_inside(&self) -> bool {
+        match &self.backend {
+            Backend::Vm(vm) => vm.sees_inside(),
+            Backend::Container(_) => true,
+        }
+    }
+
     /// Whether the node is a machine (runtime `vm`).
     pub fn is_vm(&self) -> bool {
         matches!(self.backend, Backend::Vm(_))

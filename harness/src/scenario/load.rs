@@ -344,35 +344,6 @@ mod tests {
     }
 
     #[test]
-    fn a_disk_of_your_own_is_a_vm_bootstrapped_by_user_data_and_confined() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join(".git")).unwrap();
-        std::fs::write(dir.path().join("d.qcow2"), b"x").unwrap();
-        std::fs::write(dir.path().join("u.sh"), b"#!/bin/sh\necho hi\n").unwrap();
-        let load = |g: &str| parse(&format!("nodes:\n  - name: a\n{g}"), &dir.path().join("s.yaml"));
-        let ud = "    userData: { file: u.sh }\n";
-        let disk = |p: &str| format!("    runtime: vm\n    disk: {{ path: {p}, format: qcow2 }}\n{ud}");
-        let s = load(&disk("d.qcow2")).unwrap();
-        let d = s.nodes[0].disk.clone().unwrap();
-        assert!(d.path.ends_with("/d.qcow2") && d.format.name() == "qcow2" && s.nodes[0].containerd.is_none());
-        assert_eq!(s.not_applicable(), None);
-        let gone = load(&disk("gone.raw")).unwrap().not_applicable().unwrap();
-        assert!(gone.contains("gone.raw is absent"), "{gone}");
-        for (bad, says) in [
-            (disk("d.qcow2").replace("    runtime: vm\n", ""), "add `runtime: vm`"),
-            (disk("d.qcow2").replace(ud, ""), "add `userData`"),
-            (
-                format!("{}    containerd: \"2.2\"\n", disk("d.qcow2")),
-                "`containerd` shapes",
-            ),
-            (disk("/etc/passwd"), "outside"),
-        ] {
-            let e = load(&bad).unwrap_err().to_string();
-            assert!(e.contains(says) && e.contains("s.yaml:"), "{says}: {e}");
-        }
-    }
-
-    #[test]
     fn local_storage_needs_a_vm_of_a_type_with_instance_store() {
         let on_container = format!("{MINIMAL}    instanceType: m5d.4xlarge\n    expect:\n      localStorage: RAID0\n");
         let (line, _, msg) = parse_error(&on_container);

@@ -11,6 +11,7 @@ pub mod model;
 pub mod names;
 pub use crate::eks::network;
 mod nonempty;
+mod own_disk;
 pub mod patch;
 pub mod position;
 mod provider;

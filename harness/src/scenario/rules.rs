@@ -254,7 +254,7 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             }
         }
         if let Some(disk) = &n.disk {
-            check_own_disk(n, disk, &s.roots)
+            super::own_disk::check(n, disk, &s.roots)
                 .map_err(|m| group(n, "disk", format!("node group '{}': disk: {m}", n.name)))?;
         }
         if let Some(img) = &n.image {
@@ -296,43 +296,6 @@ fn check_group_image(img: &super::model::GroupImage, roots: &super::confine::Roo
             "image needs exactly one of overlay (a directory), tag (a local image) or amazonEksAmi (a checkout)".into(),
         ),
     }
-}
-
-/// A machine's own disk: a VM group whose bootstrap is its user data (nothing of nodejoin's goes into the disk: no
-/// image, script or containerd of ours), and a regular file inside the roots once it exists (an absent one makes
-/// the scenario not applicable, `Scenario::not_applicable`).
-fn check_own_disk(
-    n: &super::model::NodeGroup,
-    disk: &super::runtime::OwnDisk,
-    roots: &super::confine::Roots,
-) -> std::result::Result<(), String> {
-    if n.runtime != super::model::NodeRuntime::Vm {
-        return Err("a disk boots a machine: add `runtime: vm`".into());
-    }
-    if n.user_data.is_none() {
-        return Err("a disk of your own is bootstrapped by its own boot from user data: add `userData`".into());
-    }
-    let ours = [
-        (n.image.is_some(), "image"),
-        (
-            n.bootstrap.script.is_some() || !n.bootstrap.args.is_empty(),
-            "bootstrap",
-        ),
-        (n.containerd.is_some(), "containerd"),
-    ];
-    if let Some((_, key)) = ours.iter().find(|(set, _)| *set) {
-        return Err(format!(
-            "`{key}` shapes nodejoin's node image, which a disk of your own replaces: remove one of them"
-        ));
-    }
-    let path = Path::new(&disk.path);
-    if path.exists() {
-        let real = roots.check(path, "disk")?;
-        if !real.is_file() {
-            return Err(format!("{} is not a regular file", path.display()));
-        }
-    }
-    Ok(())
 }
 
 fn check_user_data(

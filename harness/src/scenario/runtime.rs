@@ -17,13 +17,19 @@ pub enum NodeRuntime {
 /// disk nodejoin makes from the group's node image. It boots under UEFI firmware through its own bootloader, and
 /// nothing of nodejoin's is put in it: it must trust the run's endpoints CA itself (`NODEJOIN_ENDPOINTS_CA`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OwnDisk {
     /// The disk image file (relative to the scenario file). Each node boots a copy-on-write overlay of it: the
     /// file is only read.
     pub path: String,
     /// Its format as named (never guessed from its content: a raw disk could pose as another format).
     pub format: DiskFormat,
+    /// Whether the image runs QEMU's guest agent (`qemu-guest-agent`): then the harness reads inside the machine
+    /// as on nodejoin's disks (files, the journal, cloud-init's and nodeadm's reports). Without it (the default:
+    /// an AMI has none) the node is observed from outside only: the cluster, its calls to the fakes, its serial
+    /// console; expectations that read inside are refused at load.
+    #[serde(default)]
+    pub guest_agent: bool,
 }
 
 /// A disk image's format, as `qemu-img` names it.

@@ -40,6 +40,8 @@ pub struct VmSpec<'a> {
     pub name: String,
     pub run_id: &'a str,
     pub boot: Boot<'a>,
+    /// Whether the guest runs QEMU's guest agent (nodejoin's disks do; a disk of the user's says).
+    pub agent: bool,
     pub accel: qemu::Accel,
     pub link: &'a net::RunLink,
     /// What its link carries to the harness (IMDS, the VPC resolver, AWS's endpoints).
@@ -64,6 +66,8 @@ pub struct VmNode {
     pub mac: String,
     pub accel: qemu::Accel,
     pub agent: agent::Agent,
+    /// Whether anything answers on the agent's port: without, the machine is observed from outside only.
+    has_agent: bool,
     console: PathBuf,
     launch: Launch,
     /// Keeps the console file within its bound while QEMU runs.
@@ -76,6 +80,10 @@ pub struct VmNode {
     leases: dhcp::Leases,
     _work: tempfile::TempDir,
 }
+
+/// Why nothing inside a machine without a guest agent can be read.
+pub const NO_WAY_IN: &str =
+    "no way into this machine: its disk runs no guest agent (disk.guestAgent), so it is observed from outside only";
 
 /// How QEMU is started.
 struct Launch {
@@ -176,6 +184,7 @@ impl VmNode {
             .ok_or_else(|| node_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)".into()))?;
         Ok(Self {
             agent: agent::Agent::new(&name, agent_socket),
+            has_agent: spec.agent,
             name,
             ip: spec.ip,
             mac: spec.mac,
@@ -237,7 +246,15 @@ impl VmNode {
         ))
     }
 
+    /// Whether the harness can see inside the machine (its guest agent).
+    pub fn sees_inside(&self) -> bool {
+        self.has_agent
+    }
+
     pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        if !self.has_agent {
+            return Err(Error::node(&self.name, NO_WAY_IN.to_string()));
+        }
         if !self.powered() {
             return Err(Error::node(&self.name, "the machine was never started".to_string()));
         }
@@ -248,6 +265,9 @@ impl VmNode {
     }
 
     pub async fn read_bytes(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        if !self.has_agent {
+            return Err(NO_WAY_IN.into());
+        }
         let (code, out, err) = self
             .agent
             .exec_bytes(&["cat", "--", path], &[], crate::deadline::NODE_EXEC)

@@ -54,30 +54,64 @@ pub async fn accel(kernel: &Kernel) -> Result<Accel> {
     Ok(if boots { Accel::Kvm } else { Accel::Tcg })
 }
 
-/// The accelerator for a machine that boots a disk of its own (no kernel of nodejoin's to probe KVM with): the
-/// setting's; TCG without a usable `/dev/kvm`; else the verdict a probe of nodejoin's kernels left in the cache
-/// (TCG if any failed), KVM when none was probed here.
-pub fn accel_known() -> Accel {
+/// The accelerator for a machine that boots a disk of its own under UEFI firmware (`code`, `vars`): the setting's;
+/// TCG without a usable `/dev/kvm` or where a probe of nodejoin's kernels saw KVM fail; else whether the firmware
+/// itself runs under KVM, probed once and kept in the cache (`kvm-firmware`).
+pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
     if let Some(decided) = decided_without_probe() {
         return decided;
     }
-    let verdicts = std::fs::read_dir(super::kernel::cache())
+    let cache = super::kernel::cache();
+    if by_verdicts(&cache) == Accel::Tcg {
+        return Accel::Tcg;
+    }
+    let verdict = cache.join("kvm-firmware");
+    if std::fs::read_to_string(&verdict).is_err() {
+        let boots = probe_kvm_firmware(code, vars).await;
+        let _ = std::fs::create_dir_all(&cache);
+        let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
+    }
+    by_verdicts(&cache)
+}
+
+/// KVM unless a probe's verdict kept in `dir` (`kvm-<kernel>`) says it failed.
+fn by_verdicts(dir: &Path) -> Accel {
+    let verdicts = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("kvm-"))
         .filter_map(|e| std::fs::read_to_string(e.path()).ok());
-    let mut kvm = Accel::Kvm;
+    let mut accel = Accel::Kvm;
     for v in verdicts {
         if v.trim() != "boots" {
-            kvm = Accel::Tcg;
+            accel = Accel::Tcg;
         }
     }
-    kvm
+    accel
 }
 
 /// Boots `kernel` with its initramfs and no disk under KVM and waits for it to start its init.
 async fn probe_kvm(kernel: &Kernel) -> bool {
+    let boot = [
+        "-kernel".into(),
+        kernel.vmlinuz.display().to_string(),
+        "-initrd".into(),
+        kernel.initramfs.display().to_string(),
+        "-append".into(),
+        "console=ttyS0 panic=-1".into(),
+    ];
+    probe_kvm_with(&boot, &["Run /init as init process", "nodejoin-vm:"], None).await
+}
+
+/// Starts UEFI firmware (`code`, a copy of `vars`) with no disk under KVM and waits for its boot manager to print.
+async fn probe_kvm_firmware(code: &Path, vars: &Path) -> bool {
+    probe_kvm_with(&[], &["BdsDxe", "UEFI"], Some((code, vars))).await
+}
+
+/// Starts QEMU under KVM with `boot` (and firmware, if given) and no disk: true once its serial console shows
+/// one of `markers` within [`KVM_PROBE`]; false if it exits first (a KVM that cannot run a vCPU aborts QEMU).
+async fn probe_kvm_with(boot: &[String], markers: &[&str], firmware: Option<(&Path, &Path)>) -> bool {
     let Ok(dir) = tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix("kvm-probe"))
         .tempdir_in(crate::paths::scratch_root())
@@ -100,21 +134,30 @@ async fn probe_kvm(kernel: &Kernel) -> bool {
     ])
     .arg("-serial")
     .arg(format!("file:{}", console.display()))
-    .arg("-kernel")
-    .arg(&kernel.vmlinuz)
-    .arg("-initrd")
-    .arg(&kernel.initramfs)
-    .args(["-append", "console=ttyS0 panic=-1"])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true);
+    .args(boot);
+    if let Some((code, vars)) = firmware {
+        let copy = dir.path().join("vars.fd");
+        if std::fs::copy(vars, &copy).is_err() {
+            return false;
+        }
+        cmd.arg("-drive")
+            .arg(format!(
+                "if=pflash,format=raw,unit=0,readonly=on,file={}",
+                code.display()
+            ))
+            .arg("-drive")
+            .arg(format!("if=pflash,format=raw,unit=1,file={}", copy.display()));
+    }
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
     crate::process::mark(&mut cmd);
     let Ok(mut child) = cmd.spawn() else { return false };
     let t0 = std::time::Instant::now();
     let mut booted = false;
     while t0.elapsed() < KVM_PROBE {
         let text = std::fs::read_to_string(&console).unwrap_or_default();
-        if text.contains("Run /init as init process") || text.contains("nodejoin-vm:") {
+        if markers.iter().any(|m| text.contains(m)) {
             booted = true;
             break;
         }
@@ -331,6 +374,17 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_disk_of_your_own_runs_under_tcg_once_a_probe_saw_kvm_fail_here() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(by_verdicts(dir.path()), Accel::Kvm, "no probe yet");
+        std::fs::write(dir.path().join("kvm-6.1.0-1-amd64"), "boots\n").unwrap();
+        std::fs::write(dir.path().join("disk-x.img"), "fails\n").unwrap();
+        assert_eq!(by_verdicts(dir.path()), Accel::Kvm);
+        std::fs::write(dir.path().join("kvm-6.1.0-2-amd64"), "fails\n").unwrap();
+        assert_eq!(by_verdicts(dir.path()), Accel::Tcg);
+    }
 
     #[test]
     fn every_known_instance_store_fits_the_controller() {

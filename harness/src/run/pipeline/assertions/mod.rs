@@ -123,6 +123,24 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
 /// `/run/nodejoin/host-adaptations`, e.g. the kubelet's `--fail-cgroupv1=false` on a cgroup v1 host), so a
 /// report never passes off the harness's doing as the bootstrap's.
 async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
+    if !n.container.sees_inside() {
+        // Its kernel's own first line on the console (`Linux version …`) is all it says of itself.
+        let console = n.container.console_text();
+        let kernel = console
+            .lines()
+            .find_map(|l| {
+                l.split_once("Linux version ")
+                    .map(|(_, v)| v.split(' ').next().unwrap_or("?"))
+            })
+            .unwrap_or("not on its console");
+        report.notes.push(format!(
+            "{}: runtime {}: a disk of your own without a guest agent, observed from outside (the cluster, its \
+             calls, its console); guest kernel {kernel}; nothing read inside it",
+            n.node_name,
+            n.container.runtime()
+        ));
+        return;
+    }
     let text = n
         .container
         .read_file(crate::node::HOST_ADAPTATIONS)
@@ -215,6 +233,16 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
         }
         if let Some(na) = &n.nodeadm {
             report.notes.push(format!("{}: {}", n.node_name, na.summary()));
+        }
+        if !n.container.sees_inside() {
+            report.notes.push(format!(
+                "{}: cloud-init's and nodeadm's reports not read: no guest agent (their lines on the console are \
+                 evidence: `source: console`)",
+                n.node_name
+            ));
+            let signal = userdata::cfn_check(env, &n.group, &n.node_name, &n.instance.instance_id);
+            report.checks.extend(signal);
+            return;
         }
         report.checks.extend(userdata::checks(
             env,

@@ -138,33 +138,37 @@ pub fn checks(
         )),
         _ => {}
     }
-    if let Some(want) = group.expect.cfn_signal {
-        let signals = env.cloudformation.signals_from(instance_id);
-        let seen: Vec<String> = signals
-            .iter()
-            .map(|s| format!("{} {}/{} ({})", s.status, s.stack, s.resource, s.unique_id))
-            .collect();
-        let passed = match want {
-            SignalExpectation::Success => signals
-                .iter()
-                .any(|s| s.status == "SUCCESS" && s.unique_id == instance_id),
-            SignalExpectation::Failure => signals
-                .iter()
-                .any(|s| s.status == "FAILURE" && s.unique_id == instance_id),
-            SignalExpectation::None => signals.is_empty(),
-        };
-        out.push(Check::new(
-            crate::assert::registry::CFN_SIGNAL.on(node),
-            passed,
-            format!("{want:?}").to_uppercase(),
-            if seen.is_empty() {
-                "no signal".to_string()
-            } else {
-                seen.join(", ")
-            },
-        ));
-    }
+    out.extend(cfn_check(env, group, node, instance_id));
     out
+}
+
+/// The CloudFormation signal the instance sent, when the group expects one (from the fake, not the node).
+pub fn cfn_check(env: &Environment, group: &NodeGroup, node: &str, instance_id: &str) -> Option<Check> {
+    let want = group.expect.cfn_signal?;
+    let signals = env.cloudformation.signals_from(instance_id);
+    let seen: Vec<String> = signals
+        .iter()
+        .map(|s| format!("{} {}/{} ({})", s.status, s.stack, s.resource, s.unique_id))
+        .collect();
+    let passed = match want {
+        SignalExpectation::Success => signals
+            .iter()
+            .any(|s| s.status == "SUCCESS" && s.unique_id == instance_id),
+        SignalExpectation::Failure => signals
+            .iter()
+            .any(|s| s.status == "FAILURE" && s.unique_id == instance_id),
+        SignalExpectation::None => signals.is_empty(),
+    };
+    Some(Check::new(
+        crate::assert::registry::CFN_SIGNAL.on(node),
+        passed,
+        format!("{want:?}").to_uppercase(),
+        if seen.is_empty() {
+            "no signal".to_string()
+        } else {
+            seen.join(", ")
+        },
+    ))
 }
 
 /// Appends the failed user-data part (which part, its exit code, its last lines) to the node's failed checks that

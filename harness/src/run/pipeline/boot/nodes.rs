@@ -355,6 +355,16 @@ pub(crate) async fn run_bootstrap(
         with_data.user_data = Some(served);
         node.instance = env.instances.register(with_data);
         node.user_data_note = Some(description);
+        if !node.container.powered() && !node.container.sees_inside() {
+            // A machine seen from outside only boots, and the cluster, its calls and its console tell the rest:
+            // the wait for its join starts at power-on.
+            node.booted = Instant::now();
+            if let Err(e) = node.container.power_on() {
+                node.bootstrap_error = Some(e.to_string());
+            }
+            node.kubelet_start = Instant::now();
+            return Ok(());
+        }
         if !node.container.powered() {
             // A machine boots now, its user data in place: cloud-init and nodeadm run at its boot.
             let t = Instant::now();
@@ -373,11 +383,8 @@ pub(crate) async fn run_bootstrap(
         let cloud_init =
             crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm);
         // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
-        let refused = crate::run::pipeline::bootstrap::trust::refused_certificate(
-            env,
-            &node.container.name,
-            &node.instance.instance_id,
-        );
+        let refused =
+            crate::run::pipeline::bootstrap::trust::refused_certificate(env, &node.container.name, &node.instance);
         let finished = if node.container.is_vm() {
             tokio::select! {
                 r = cloud_init => r,

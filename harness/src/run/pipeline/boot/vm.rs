@@ -23,6 +23,8 @@ pub(crate) struct Machine {
     /// nodejoin's kernel of the disk; none for a disk of the user's, which brings its own.
     kernel: Option<Kernel>,
     format: &'static str,
+    /// Whether its guest runs QEMU's guest agent.
+    agent: bool,
     /// What the report calls what it boots.
     pub(crate) shown: String,
 }
@@ -44,6 +46,7 @@ pub(crate) async fn prepare(
             disk,
             kernel: Some(kernel),
             format: "raw",
+            agent: true,
             shown: image.tag.clone(),
         });
     }
@@ -58,7 +61,10 @@ pub(crate) async fn prepare(
         .map_err(|m| Error::node(&group.name, m))?;
     let info = vm::own_disk::check_own(&disk, own.format.name()).await?;
     Ok(Machine {
-        accel: vm::qemu::accel_known(),
+        accel: {
+            let (code, vars) = vm::qemu::ovmf()?;
+            vm::qemu::accel_firmware(&code, &vars).await
+        },
         shown: format!(
             "disk {} ({}, {} GiB)",
             disk.display(),
@@ -68,6 +74,7 @@ pub(crate) async fn prepare(
         disk,
         kernel: None,
         format: own.format.name(),
+        agent: own.guest_agent,
     })
 }
 
@@ -119,6 +126,7 @@ pub(crate) async fn start(
                 format: machine.format,
             },
         },
+        agent: machine.agent,
         accel: machine.accel,
         link,
         services: env.link_services(),

@@ -100,8 +100,19 @@ pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             if check_evidence && !n.expect().evidence.is_empty() {
                 gather_evidence(env, cluster, n).await;
             }
+            if check_evidence && !n.container.sees_inside() && n.bootstrap_error.is_none() {
+                // Seen from outside, a machine that refuses the run's certificates says so only in its calls.
+                let refused = crate::run::pipeline::bootstrap::trust::refusal(env, &n.container.name, &n.instance);
+                n.bootstrap_error = refused.map(|e| e.to_string());
+            }
             let probe_due = n.failure_probed_at.is_none_or(|t| t.elapsed() >= probe_every);
-            if probe_due && n.expect().joins && n.node.is_none() && n.stopped.is_none() && !bootstrap_failed(n) {
+            if probe_due
+                && n.container.sees_inside()
+                && n.expect().joins
+                && n.node.is_none()
+                && n.stopped.is_none()
+                && !bootstrap_failed(n)
+            {
                 n.failure_probed_at = Some(Instant::now());
                 probe_failure(n).await;
             }

@@ -24,6 +24,9 @@ impl NodeCheck for KubeletEnabled {
     fn check<'a>(&'a self, f: &'a NodeFacts<'a>) -> BoxFuture<'a, Finding> {
         Box::pin(async move {
             let n = f.n;
+            if !n.container.sees_inside() {
+                return Finding::Note("kubelet enabled not checked: no guest agent to ask systemd".into());
+            }
             if n.nodeadm.is_some() {
                 // nodeadm only starts the kubelet; AL2023 brings it back on every boot through
                 // nodeadm-run.service, a unit of the AMI rather than of the user data.

@@ -1,0 +1,124 @@
+//! The rules of a machine's own disk (`disk:` of a VM group), checked at load.
+use super::confine::Roots;
+use super::expect::EvidenceSource;
+use super::model::{ExitExpectation, Expect, NodeGroup, NodeRuntime};
+use super::runtime::OwnDisk;
+use std::path::Path;
+
+/// A machine's own disk: a VM group whose bootstrap is its user data (nothing of nodejoin's goes into the disk: no
+/// image, script or containerd of ours), and a regular file inside the roots once it exists (an absent one makes
+/// the scenario not applicable, `Scenario::not_applicable`).
+pub(super) fn check(n: &NodeGroup, disk: &OwnDisk, roots: &Roots) -> std::result::Result<(), String> {
+    if n.runtime != NodeRuntime::Vm {
+        return Err("a disk boots a machine: add `runtime: vm`".into());
+    }
+    if n.user_data.is_none() {
+        return Err("a disk of your own is bootstrapped by its own boot from user data: add `userData`".into());
+    }
+    let ours = [
+        (n.image.is_some(), "image"),
+        (
+            n.bootstrap.script.is_some() || !n.bootstrap.args.is_empty(),
+            "bootstrap",
+        ),
+        (n.containerd.is_some(), "containerd"),
+    ];
+    if let Some((_, key)) = ours.iter().find(|(set, _)| *set) {
+        return Err(format!(
+            "`{key}` shapes nodejoin's node image, which a disk of your own replaces: remove one of them"
+        ));
+    }
+    if !disk.guest_agent {
+        if let Some(key) = reads_inside(&n.expect) {
+            return Err(format!(
+                "`{key}` reads inside the machine, and a disk without a guest agent is observed from outside only \
+                 (the cluster, its calls, its console): add `guestAgent: true` if the image runs qemu-guest-agent, \
+                 or leave `{key}` out"
+            ));
+        }
+    }
+    let path = Path::new(&disk.path);
+    if path.exists() {
+        let real = roots.check(path, "disk")?;
+        if !real.is_file() {
+            return Err(format!("{} is not a regular file", path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The first expectation of `e` that only a look inside the node can judge (through the guest agent).
+fn reads_inside(e: &Expect) -> Option<&'static str> {
+    let inside_log = e.evidence.iter().any(|ev| {
+        matches!(
+            ev.source,
+            EvidenceSource::Kubelet | EvidenceSource::CloudInit | EvidenceSource::Nodeadm
+        )
+    });
+    [
+        (!e.files.is_empty(), "files"),
+        (e.idempotent, "idempotent"),
+        (e.deterministic, "deterministic"),
+        (e.local_storage.is_some(), "localStorage"),
+        (e.cloud_init.is_some(), "cloudInit"),
+        (e.nodeadm.is_some(), "nodeadm"),
+        (e.sandbox_image, "sandboxImage"),
+        (e.executables.is_some(), "executables"),
+        (e.bootstrap_exit != ExitExpectation::Any, "bootstrapExit"),
+        (inside_log, "evidence from the kubelet, cloud-init or nodeadm"),
+    ]
+    .into_iter()
+    .find_map(|(set, key)| set.then_some(key))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_disk_of_your_own_is_a_vm_bootstrapped_by_user_data_and_confined() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("d.qcow2"), b"x").unwrap();
+        std::fs::write(dir.path().join("u.sh"), b"#!/bin/sh\necho hi\n").unwrap();
+        let load =
+            |g: &str| crate::scenario::load::parse(&format!("nodes:\n  - name: a\n{g}"), &dir.path().join("s.yaml"));
+        let ud = "    userData: { file: u.sh }\n";
+        let disk = |p: &str| format!("    runtime: vm\n    disk: {{ path: {p}, format: qcow2 }}\n{ud}");
+        let s = load(&disk("d.qcow2")).unwrap();
+        let d = s.nodes[0].disk.clone().unwrap();
+        assert!(d.path.ends_with("/d.qcow2") && d.format.name() == "qcow2" && s.nodes[0].containerd.is_none());
+        assert_eq!(s.not_applicable(), None);
+        let gone = load(&disk("gone.raw")).unwrap().not_applicable().unwrap();
+        assert!(gone.contains("gone.raw is absent"), "{gone}");
+        for (bad, says) in [
+            (disk("d.qcow2").replace("    runtime: vm\n", ""), "add `runtime: vm`"),
+            (disk("d.qcow2").replace(ud, ""), "add `userData`"),
+            (
+                format!("{}    containerd: \"2.2\"\n", disk("d.qcow2")),
+                "`containerd` shapes",
+            ),
+            (disk("/etc/passwd"), "outside"),
+            (
+                format!("{}    expect:\n      nodeadm: succeeded\n", disk("d.qcow2")),
+                "`nodeadm` reads inside",
+            ),
+            (
+                format!(
+                    "{}    expect:\n      evidence: [{{ source: kubelet, contains: x }}]\n",
+                    disk("d.qcow2")
+                ),
+                "`evidence from the kubelet",
+            ),
+        ] {
+            let e = load(&bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("s.yaml:"), "{says}: {e}");
+        }
+        // With a guest agent, the harness reads inside as on nodejoin's disks; the console is outside either way.
+        let agent = disk("d.qcow2").replace("format: qcow2 }", "format: qcow2, guestAgent: true }");
+        assert!(load(&format!("{agent}    expect:\n      nodeadm: succeeded\n")).is_ok());
+        let console = format!(
+            "{}    expect:\n      evidence: [{{ source: console, contains: x }}]\n",
+            disk("d.qcow2")
+        );
+        assert!(load(&console).is_ok());
+    }
+}
