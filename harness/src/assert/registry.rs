@@ -92,20 +92,20 @@ macro_rules! check {
 check!(
     BOOTSTRAP_EXIT,
     "bootstrap exit",
-    "always for nodes that join (`bootstrapExit` otherwise)",
+    "always for nodes that join (`bootstrapExit` otherwise); a VM seen from outside only when it refused the run's certificates",
     "the bootstrap must exit 0; the failure quotes its error lines (not the usage text after them)"
 );
 check!(
     KUBELET_RUNNING,
     "kubelet running",
-    "a node that was expected to join",
+    "a node that was expected to join, not a VM seen from outside",
     "the kubelet does not crash-loop: decided at its first exit with a startup config error (`unknown flag`, \
      unparsable config) or after 3 restarts; quotes the kubelet's own error line"
 );
 check!(
     KUBELET_STARTED,
     "kubelet started",
-    "a node that was expected to join",
+    "a node that was expected to join, not a VM seen from outside",
     "whatever ran the bootstrap (cloud-init, or the harness) finished and `kubelet.service` was never started \
      within 5 s: quotes cloud-init's error or the end of its output"
 );
@@ -119,7 +119,7 @@ check!(
 check!(
     NODEADM,
     "nodeadm",
-    "user data with a NodeConfig",
+    "user data with a NodeConfig, not VMs seen from outside",
     "nodeadm's `init` config and run phases both succeed, as on AL2023"
 );
 check!(
@@ -202,7 +202,7 @@ check!(
 check!(
     CLOUD_INIT_STATUS,
     "cloud-init status",
-    "user-data nodes (`expect.cloudInit`)",
+    "user-data nodes (`expect.cloudInit`), not VMs seen from outside",
     "what cloud-init itself reported: done unless the scenario says otherwise"
 );
 check!(

@@ -1,7 +1,8 @@
 //! The node runtime `vm`: a node that is a machine. QEMU boots nodejoin's node image for the group as a disk
-//! (`disk`), with Debian's stock kernel (`kernel`), or a disk of the user's under UEFI firmware (`own_disk`), seen by its software as an EC2 instance (`qemu`'s SMBIOS, the
-//! run network's DHCP and the metadata address on its link, `net`), and reached by the harness through QEMU's
-//! guest agent (`agent`). The guard owns QEMU, the tap, the host rules and the node's work directory (its disk
+//! (`disk`), with Debian's stock kernel (`kernel`), or a disk of the user's under UEFI firmware (`own_disk`,
+//! `export` writes one shaped as an export). Its software sees an EC2 instance (`qemu`'s SMBIOS, the run
+//! network's DHCP and the metadata address on its link, `net`); the harness reaches inside through QEMU's guest
+//! agent (`agent`) where the guest runs one. The guard owns QEMU, the tap, the host rules and the node's work directory (its disk
 //! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
 pub mod agent;
 pub mod console;
@@ -30,7 +31,7 @@ pub enum Boot<'a> {
         disk: &'a Path,
         files: Vec<NodeFile>,
     },
-    /// A disk of the user's ([`disk::check_own`]: in `format`, never written), started by UEFI firmware and its
+    /// A disk of the user's ([`own_disk::check_own`]: in `format`, never written), started by UEFI firmware and its
     /// own bootloader; nothing of the harness's goes into it.
     Own { disk: &'a Path, format: &'a str },
 }

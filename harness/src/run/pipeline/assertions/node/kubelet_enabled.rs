@@ -8,7 +8,8 @@ use futures::future::BoxFuture;
 pub(crate) const DEF: CheckDef = CheckDef {
     name: "kubelet enabled",
     form: "kubelet enabled",
-    when: "nodes that join (not nodeadm nodes: AL2023 starts the kubelet through nodeadm-run.service on every boot, \
+    when: "nodes that join, not VMs seen from outside (not nodeadm nodes: AL2023 starts the kubelet through \
+           nodeadm-run.service on every boot, \
            and the report says so)",
     proves: "`systemctl is-enabled kubelet.service` says `enabled`: a kubelet that was only started does not come \
              back after a reboot (EKS AMIs' bootstrap and nodeadm enable it)",
