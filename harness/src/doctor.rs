@@ -209,13 +209,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
                 };
                 format!("QEMU, qemu-img and mkfs.ext4 found; {kvm}")
             } else {
-                let why: Vec<String> = vm_missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
-                format!("missing: {} (installed when a scenario has a VM node)", why.join(", "))
+                missing_detail(&vm_missing, "installed when a scenario has a VM node")
             },
-            fix: format!(
-                "apt-get install {}",
-                vm_missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
-            ),
+            fix: apt_fix(&vm_missing),
             optional: true,
         });
         let own_missing = crate::host::missing_own_disk_packages();
@@ -225,13 +221,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
             detail: if own_missing.is_empty() {
                 "UEFI firmware (OVMF), mkfs.vfat, mcopy, sfdisk and systemd-boot found".into()
             } else {
-                let why: Vec<String> = own_missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
-                format!("missing: {} (installed when first needed)", why.join(", "))
+                missing_detail(&own_missing, "installed when first needed")
             },
-            fix: format!(
-                "apt-get install {}",
-                own_missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
-            ),
+            fix: apt_fix(&own_missing),
             optional: true,
         });
         let kind_cli = crate::cluster::kind::find_kind();
@@ -246,4 +238,16 @@ pub async fn check(version: &str) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// "missing: pkg (why), …" for packages `host` lists as missing, and when they are installed.
+fn missing_detail(missing: &[(&str, &str)], when: &str) -> String {
+    let why: Vec<String> = missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
+    format!("missing: {} ({when})", why.join(", "))
+}
+
+/// The apt-get command that installs `missing`.
+fn apt_fix(missing: &[(&str, &str)]) -> String {
+    let names: Vec<&str> = missing.iter().map(|(n, _)| *n).collect();
+    format!("apt-get install {}", names.join(" "))
 }

@@ -11,7 +11,8 @@ use super::kernel::Kernel;
 use crate::error::{Error, Result};
 use std::path::Path;
 
-/// Where the trust anchor goes in the root, the file Go's TLS reads among the certificates directory's.
+/// Where a machine finds the CA of AWS's endpoints as the run serves them: the seed puts it there on nodejoin's
+/// disks, export-disk into an exported one (Go's TLS reads every file of /etc/ssl/certs).
 pub const TRUST_ANCHOR: &str = "/etc/ssl/certs/nodejoin-aws-endpoints.pem";
 
 /// The EFI system partition's size (the kernel and initramfs take about 13 MiB).

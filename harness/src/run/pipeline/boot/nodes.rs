@@ -107,7 +107,7 @@ pub(crate) async fn boot_node(
         // the fakes on its link). What it needs for that is the CA of those names' certificates: one file in the
         // directory Go's TLS (nodeadm, containerd, the kubelet's plugins) reads trust anchors from.
         NodeRuntime::Vm => files.push(NodeFile {
-            path: ENDPOINTS_CA.into(),
+            path: crate::node::vm::export::TRUST_ANCHOR.into(),
             content: env.endpoints_ca.clone().into_bytes(),
             mode: 0o644,
         }),
@@ -465,9 +465,6 @@ async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace 
         Err(e) => Trace::Missing(format!("{EXEC_TRACE} unreadable: {e}")),
     }
 }
-
-/// Where a VM node finds the CA of AWS's endpoints as the run serves them (Go reads every file of /etc/ssl/certs).
-pub(crate) const ENDPOINTS_CA: &str = "/etc/ssl/certs/nodejoin-aws-endpoints.pem";
 
 /// Where the bootstrap's exec trace is written in the node.
 const EXEC_TRACE: &str = "/run/nodejoin-exec.trace";
