@@ -4,7 +4,8 @@
 # scenarios/vm-al2023.yaml as an export-shaped UEFI disk that trusts it (`nodejoin image export-disk`), and runs
 # ci/own-disk/vm-own-disk.yaml with NODEJOIN_ENDPOINTS_CA naming the CA; then its deliberate break,
 # ci/own-disk/vm-own-disk-untrusted.yaml, without the setting (the disk refuses the run's fresh CA, and the run must
-# say so). `nodejoin run` exits non-zero unless each scenario ran and passed (5 when one was ignored).
+# say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros the firmware finds nothing to boot on (the run
+# must say so from the console). `nodejoin run` exits non-zero unless each scenario ran and passed (5 when one was ignored).
 #
 # Usage: ci/own-disk.sh   (from anywhere; the disk is rewritten each time)
 set -euo pipefail
@@ -18,3 +19,6 @@ nodejoin image export-disk scenarios/vm-al2023.yaml --group workers --format qco
   --out "$dir/al2023-export.qcow2"
 NODEJOIN_ENDPOINTS_CA="$repo/$dir/ca" nodejoin run ci/own-disk/vm-own-disk.yaml
 env -u NODEJOIN_ENDPOINTS_CA cargo run -q --bin nodejoin -- run ci/own-disk/vm-own-disk-untrusted.yaml
+rm -f "$dir/no-loader.raw"
+truncate -s 64M "$dir/no-loader.raw"
+nodejoin run ci/own-disk/vm-own-disk-no-loader.yaml

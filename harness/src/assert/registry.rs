@@ -92,7 +92,7 @@ macro_rules! check {
 check!(
     BOOTSTRAP_EXIT,
     "bootstrap exit",
-    "always for nodes that join (`bootstrapExit` otherwise); a VM seen from outside only when it refused the run's certificates",
+    "always for nodes that join (`bootstrapExit` otherwise); a VM seen from outside only when it refused the run's certificates or its console shows a decided failure (no boot loader, a panic, emergency mode, nodeadm failed)",
     "the bootstrap must exit 0; the failure quotes its error lines (not the usage text after them)"
 );
 check!(

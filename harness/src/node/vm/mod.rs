@@ -235,6 +235,10 @@ impl VmNode {
             if let Some(why) = self.exited() {
                 return Err(why);
             }
+            // A machine that cannot boot says so on its console long before the wait is over.
+            if let Some(why) = console::decided_failure(&self.console_text()) {
+                return Err(why);
+            }
             if self.agent.ping().await {
                 return Ok(t0.elapsed());
             }
@@ -286,10 +290,11 @@ impl VmNode {
         crate::process::tail(&self.console, lines)
     }
 
-    /// The serial console as kept (cut to its last MiB past [`console::MAX`]), control sequences left in.
+    /// The serial console as kept (cut to its last MiB past [`console::MAX`]), as a person reads it: without the
+    /// control sequences the firmware and systemd colour and place their text with.
     pub fn console_text(&self) -> String {
         std::fs::read(&self.console)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map(|b| console::readable(&String::from_utf8_lossy(&b)))
             .unwrap_or_default()
     }
 

@@ -284,20 +284,32 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
             "-append".into(),
             "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1".into(),
         ]),
+        // The firmware boots the disk and nothing else, as an instance's does: no network boot (OVMF tries PXE
+        // and HTTP boot for minutes when the disk has no loader). With nothing to boot it starts its shell,
+        // which the console shows (`super::console::decided_failure`).
         Start::Firmware { code, vars } => a.extend([
             "-drive".into(),
             format!("if=pflash,format=raw,unit=0,readonly=on,file={}", opt_path(code)?),
             "-drive".into(),
             format!("if=pflash,format=raw,unit=1,file={}", opt_path(vars)?),
+            "-boot".into(),
+            "strict=on".into(),
         ]),
     }
     a.extend([
         "-drive".into(),
-        format!("file={},if=virtio,format=qcow2,cache=unsafe", opt_path(m.disk)?),
+        format!("file={},if=none,id=root,format=qcow2,cache=unsafe", opt_path(m.disk)?),
+        "-device".into(),
+        match m.start {
+            // A kernel QEMU starts itself holds boot index 0 (QEMU refuses a second).
+            Start::Kernel { .. } => "virtio-blk-pci,drive=root",
+            Start::Firmware { .. } => "virtio-blk-pci,drive=root,bootindex=0",
+        }
+        .into(),
         "-netdev".into(),
         format!("tap,id=n0,ifname={},script=no,downscript=no", m.tap),
         "-device".into(),
-        format!("virtio-net-pci,netdev=n0,mac={}", m.mac),
+        format!("virtio-net-pci,netdev=n0,mac={},romfile=", m.mac),
         "-device".into(),
         "virtio-serial-pci".into(),
         "-chardev".into(),

@@ -54,9 +54,11 @@ pub(crate) struct Context<'a> {
 #[derive(Default)]
 pub(crate) struct Provisioned {
     pub assets: Option<K8sAssets>,
-    /// One image per node group, in the order of `sc.nodes`.
-    /// Each group's node image; none for a group that boots a disk of its own.
+    /// Each group's node image, in the order of `sc.nodes`; none for a group that boots a disk of its own.
     pub group_images: Vec<Option<NodeImage>>,
+    /// Each group's machine (its disk, kernel and accelerator), in the order of `sc.nodes`; none for a container
+    /// group. Made here, not at boot: a VM disk's build then overlaps the wait for the machine's turn.
+    pub machines: Vec<Option<boot::vm::Machine>>,
     pub spec: Option<ClusterSpec>,
 }
 

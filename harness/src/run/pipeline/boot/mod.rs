@@ -22,9 +22,9 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let boots = futures::future::join_all(
             sc.nodes
                 .iter()
-                .zip(&cx.provisioned.group_images)
-                .flat_map(|(g, img)| (0..g.count).map(move |i| (g, img, i)))
-                .map(|(g, img, i)| crate::run::pipeline::boot::nodes::boot_node(env, sc, img.as_ref(), g, i)),
+                .zip(cx.provisioned.group_images.iter().zip(&cx.provisioned.machines))
+                .flat_map(|(g, made)| (0..g.count).map(move |i| (g, made, i)))
+                .map(|(g, (img, machine), i)| nodes::boot_node(env, sc, (img.as_ref(), machine.as_ref()), g, i)),
         );
         let (cluster, booted) = tokio::join!(env.cluster(&spec, Some(assets)), boots);
         let mut first_error = None;

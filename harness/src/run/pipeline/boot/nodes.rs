@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime};
 pub(crate) async fn boot_node(
     env: &Environment,
     sc: &Scenario,
-    image: Option<&crate::node::image::NodeImage>,
+    (image, machine): (Option<&crate::node::image::NodeImage>, Option<&super::vm::Machine>),
     group: &NodeGroup,
     index: u32,
 ) -> Result<RunningNode> {
@@ -114,11 +114,13 @@ pub(crate) async fn boot_node(
     }
     let container_name = format!("nodejoin-{}-{}-{label}", env.run_id, sc.name);
     let (instance_id, mac) = Instance::new_ids();
-    // A VM's kernel and disk are made (or found in the cache) before its turn: the boot is timed without them.
-    let machine = match group.runtime {
-        NodeRuntime::Vm => Some(super::vm::prepare(env, sc, group, image).await?),
-        NodeRuntime::Container => None,
-    };
+    // A VM's kernel and disk were made (or found in the cache) by `provision`: the boot is timed without them.
+    if group.runtime == NodeRuntime::Vm && machine.is_none() {
+        return Err(Error::Pipeline(format!(
+            "node group {}: boot before its machine was made",
+            group.name
+        )));
+    }
     let host_kernel_before = crate::assert::host_kernel::snapshot();
     // The turn is held until systemd is up (or has missed its deadline); the boot is timed from the turn on.
     let turn = env.boot_slot().await?;
@@ -126,7 +128,7 @@ pub(crate) async fn boot_node(
     let container = match machine {
         Some(machine) => {
             let region = &sc.cluster.region;
-            super::vm::start(env, &machine, group, &container_name, &instance_id, &mac, region, files).await?
+            super::vm::start(env, machine, group, &container_name, &instance_id, &mac, region, files).await?
         }
         None => {
             let image = image.ok_or_else(|| Error::Pipeline(format!("node group {} has no node image", group.name)))?;

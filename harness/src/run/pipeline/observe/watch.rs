@@ -101,9 +101,13 @@ pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                 gather_evidence(env, cluster, n).await;
             }
             if check_evidence && !n.container.sees_inside() && n.bootstrap_error.is_none() {
-                // Seen from outside, a machine that refuses the run's certificates says so only in its calls.
+                // Seen from outside, a machine says it will not join only in its calls (a refused certificate)
+                // and on its console (no boot loader, a panic, emergency mode, nodeadm failed).
                 let refused = crate::run::pipeline::bootstrap::trust::refusal(env, &n.container.name, &n.instance);
-                n.bootstrap_error = refused.map(|e| e.to_string());
+                n.bootstrap_error = refused.map(|e| e.to_string()).or_else(|| {
+                    crate::node::vm::console::decided_failure(&n.container.console_text())
+                        .map(|why| format!("node {}: {why}", n.container.name))
+                });
             }
             let probe_due = n.failure_probed_at.is_none_or(|t| t.elapsed() >= probe_every);
             if probe_due

@@ -3,7 +3,7 @@
 use super::{Action, Context};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
-use crate::scenario::model::AuthMode;
+use crate::scenario::model::{AuthMode, NodeRuntime};
 use futures::future::BoxFuture;
 
 pub(crate) const ACTION: Action = Action {
@@ -81,6 +81,14 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 cx.report.notes.push(format!("node group {}: {parts}", g.name));
             }
             cx.provisioned.group_images.push(Some(img));
+        }
+        // A VM group's disk (built from its node image, or the user's, checked) and accelerator.
+        for (g, img) in sc.nodes.iter().zip(&cx.provisioned.group_images) {
+            let machine = match g.runtime {
+                NodeRuntime::Vm => Some(super::boot::vm::prepare(env, sc, g, img.as_ref()).await?),
+                NodeRuntime::Container => None,
+            };
+            cx.provisioned.machines.push(machine);
         }
         // An IAM scenario's control plane (an IAM lane, or the shared one) is settled by `LEASE`.
         cx.provisioned.spec = Some(ClusterSpec {
