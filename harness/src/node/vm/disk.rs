@@ -3,8 +3,8 @@
 //! with the kernel taken out of it (`disk-<key>.boot/`); each node boots a copy-on-write overlay of it, so the
 //! base is never written.
 //!
-//! The VM layer is a Docker build step (it runs inside a container of the image, never on the host, and its apt
-//! fetches the kernel); the result is exported and unpacked by the `tar` crate, which keeps every entry inside the
+//! The VM layer is a Docker build (it runs inside containers, never on the host: apt fetches the kernel in a stage
+//! over nodejoin's Debian base image, which Docker's cache keeps for every node image's disk); the result is exported and unpacked by the `tar` crate, which keeps every entry inside the
 //! directory it unpacks to, then `mkfs.ext4 -d` copies that directory into the disk without following its links.
 use super::kernel::{short_hash, Kernel, INITRAMFS_MODULES};
 use crate::docker::Docker;
@@ -43,7 +43,15 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     })
     .await?;
     let modules = INITRAMFS_MODULES.join(" ");
-    let key = short_hash(&[id.as_bytes(), recipe.as_bytes(), modules.as_bytes(), LAYOUT]);
+    // The kernel's stage is built over nodejoin's Debian base image, shared by every node image.
+    let kernel_from = crate::node::image::base_tag()?;
+    let key = short_hash(&[
+        id.as_bytes(),
+        recipe.as_bytes(),
+        modules.as_bytes(),
+        kernel_from.as_bytes(),
+        LAYOUT,
+    ]);
     let disk = super::kernel::cache().join(format!("disk-{key}.img"));
     let boot = super::kernel::cache().join(format!("disk-{key}.boot"));
     let ready = || disk.exists().then(|| Kernel::cached(&boot)).flatten();
@@ -69,13 +77,22 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
         crate::node::inputs::copy_tree(&from.join("files"), &to.join("files"))
     })
     .await?;
+    if !crate::node::image::exists(docker, &kernel_from).await {
+        // A user's node image need not have been built over it.
+        let _lock = crate::node::image::image_lock().await?;
+        crate::node::image::ensure_base(docker, &kernel_from, work.path()).await?;
+    }
     let tag = format!("nodejoin-vm:{key}");
     crate::docker::images::build(
         docker,
         &context,
         &tag,
         &[("io.nodejoin.vm-disk", key.clone())],
-        &[("BASE", image.tag.clone()), ("INITRAMFS_MODULES", modules)],
+        &[
+            ("BASE", image.tag.clone()),
+            ("KERNEL_FROM", kernel_from),
+            ("INITRAMFS_MODULES", modules),
+        ],
     )
     .await?;
     steps.step(2, "export and unpack the root");
