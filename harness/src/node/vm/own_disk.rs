@@ -27,6 +27,47 @@ fn disk_err(path: &Path, m: impl std::fmt::Display) -> Error {
     Error::Vm(format!("disk {}: {m}", path.display()))
 }
 
+/// A disk of the user's, opened once: it is checked and booted through this open file (`/proc/<pid>/fd/<n>`, which
+/// reopens the very file, wherever its name now leads), so a file swapped in under its name after the checks is
+/// never read. Kept while a machine may boot it.
+#[derive(Debug)]
+pub struct HeldDisk {
+    file: std::fs::File,
+}
+
+impl HeldDisk {
+    /// Opens `path` (confined by the caller), not following a link in its last part; the file must be a regular one.
+    /// `confine` is asked again about where the open file really is (`/proc/self/fd`'s link), so a name changed
+    /// between the caller's check and this open leads nowhere the checks did not allow.
+    pub fn open(path: &Path, confine: impl Fn(&Path) -> std::result::Result<(), String>) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| disk_err(path, e))?;
+        let meta = file.metadata().map_err(|e| disk_err(path, e))?;
+        if !meta.is_file() {
+            return Err(disk_err(path, "not a regular file"));
+        }
+        let held = Self { file };
+        let real = std::fs::read_link(held.own_path()).map_err(|e| disk_err(path, e))?;
+        confine(&real).map_err(|m| disk_err(path, m))?;
+        Ok(held)
+    }
+
+    /// The open file's name for this process: what `qemu-img` and QEMU are given.
+    pub fn path(&self) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd;
+        std::path::PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.file.as_raw_fd()))
+    }
+
+    fn own_path(&self) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd;
+        std::path::PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
 /// Checks the disk at `path` (already confined to the scenario's roots) in `format`.
 pub async fn check_own(path: &Path, format: &str) -> Result<OwnDiskInfo> {
     if format == "raw" {
@@ -110,6 +151,25 @@ fn judge(json: &str, format: &str) -> std::result::Result<OwnDiskInfo, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The held file is what is read, whatever its name leads to afterwards.
+    #[test]
+    fn a_held_disk_is_the_file_that_was_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("disk.raw");
+        std::fs::write(&disk, b"first").unwrap();
+        let held = HeldDisk::open(&disk, |_| Ok(())).unwrap();
+        std::fs::remove_file(&disk).unwrap();
+        std::fs::write(&disk, b"swapped").unwrap();
+        assert_eq!(std::fs::read(held.path()).unwrap(), b"first");
+        // A link in its last part is not followed; where the open file is, is confined again.
+        let link = dir.path().join("link.raw");
+        std::os::unix::fs::symlink(&disk, &link).unwrap();
+        assert!(HeldDisk::open(&link, |_| Ok(())).is_err());
+        let refused = HeldDisk::open(&disk, |real| Err(format!("{} is elsewhere", real.display()))).unwrap_err();
+        assert!(refused.to_string().contains("disk.raw is elsewhere"), "{refused}");
+        assert!(HeldDisk::open(dir.path(), |_| Ok(())).is_err(), "a directory");
+    }
 
     #[test]
     fn a_self_contained_disk_of_the_named_format_passes_and_others_say_why() {

@@ -20,6 +20,8 @@ const MAX_STORE_DISK_BYTES: u64 = 2 << 30;
 pub(crate) struct Machine {
     accel: Accel,
     disk: PathBuf,
+    /// A disk of the user's, held open: `disk` names this open file, so the checked file is the one booted.
+    _held: Option<vm::own_disk::HeldDisk>,
     /// nodejoin's kernel of the disk; none for a disk of the user's, which brings its own.
     kernel: Option<Kernel>,
     format: &'static str,
@@ -44,6 +46,7 @@ pub(crate) async fn prepare(
         return Ok(Machine {
             accel,
             disk,
+            _held: None,
             kernel: Some(kernel),
             format: "raw",
             agent: true,
@@ -59,7 +62,8 @@ pub(crate) async fn prepare(
         .roots
         .check(std::path::Path::new(&own.path), "disk")
         .map_err(|m| Error::node(&group.name, m))?;
-    let info = vm::own_disk::check_own(&disk, own.format.name()).await?;
+    let held = vm::own_disk::HeldDisk::open(&disk, |real| sc.roots.check(real, "disk").map(|_| ()))?;
+    let info = vm::own_disk::check_own(&held.path(), own.format.name()).await?;
     Ok(Machine {
         accel: {
             let (code, vars) = vm::qemu::ovmf()?;
@@ -71,7 +75,8 @@ pub(crate) async fn prepare(
             own.format.name(),
             info.virtual_size.div_ceil(1 << 30)
         ),
-        disk,
+        disk: held.path(),
+        _held: Some(held),
         kernel: None,
         format: own.format.name(),
         agent: own.guest_agent,
