@@ -330,6 +330,19 @@ async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSumma
     Ok((containers, networks))
 }
 
+/// Whether some image matches every one of `filters` (as for [`remove_images_except`]); false when the engine
+/// cannot say.
+pub async fn any_image(docker: &Docker, filters: &[(&str, String)]) -> bool {
+    let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (k, v) in filters {
+        by_key.entry(k).or_default().push(v.as_str());
+    }
+    docker
+        .list_images(Some(ListImagesOptionsBuilder::new().filters(&by_key).build()))
+        .await
+        .is_ok_and(|images| !images.is_empty())
+}
+
 /// Removes the images that match every one of `filters` (Docker's image list filters, e.g. `reference` and
 /// `label`), except `keep` (a tag or id): best effort, without force, so an image a container uses stays.
 /// Filter values go to the engine as data, never through a shell. Returns how many were removed.

@@ -182,6 +182,11 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
         jobs,
     });
     let retries = request.retries.or(settings.retries).unwrap_or(0);
+    // The base image every node image is built over, built beside the first builds (it waits on the network).
+    let needs_node_image = trials.iter().any(|t| t.scenario.nodes.iter().any(|g| g.disk.is_none()));
+    let prewarm = needs_node_image
+        .then(|| rt.block_on(async { crate::node::image::prewarm_base(&env.docker) }))
+        .flatten();
     let reports = rt.block_on(crate::run::runner::run_all_retried(
         &env,
         &trials,
@@ -190,6 +195,9 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
         &reporters.sink,
     ));
     write_record(&record_at, &env.run_id, &reports);
+    if let Some(prewarm) = prewarm {
+        prewarm.abort();
+    }
     drop(env);
     let leftovers = lazy.finish();
     reporters.sink.emit(Event::RunFinished {
