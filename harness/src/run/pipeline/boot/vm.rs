@@ -31,8 +31,9 @@ pub(crate) struct Machine {
     pub(crate) shown: String,
 }
 
-/// The disk of `image`, or the group's own disk (`image` is none then): confined to the scenario's roots again
-/// at its use, and checked ([`vm::own_disk::check_own`]) before any machine boots it.
+/// The disk of `image`, or the group's own disk (`image` is none then): confined to the scenario's roots again,
+/// opened once and held ([`vm::own_disk::HeldDisk`]), and checked through that open file
+/// ([`vm::own_disk::check_own`]) before any machine boots it. Called by `provision`.
 pub(crate) async fn prepare(
     env: &Environment,
     sc: &Scenario,
