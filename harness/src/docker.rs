@@ -330,15 +330,20 @@ async fn labelled(docker: &Docker, selector: &str) -> Result<(Vec<ContainerSumma
     Ok((containers, networks))
 }
 
-/// Whether some image matches every one of `filters` (as for [`remove_images_except`]); false when the engine
-/// cannot say.
-pub async fn any_image(docker: &Docker, filters: &[(&str, String)]) -> bool {
+/// Docker's filter form of `filters`: each key with its values.
+fn by_key<'a>(filters: &'a [(&'a str, String)]) -> HashMap<&'a str, Vec<&'a str>> {
     let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
     for (k, v) in filters {
         by_key.entry(k).or_default().push(v.as_str());
     }
+    by_key
+}
+
+/// Whether some image matches every one of `filters` (as for [`remove_images_except`]); false when the engine
+/// cannot say.
+pub async fn any_image(docker: &Docker, filters: &[(&str, String)]) -> bool {
     docker
-        .list_images(Some(ListImagesOptionsBuilder::new().filters(&by_key).build()))
+        .list_images(Some(ListImagesOptionsBuilder::new().filters(&by_key(filters)).build()))
         .await
         .is_ok_and(|images| !images.is_empty())
 }
@@ -347,10 +352,7 @@ pub async fn any_image(docker: &Docker, filters: &[(&str, String)]) -> bool {
 /// `label`), except `keep` (a tag or id): best effort, without force, so an image a container uses stays.
 /// Filter values go to the engine as data, never through a shell. Returns how many were removed.
 pub async fn remove_images_except(docker: &Docker, filters: &[(&str, String)], keep: &str) -> usize {
-    let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (k, v) in filters {
-        by_key.entry(k).or_default().push(v.as_str());
-    }
+    let by_key = by_key(filters);
     let keep_id = docker.inspect_image(keep).await.ok().and_then(|i| i.id);
     let Ok(images) = docker
         .list_images(Some(ListImagesOptionsBuilder::new().filters(&by_key).build()))
