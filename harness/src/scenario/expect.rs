@@ -291,7 +291,8 @@ pub struct Expect {
     /// `false` for negative scenarios: the node must not register, and `evidence` must be found.
     #[serde(default = "yes")]
     pub joins: bool,
-    /// Deadline for the whole join (or the observation window of a negative scenario).
+    /// Deadline for the whole join, or the observation window of a negative scenario (after its bootstrap, which
+    /// on a VM node has at least 10 minutes).
     #[serde(default = "default_within", deserialize_with = "super::durations::wait")]
     #[schemars(with = "String")]
     pub within: Duration,

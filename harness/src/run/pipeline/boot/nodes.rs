@@ -382,8 +382,8 @@ pub(crate) async fn run_bootstrap(
             node.timeline.container_up = Some(t.elapsed());
         }
         let t1 = Instant::now();
-        let cloud_init =
-            crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, group.expect.within, nodeadm);
+        let wait = bootstrap_wait(node.container.is_vm(), &group.expect);
+        let cloud_init = crate::run::pipeline::bootstrap::userdata::run_cloud_init(&node.container, wait, nodeadm);
         // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
         let refused =
             crate::run::pipeline::bootstrap::trust::refused_certificate(env, &node.container.name, &node.instance);
@@ -455,6 +455,16 @@ pub(crate) async fn run_bootstrap(
     Ok(())
 }
 
+/// How long the wait for a bootstrap its boot started may last. A joining node's `within` bounds its whole join;
+/// a negative one's is the window watched after the bootstrap, which a machine's boot runs at emulation's pace.
+fn bootstrap_wait(vm: bool, expect: &crate::scenario::expect::Expect) -> std::time::Duration {
+    if vm && !expect.joins {
+        expect.within.max(crate::deadline::MACHINE_BOOTSTRAP)
+    } else {
+        expect.within
+    }
+}
+
 /// The exec trace strace wrote, parsed, or why it could not be read.
 async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace {
     match container.exec(&["cat", EXEC_TRACE], &[]).await {
@@ -470,3 +480,25 @@ async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace 
 
 /// Where the bootstrap's exec trace is written in the node.
 const EXEC_TRACE: &str = "/run/nodejoin-exec.trace";
+
+#[cfg(test)]
+mod tests {
+    use super::bootstrap_wait;
+    use crate::scenario::expect::Expect;
+    use std::time::Duration;
+
+    fn expect(yaml: &str) -> Expect {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_negative_machine_has_its_own_bootstrap_deadline() {
+        let negative = expect("joins: false\nwithin: 90s\n");
+        assert_eq!(bootstrap_wait(true, &negative), crate::deadline::MACHINE_BOOTSTRAP);
+        assert_eq!(bootstrap_wait(false, &negative), Duration::from_secs(90));
+        let long = expect("joins: false\nwithin: 20m\n");
+        assert_eq!(bootstrap_wait(true, &long), Duration::from_secs(20 * 60));
+        let joins = expect("within: 300s\n");
+        assert_eq!(bootstrap_wait(true, &joins), Duration::from_secs(300));
+    }
+}
