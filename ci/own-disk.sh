@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A disk of your own, as a user brings one: keeps a CA for AWS's names (`nodejoin image endpoints-ca`, under
 # target/own-disk/ca: a test CA of this checkout, never committed), writes the AL2023 node of
-# scenarios/vm-al2023.yaml as an export-shaped UEFI disk that trusts it (`nodejoin image export-disk`), and runs
-# ci/own-disk/vm-own-disk.yaml with NODEJOIN_ENDPOINTS_CA naming the CA; then its deliberate break,
-# ci/own-disk/vm-own-disk-untrusted.yaml, without the setting (the disk refuses the run's fresh CA, and the run must
-# say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros the firmware finds nothing to boot on (the run
-# must say so from the console). `nodejoin run` exits non-zero unless each scenario ran and passed (5 when one was ignored).
+# scenarios/vm-al2023.yaml as an export-shaped disk that trusts it and boots under UEFI and BIOS (`nodejoin image
+# export-disk`), and runs ci/own-disk/vm-own-disk.yaml (UEFI) with NODEJOIN_ENDPOINTS_CA naming the CA; then its
+# deliberate break, ci/own-disk/vm-own-disk-untrusted.yaml (BIOS), without the setting (the disk refuses the run's
+# fresh CA, and the run must say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros neither firmware
+# finds anything to boot on (the run must say so from the console). `nodejoin run` exits non-zero unless each scenario ran and passed (5 when one was ignored).
 #
 # Usage: ci/own-disk.sh   (from anywhere; the disk is rewritten each time)
 set -euo pipefail

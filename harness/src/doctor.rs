@@ -219,7 +219,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             what: "VM nodes booting your own disk, image export-disk".into(),
             ok: own_missing.is_empty(),
             detail: if own_missing.is_empty() {
-                "UEFI firmware (OVMF), mkfs.vfat, mcopy, sfdisk and systemd-boot found".into()
+                "UEFI firmware (OVMF), mkfs.vfat, mcopy, syslinux, sfdisk and systemd-boot found".into()
             } else {
                 missing_detail(&own_missing, "installed when first needed")
             },

@@ -132,6 +132,11 @@ const EXPORT_PACKAGES: &[Package] = &[
         why: "export-disk's files on the EFI system partition (mcopy)",
     },
     Package {
+        name: "syslinux",
+        present: || on_path("syslinux") && std::path::Path::new("/usr/lib/SYSLINUX/gptmbr.bin").is_file(),
+        why: "export-disk's BIOS boot code and loader (syslinux)",
+    },
+    Package {
         name: "fdisk",
         present: || on_path("sfdisk"),
         why: "export-disk's partition table (sfdisk)",

@@ -14,8 +14,9 @@ pub enum NodeRuntime {
 }
 
 /// `disk`: a machine's own disk (an AMI exported with `aws ec2 export-image`, a Packer qemu build) instead of the
-/// disk nodejoin makes from the group's node image. It boots under UEFI firmware through its own bootloader, and
-/// nothing of nodejoin's is put in it: it must trust the run's endpoints CA itself (`NODEJOIN_ENDPOINTS_CA`).
+/// disk nodejoin makes from the group's node image. It boots under its firmware (UEFI unless `firmware: bios`)
+/// through its own bootloader, and nothing of nodejoin's is put in it: it must trust the run's endpoints CA itself
+/// (`NODEJOIN_ENDPOINTS_CA`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OwnDisk {
@@ -30,6 +31,10 @@ pub struct OwnDisk {
     /// console; expectations that read inside are refused at load.
     #[serde(default)]
     pub guest_agent: bool,
+    /// The firmware it boots under: `uefi` (OVMF; the default, and AL2023's `uefi-preferred`) or `bios` (SeaBIOS;
+    /// a `legacy-bios` AMI, a Packer qemu build made without `efi_boot`).
+    #[serde(default)]
+    pub firmware: crate::node::vm::qemu::Firmware,
 }
 
 /// A disk image's format, as `qemu-img` names it.

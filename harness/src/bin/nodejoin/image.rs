@@ -26,9 +26,9 @@ pub(crate) enum ImageCommand {
     /// Make a CA to serve AWS's names under in DIR, unless DIR holds one (ca.pem, ca-key.pem), for
     /// NODEJOIN_ENDPOINTS_CA: a disk of your own trusts it (add ca.pem to its trust anchors when you build it).
     EndpointsCa { dir: PathBuf },
-    /// Write a disk shaped as an exported UEFI image (GPT; an EFI system partition with systemd-boot, the kernel
-    /// and its initramfs; the root) from nodejoin's VM disk of a node group's image: to try `disk:` of a VM group
-    /// with, or to start an image of your own from.
+    /// Write a disk shaped as an exported image, bootable under UEFI and BIOS (GPT; an EFI system partition with
+    /// systemd-boot, syslinux, the kernel and its initramfs; the root) from nodejoin's VM disk of a node group's
+    /// image: to try `disk:` of a VM group with, or to start an image of your own from.
     ExportDisk {
         /// The scenario whose node group's image is exported.
         scenario: PathBuf,

@@ -52,7 +52,7 @@ fn cut(path: &Path, max: u64, keep: u64) -> std::io::Result<bool> {
 }
 
 /// A failure the console shows to have been decided: the machine will not join however long it is given. Only
-/// what leaves no way back counts: the firmware found nothing to boot, the kernel panicked, systemd fell into
+/// what leaves no way back counts: the firmware (OVMF or SeaBIOS) found nothing to boot, the kernel panicked, systemd fell into
 /// emergency mode, nodeadm failed (its units run once, `Type=oneshot`, and print to the console as the AMI ships
 /// them). A failed user-data part does not: on AL2023 nodeadm still runs after it. The kubelet prints nothing here,
 /// so a kubelet that crash-loops is not seen. Returns the cause, quoting the console's lines.
@@ -70,7 +70,20 @@ pub fn decided_failure(console: &str) -> Option<String> {
             .unwrap_or_else(|| message(&lines[i]));
         return Some(format!(
             "the firmware found nothing to boot ({failed}): the disk has no UEFI boot loader the firmware can start \
-             (a BIOS-only image does not boot here)"
+             (a BIOS-only image boots with `disk.firmware: bios`)"
+        ));
+    }
+    // SeaBIOS, nothing it could boot: it says so and tries again every minute, for ever.
+    if let Some(i) = find("No bootable device") {
+        let failed = lines[..i]
+            .iter()
+            .filter(|l| l.contains("Boot failed"))
+            .map(|l| message(l))
+            .next_back()
+            .unwrap_or_else(|| message(&lines[i]));
+        return Some(format!(
+            "the firmware found nothing to boot ({failed}): the disk has no BIOS boot code the firmware can start \
+             (a UEFI-only image boots with `disk.firmware: uefi`)"
         ));
     }
     if let Some(i) = find("Kernel panic - not syncing") {
@@ -188,7 +201,15 @@ mod tests {
             decided_failure(firmware).unwrap(),
             "the firmware found nothing to boot (BdsDxe: failed to load Boot0001 \"UEFI Misc Device\" from \
              PciRoot(0x0)/Pci(0x2,0x0): Not Found): the disk has no UEFI boot loader the firmware can start (a \
-             BIOS-only image does not boot here)"
+             BIOS-only image boots with `disk.firmware: bios`)"
+        );
+        // SeaBIOS (QEMU's, its text on the serial console) on a disk without boot code in its MBR.
+        let bios = "SeaBIOS (version 1.16.2-debian-1.16.2-1)\r\nBooting from Hard Disk...\r\n\
+             Boot failed: not a bootable disk\r\n\r\nNo bootable device.  Retrying in 60 seconds.\r\n";
+        assert_eq!(
+            decided_failure(bios).unwrap(),
+            "the firmware found nothing to boot (Boot failed: not a bootable disk): the disk has no BIOS boot code \
+             the firmware can start (a UEFI-only image boots with `disk.firmware: uefi`)"
         );
         let panic = "[    2.104] VFS: Cannot open root device \"vda9\" or unknown-block(0,0): error -6\n\
              [    2.106] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n";

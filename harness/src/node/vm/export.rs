@@ -1,7 +1,8 @@
-//! `nodejoin image export-disk`: a disk shaped as an exported UEFI image is (what `aws ec2 export-image` writes of
-//! an AMI, what a Packer qemu build leaves): a GPT disk with an EFI system partition holding a bootloader
-//! (systemd-boot, Debian's `systemd-boot-efi`), the kernel and its initramfs, and the root file system, made from
-//! nodejoin's disk of a node image. It is what the own-disk path (`disk:` of a VM group) is tested with here, and
+//! `nodejoin image export-disk`: a disk shaped as an exported image is (what `aws ec2 export-image` writes of an
+//! AMI, what a Packer qemu build leaves): a GPT disk with an EFI system partition holding the kernel, its initramfs
+//! and two bootloaders, and the root file system, made from nodejoin's disk of a node image. It boots under UEFI
+//! (systemd-boot, Debian's `systemd-boot-efi`) and under a PC BIOS (syslinux: its GPT boot code in the MBR, its
+//! loader on the same partition, marked legacy-BIOS bootable), as AL2023's `uefi-preferred` AMIs do. It is what the own-disk path (`disk:` of a VM group) is tested with here, and
 //! a start for a user who wants one. A CA certificate given is added to the root's trust anchors, as a user's
 //! image build adds the CA it will be tested under (`NODEJOIN_ENDPOINTS_CA`).
 //!
@@ -20,6 +21,13 @@ const ESP_MIB: u64 = 64;
 
 /// systemd-boot's EFI program, from Debian's `systemd-boot-efi`.
 pub const SYSTEMD_BOOT: &str = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi";
+
+/// syslinux's boot code for a GPT disk's MBR (it starts the partition marked legacy-BIOS bootable), from Debian's
+/// `syslinux`, with its installer (mtools-based: it writes into a FAT image file).
+pub const GPT_MBR: &str = "/usr/lib/SYSLINUX/gptmbr.bin";
+
+/// The kernel's command line, the same under both loaders: the root is the second partition.
+const CMDLINE: &str = "console=ttyS0 root=/dev/vda2 rw net.ifnames=0 panic=-1";
 
 /// GPT partition types: the EFI system partition, a Linux file system.
 const ESP_TYPE: &str = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";
@@ -87,10 +95,10 @@ fn place(part: &Path, disk: &Path, at: u64) -> Result<()> {
 /// Writes the disk to `to` in `format` (`raw` or `qcow2`) from nodejoin's `disk` (an ext4 root) and its
 /// `kernel`, with `trust` (a CA certificate, PEM) among the root's trust anchors.
 pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path, format: &str) -> Result<()> {
-    if !Path::new(SYSTEMD_BOOT).is_file() {
-        return Err(export_err(format!(
-            "{SYSTEMD_BOOT} is missing (the Debian package systemd-boot-efi)"
-        )));
+    for (file, package) in [(SYSTEMD_BOOT, "systemd-boot-efi"), (GPT_MBR, "syslinux")] {
+        if !Path::new(file).is_file() {
+            return Err(export_err(format!("{file} is missing (the Debian package {package})")));
+        }
     }
     let parent = to
         .parent()
@@ -129,14 +137,38 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
             )));
         }
     }
-    steps.step(2, "the EFI system partition (systemd-boot, the kernel, its initramfs)");
+    steps.step(
+        2,
+        "the EFI system partition (systemd-boot, syslinux, the kernel, its initramfs)",
+    );
     let esp = w.join("esp.img");
+    // Its hidden sectors are where it starts (1 MiB): syslinux's boot sector reads its loader from there.
     run(
         "mkfs.vfat",
-        &["-C", "-F", "32", "-n", "ESP", p(&esp)?, &(ESP_MIB * 1024).to_string()],
+        &[
+            "-C",
+            "-F",
+            "32",
+            "-h",
+            &ESP_START_SECTOR.to_string(),
+            "-n",
+            "ESP",
+            p(&esp)?,
+            &(ESP_MIB * 1024).to_string(),
+        ],
         "mkfs.vfat",
     )
     .await?;
+    run("syslinux", &["--install", p(&esp)?], "syslinux --install").await?;
+    let syslinux_cfg = w.join("syslinux.cfg");
+    std::fs::write(
+        &syslinux_cfg,
+        format!(
+            "SERIAL 0 115200\nDEFAULT nodejoin\nPROMPT 0\nTIMEOUT 0\nLABEL nodejoin\n  LINUX /vmlinuz\n  INITRD \
+             /initramfs.cpio\n  APPEND {CMDLINE}\n"
+        ),
+    )
+    .map_err(|e| Error::io(&syslinux_cfg, e))?;
     let loader = w.join("loader.conf");
     std::fs::write(&loader, "default nodejoin.conf\ntimeout 0\nconsole-mode keep\n")
         .map_err(|e| Error::io(&loader, e))?;
@@ -144,8 +176,7 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
     std::fs::write(
         &entry,
         format!(
-            "title nodejoin node image (kernel {})\nlinux /vmlinuz\ninitrd /initramfs.cpio\noptions console=ttyS0 \
-             root=/dev/vda2 rw net.ifnames=0 panic=-1\n",
+            "title nodejoin node image (kernel {})\nlinux /vmlinuz\ninitrd /initramfs.cpio\noptions {CMDLINE}\n",
             kernel.version
         ),
     )
@@ -163,6 +194,7 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
         (kernel.initramfs.as_path(), "::/initramfs.cpio"),
         (loader.as_path(), "::/loader/loader.conf"),
         (entry.as_path(), "::/loader/entries/nodejoin.conf"),
+        (syslinux_cfg.as_path(), "::/syslinux.cfg"),
     ] {
         run("mcopy", &["-i", esp_s, p(from)?, into], "mcopy").await?;
     }
@@ -181,9 +213,9 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
     std::fs::write(
         &table,
         format!(
-            "label: gpt\nstart={}, size={}, type={ESP_TYPE}, name=\"EFI System Partition\"\nstart={}, size={}, \
-             type={LINUX_TYPE}, name=\"root\"\n",
-            sectors(1),
+            "label: gpt\nstart={}, size={}, type={ESP_TYPE}, name=\"EFI System Partition\", \
+             attrs=\"LegacyBIOSBootable\"\nstart={}, size={}, type={LINUX_TYPE}, name=\"root\"\n",
+            ESP_START_SECTOR,
             sectors(ESP_MIB),
             sectors(1 + ESP_MIB),
             sectors(root_mib)
@@ -205,6 +237,8 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
         let to = raw.clone();
         crate::node::inputs::off_runtime(move || place(&part, &to, at_mib * mib)).await?;
     }
+    let code = std::fs::read(GPT_MBR).map_err(|e| Error::io(GPT_MBR, e))?;
+    write_boot_code(&raw, &code)?;
     steps.step(4, &format!("written as {format}"));
     let partial = to.with_extension("partial");
     match format {
@@ -223,10 +257,52 @@ pub async fn write(disk: &Path, kernel: &Kernel, trust: Option<&str>, to: &Path,
     Ok(())
 }
 
+/// Where the EFI system partition starts (1 MiB, in 512-byte sectors).
+const ESP_START_SECTOR: u64 = 2048;
+
+/// Writes `code` (syslinux's [`GPT_MBR`]) as the MBR's boot code: its first 440 bytes, which the disk signature
+/// and the protective MBR's partition entry that sfdisk wrote follow.
+fn write_boot_code(disk: &Path, code: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let code = code.get(..BOOT_CODE).ok_or_else(|| {
+        export_err(format!(
+            "{GPT_MBR}: shorter than an MBR's {BOOT_CODE} bytes of boot code"
+        ))
+    })?;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(disk)
+        .map_err(|e| Error::io(disk, e))?;
+    f.write_all_at(code, 0).map_err(|e| Error::io(disk, e))
+}
+
+/// The boot code's share of an MBR.
+const BOOT_CODE: usize = 440;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn the_boot_code_leaves_the_protective_mbr_as_sfdisk_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("disk.raw");
+        let mut mbr = vec![0u8; 1024];
+        mbr[446] = 0xee; // the protective partition's entry
+        mbr[510..512].copy_from_slice(&[0x55, 0xaa]);
+        std::fs::write(&disk, &mbr).unwrap();
+        assert!(
+            write_boot_code(&disk, &[0xfa; 100]).is_err(),
+            "too short for an MBR's boot code"
+        );
+        write_boot_code(&disk, &[0xfa; 440]).unwrap();
+        let after = std::fs::read(&disk).unwrap();
+        assert!(after[..440].iter().all(|b| *b == 0xfa));
+        assert_eq!(after[446], 0xee);
+        assert_eq!(&after[510..512], &[0x55, 0xaa]);
+        assert_eq!(after.len(), 1024);
+    }
 
     #[test]
     fn a_partition_lands_at_its_offset_with_its_data_and_holes() {

@@ -31,9 +31,13 @@ pub enum Boot<'a> {
         disk: &'a Path,
         files: Vec<NodeFile>,
     },
-    /// A disk of the user's ([`own_disk::check_own`]: in `format`, never written), started by UEFI firmware and its
-    /// own bootloader; nothing of the harness's goes into it.
-    Own { disk: &'a Path, format: &'a str },
+    /// A disk of the user's ([`own_disk::check_own`]: in `format`, never written), started by its `firmware` and
+    /// its own bootloader; nothing of the harness's goes into it.
+    Own {
+        disk: &'a Path,
+        format: &'a str,
+        firmware: qemu::Firmware,
+    },
 }
 
 /// What to start.
@@ -114,7 +118,7 @@ impl VmNode {
         let overlay = dir.join("disk.qcow2");
         let (base, format) = match &spec.boot {
             Boot::Image { disk, .. } => (*disk, "raw"),
-            Boot::Own { disk, format } => (*disk, *format),
+            Boot::Own { disk, format, .. } => (*disk, *format),
         };
         disk::overlay(base, format, &overlay).await?;
         let mut store = Vec::new();
@@ -128,7 +132,7 @@ impl VmNode {
         }
         let initrd_path = dir.join("initrd.cpio");
         let vars_path = dir.join("efi-vars.fd");
-        let firmware;
+        let (firmware, sercon);
         let start = match &spec.boot {
             Boot::Image { kernel, files, .. } => {
                 // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
@@ -140,6 +144,13 @@ impl VmNode {
                     kernel,
                     initrd: &initrd_path,
                 }
+            }
+            Boot::Own {
+                firmware: qemu::Firmware::Bios,
+                ..
+            } => {
+                sercon = qemu::sercon_file()?;
+                qemu::Start::Bios { sercon: &sercon }
             }
             Boot::Own { .. } => {
                 firmware = qemu::ovmf()?;

@@ -74,6 +74,29 @@ pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
     by_verdicts(&cache)
 }
 
+/// The accelerator for a machine that boots a disk of its own under a PC BIOS: as [`accel_firmware`], with
+/// SeaBIOS probed (`kvm-bios`).
+pub async fn accel_bios() -> Result<Accel> {
+    if let Some(decided) = decided_without_probe() {
+        return Ok(decided);
+    }
+    let cache = super::kernel::cache();
+    if by_verdicts(&cache) == Accel::Tcg {
+        return Ok(Accel::Tcg);
+    }
+    let verdict = cache.join("kvm-bios");
+    if std::fs::read_to_string(&verdict).is_err() {
+        let sercon = sercon_file()?;
+        let boot = [
+            "-fw_cfg".into(),
+            format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
+        ];
+        let boots = probe_kvm_with(&boot, &["SeaBIOS"], None).await;
+        let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
+    }
+    Ok(by_verdicts(&cache))
+}
+
 /// KVM unless a probe's verdict kept in `dir` (`kvm-<kernel>`) says it failed.
 fn by_verdicts(dir: &Path) -> Accel {
     let verdicts = std::fs::read_dir(dir)
@@ -188,7 +211,47 @@ pub enum Start<'a> {
     /// UEFI firmware (OVMF), which runs the disk's own bootloader, as an instance's firmware does; `vars` is this
     /// machine's copy of the firmware's variable store.
     Firmware { code: &'a Path, vars: &'a Path },
+    /// A PC BIOS (SeaBIOS, QEMU's own), which runs the boot code in the disk's MBR, as a `legacy-bios` instance's
+    /// does; `sercon` tells it to print on the serial console ([`sercon_file`]).
+    Bios { sercon: &'a Path },
 }
+
+/// The firmware a disk of the user's boots under: the AMI's boot mode (`describe-images`' `BootMode`), or the one
+/// a Packer qemu build was made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Firmware {
+    /// UEFI (OVMF): a loader on the disk's EFI system partition (`uefi` and `uefi-preferred` AMIs; AL2023's).
+    #[default]
+    Uefi,
+    /// A PC BIOS (SeaBIOS): boot code in the disk's MBR (`legacy-bios` AMIs; Packer's qemu builder's default).
+    Bios,
+}
+
+impl Firmware {
+    pub fn name(self) -> &'static str {
+        match self {
+            Firmware::Uefi => "UEFI",
+            Firmware::Bios => "BIOS",
+        }
+    }
+}
+
+/// SeaBIOS prints on the VGA screen and a debug port, neither of which a VM node has: its `etc/sercon-port`
+/// setting (the port, as a little-endian integer: COM1's 0x3f8) puts its text on the serial console, where its
+/// "No bootable device" is read like OVMF's shell. The file is the harness's, in the VM cache.
+pub fn sercon_file() -> Result<std::path::PathBuf> {
+    let dir = super::kernel::cache();
+    let path = dir.join("seabios-sercon-port");
+    if std::fs::read(&path).ok().as_deref() != Some(&SERCON_PORT[..]) {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        std::fs::write(&path, SERCON_PORT).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(path)
+}
+
+/// COM1 (0x3f8), little-endian, as SeaBIOS reads an integer from a firmware file.
+const SERCON_PORT: [u8; 2] = [0xf8, 0x03];
 
 /// Where Debian's and Ubuntu's `ovmf` package puts the firmware and its empty variable store.
 const OVMF: &[(&str, &str)] = &[
@@ -295,6 +358,12 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
             "-boot".into(),
             "strict=on".into(),
         ]),
+        Start::Bios { sercon } => a.extend([
+            "-fw_cfg".into(),
+            format!("name=etc/sercon-port,file={}", opt_path(sercon)?),
+            "-boot".into(),
+            "strict=on".into(),
+        ]),
     }
     a.extend([
         "-drive".into(),
@@ -303,7 +372,7 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         match m.start {
             // A kernel QEMU starts itself holds boot index 0 (QEMU refuses a second).
             Start::Kernel { .. } => "virtio-blk-pci,drive=root",
-            Start::Firmware { .. } => "virtio-blk-pci,drive=root,bootindex=0",
+            Start::Firmware { .. } | Start::Bios { .. } => "virtio-blk-pci,drive=root,bootindex=0",
         }
         .into(),
         "-netdev".into(),
@@ -459,6 +528,20 @@ mod tests {
                 && !firmware.contains("-kernel")
                 && !firmware.contains("-append"),
             "the firmware boots the disk's own loader: {firmware}"
+        );
+        let sercon = PathBuf::from("/c/sercon");
+        let bios = args(&Machine {
+            start: Start::Bios { sercon: &sercon },
+            ..m
+        })
+        .unwrap()
+        .join(" ");
+        assert!(
+            bios.contains("-fw_cfg name=etc/sercon-port,file=/c/sercon -boot strict=on")
+                && bios.contains("virtio-blk-pci,drive=root,bootindex=0")
+                && !bios.contains("pflash")
+                && !bios.contains("-kernel"),
+            "SeaBIOS boots the disk's MBR and prints on the serial console: {bios}"
         );
         assert!(!a.contains("ahci"), "no instance store, no controller: {a}");
         let store = [StoreDisk {

@@ -25,6 +25,8 @@ pub(crate) struct Machine {
     /// nodejoin's kernel of the disk; none for a disk of the user's, which brings its own.
     kernel: Option<Kernel>,
     format: &'static str,
+    /// The firmware a disk of the user's boots under.
+    firmware: vm::qemu::Firmware,
     /// Whether its guest runs QEMU's guest agent.
     agent: bool,
     /// What the report calls what it boots.
@@ -50,6 +52,7 @@ pub(crate) async fn prepare(
             _held: None,
             kernel: Some(kernel),
             format: "raw",
+            firmware: vm::qemu::Firmware::Uefi,
             agent: true,
             shown: image.tag.clone(),
         });
@@ -66,20 +69,25 @@ pub(crate) async fn prepare(
     let held = vm::own_disk::HeldDisk::open(&disk, |real| sc.roots.check(real, "disk").map(|_| ()))?;
     let info = vm::own_disk::check_own(&held.path(), own.format.name()).await?;
     Ok(Machine {
-        accel: {
-            let (code, vars) = vm::qemu::ovmf()?;
-            vm::qemu::accel_firmware(&code, &vars).await
+        accel: match own.firmware {
+            vm::qemu::Firmware::Uefi => {
+                let (code, vars) = vm::qemu::ovmf()?;
+                vm::qemu::accel_firmware(&code, &vars).await
+            }
+            vm::qemu::Firmware::Bios => vm::qemu::accel_bios().await?,
         },
         shown: format!(
-            "disk {} ({}, {} GiB)",
+            "disk {} ({}, {} GiB, {})",
             disk.display(),
             own.format.name(),
-            info.virtual_size.div_ceil(1 << 30)
+            info.virtual_size.div_ceil(1 << 30),
+            own.firmware.name()
         ),
         disk: held.path(),
         _held: Some(held),
         kernel: None,
         format: own.format.name(),
+        firmware: own.firmware,
         agent: own.guest_agent,
     })
 }
@@ -130,6 +138,7 @@ pub(crate) async fn start(
             None => Boot::Own {
                 disk: &machine.disk,
                 format: machine.format,
+                firmware: machine.firmware,
             },
         },
         agent: machine.agent,
