@@ -59,31 +59,18 @@ fn cut(path: &Path, max: u64, keep: u64) -> std::io::Result<bool> {
 pub fn decided_failure(console: &str) -> Option<String> {
     let lines: Vec<String> = console.lines().map(plain).collect();
     let find = |needle: &str| lines.iter().position(|l| l.contains(needle));
-    // OVMF, every boot option failed: it starts its built-in shell (or says so, in other versions).
-    let shell = find("UEFI Interactive Shell").or_else(|| find("No bootable option or device was found"));
-    if let Some(i) = shell {
+    for (ends, failed, lacks, other) in NOTHING_TO_BOOT {
+        let Some(i) = ends.iter().find_map(|e| find(e)) else {
+            continue;
+        };
         let failed = lines[..i]
             .iter()
-            .filter(|l| l.contains("BdsDxe: failed to load"))
+            .filter(|l| l.contains(failed))
             .map(|l| message(l))
             .next_back()
             .unwrap_or_else(|| message(&lines[i]));
         return Some(format!(
-            "the firmware found nothing to boot ({failed}): the disk has no UEFI boot loader the firmware can start \
-             (a BIOS-only image boots with `disk.firmware: bios`)"
-        ));
-    }
-    // SeaBIOS, nothing it could boot: it says so and tries again every minute, for ever.
-    if let Some(i) = find("No bootable device") {
-        let failed = lines[..i]
-            .iter()
-            .filter(|l| l.contains("Boot failed"))
-            .map(|l| message(l))
-            .next_back()
-            .unwrap_or_else(|| message(&lines[i]));
-        return Some(format!(
-            "the firmware found nothing to boot ({failed}): the disk has no BIOS boot code the firmware can start \
-             (a UEFI-only image boots with `disk.firmware: uefi`)"
+            "the firmware found nothing to boot ({failed}): the disk has no {lacks} the firmware can start ({other})"
         ));
     }
     if let Some(i) = find("Kernel panic - not syncing") {
@@ -114,6 +101,25 @@ pub fn decided_failure(console: &str) -> Option<String> {
         .find(|l| l.contains("[FAILED]") && l.contains("Failed to start nodeadm-"));
     unit.map(|l| format!("nodeadm failed: systemd: {}", message(l)))
 }
+
+/// How each firmware says it found nothing to boot (its lines, the earlier line that names what failed), what the
+/// disk lacks then, and the firmware that boots such a disk.
+const NOTHING_TO_BOOT: &[(&[&str], &str, &str, &str)] = &[
+    // OVMF, every boot option failed: it starts its built-in shell (or says so, in other versions).
+    (
+        &["UEFI Interactive Shell", "No bootable option or device was found"],
+        "BdsDxe: failed to load",
+        "UEFI boot loader",
+        "a BIOS-only image boots with `disk.firmware: bios`",
+    ),
+    // SeaBIOS: it says so, and tries again every minute for ever.
+    (
+        &["No bootable device"],
+        "Boot failed",
+        "BIOS boot code",
+        "a UEFI-only image boots with `disk.firmware: uefi`",
+    ),
+];
 
 /// The console's text without its control sequences, line by line.
 pub fn readable(text: &str) -> String {

@@ -135,9 +135,10 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
             .unwrap_or("not on its console");
         report.notes.push(format!(
             "{}: runtime {}: a disk of your own without a guest agent, observed from outside (the cluster, its \
-             calls, its console); guest kernel {kernel}; nothing read inside it",
+             calls, its console): {}; guest kernel {kernel}; nothing read inside it",
             n.node_name,
-            n.container.runtime()
+            n.container.runtime(),
+            n.container.image
         ));
         return;
     }

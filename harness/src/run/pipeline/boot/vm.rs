@@ -77,10 +77,13 @@ pub(crate) async fn prepare(
             vm::qemu::Firmware::Bios => vm::qemu::accel_bios().await?,
         },
         shown: format!(
-            "disk {} ({}, {} GiB, {})",
+            "disk {} ({}, {}, {})",
             disk.display(),
             own.format.name(),
-            info.virtual_size.div_ceil(1 << 30),
+            match info.virtual_size {
+                s if s >= 1 << 30 => format!("{} GiB", s.div_ceil(1 << 30)),
+                s => format!("{} MiB", s.div_ceil(1 << 20)),
+            },
             own.firmware.name()
         ),
         disk: held.path(),
