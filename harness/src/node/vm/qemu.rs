@@ -58,6 +58,23 @@ pub async fn accel(kernel: &Kernel) -> Result<Accel> {
 /// TCG without a usable `/dev/kvm` or where a probe of nodejoin's kernels saw KVM fail; else whether the firmware
 /// itself runs under KVM, probed once and kept in the cache (`kvm-firmware`).
 pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
+    accel_probed("kvm-firmware", probe_kvm_firmware(code, vars)).await
+}
+
+/// The accelerator for a machine that boots a disk of its own under a PC BIOS: as [`accel_firmware`], with
+/// SeaBIOS probed (`kvm-bios`).
+pub async fn accel_bios() -> Result<Accel> {
+    let sercon = sercon_file()?;
+    let boot = [
+        "-fw_cfg".into(),
+        format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
+    ];
+    Ok(accel_probed("kvm-bios", probe_kvm_with(&boot, &["SeaBIOS"], None)).await)
+}
+
+/// The setting's accelerator, or TCG where `/dev/kvm` cannot be used or a kept verdict says KVM failed, else the
+/// verdict of `probe` (run only then, once: kept in the cache as `verdict`).
+async fn accel_probed(verdict: &str, probe: impl std::future::Future<Output = bool>) -> Accel {
     if let Some(decided) = decided_without_probe() {
         return decided;
     }
@@ -65,36 +82,13 @@ pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
     if by_verdicts(&cache) == Accel::Tcg {
         return Accel::Tcg;
     }
-    let verdict = cache.join("kvm-firmware");
+    let verdict = cache.join(verdict);
     if std::fs::read_to_string(&verdict).is_err() {
-        let boots = probe_kvm_firmware(code, vars).await;
+        let boots = probe.await;
         let _ = std::fs::create_dir_all(&cache);
         let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
     }
     by_verdicts(&cache)
-}
-
-/// The accelerator for a machine that boots a disk of its own under a PC BIOS: as [`accel_firmware`], with
-/// SeaBIOS probed (`kvm-bios`).
-pub async fn accel_bios() -> Result<Accel> {
-    if let Some(decided) = decided_without_probe() {
-        return Ok(decided);
-    }
-    let cache = super::kernel::cache();
-    if by_verdicts(&cache) == Accel::Tcg {
-        return Ok(Accel::Tcg);
-    }
-    let verdict = cache.join("kvm-bios");
-    if std::fs::read_to_string(&verdict).is_err() {
-        let sercon = sercon_file()?;
-        let boot = [
-            "-fw_cfg".into(),
-            format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
-        ];
-        let boots = probe_kvm_with(&boot, &["SeaBIOS"], None).await;
-        let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
-    }
-    Ok(by_verdicts(&cache))
 }
 
 /// KVM unless a probe's verdict kept in `dir` (`kvm-<kernel>`) says it failed.
