@@ -5,7 +5,7 @@
 use super::WriteFailures;
 use crate::run::events::{Event, Reporter};
 use crate::run::report::{secs, Outcome, ScenarioReport};
-use crate::run::timeline::{place_phases, Placed};
+use crate::run::timeline::{place_phases, NodeTimeline, Placed};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -257,12 +257,7 @@ pub fn render(r: &ScenarioReport) -> String {
         .find(|p| p.name == "provision")
         .map(|p| p.start)
         .unwrap_or_default();
-    let nodes: Vec<(&str, Placed)> = r
-        .nodes
-        .iter()
-        .take(MAX_ROWS)
-        .map(|n| (n.node_name.as_str(), n.placed()))
-        .collect();
+    let nodes: Vec<(&NodeTimeline, Placed)> = r.nodes.iter().take(MAX_ROWS).map(|n| (n, n.placed())).collect();
     let end = phases
         .iter()
         .map(|p| p.start + p.took)
@@ -342,9 +337,9 @@ pub fn render(r: &ScenarioReport) -> String {
         y - 4.0,
         y - 4.0
     );
-    for (name, p) in &nodes {
+    for (n, p) in &nodes {
         let _ = writeln!(body, r#"<g class="node">"#);
-        label(&mut body, y, name);
+        label(&mut body, y, &n.node_name);
         if let Some((from, to)) = p.up {
             axis.bar(
                 &mut body,
@@ -352,7 +347,7 @@ pub fn render(r: &ScenarioReport) -> String {
                 y,
                 (from, to),
                 UP,
-                &format!("container up {}–{}", secs(from), secs(to)),
+                &format!("{} {}–{}", n.up_label(), secs(from), secs(to)),
             );
         }
         if let Some((from, to)) = p.bootstrap {

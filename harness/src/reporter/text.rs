@@ -121,7 +121,7 @@ pub fn full(r: &ScenarioReport) -> String {
     for n in &r.nodes {
         out.push_str(&format!("  node {} ({}, {})\n", n.node_name, n.instance_id, n.ip));
         let milestones = [
-            ("container up", n.container_up, ""),
+            (n.up_label(), n.container_up, ""),
             ("bootstrap done", n.bootstrap, ""),
             ("client CSR issued", n.client_csr_issued, "+"),
             ("Node registered", n.registered, "+"),

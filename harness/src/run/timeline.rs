@@ -14,6 +14,8 @@ pub struct NodeTimeline {
     pub group: String,
     pub instance_id: String,
     pub ip: String,
+    /// The node is a machine (`runtime: vm`): it boots as one, so its reports say "machine up", not "container up".
+    pub machine: bool,
     pub container_up: Option<Duration>,
     pub bootstrap: Option<Duration>,
     pub client_csr_issued: Option<Duration>,
@@ -72,6 +74,15 @@ impl NodeTimeline {
     }
 
     /// The milestones on the scenario's clock; none without the anchors ([`Self::anchor`]).
+    /// What its boot milestone is called: a container's start, or a machine's.
+    pub fn up_label(&self) -> &'static str {
+        if self.machine {
+            "machine up"
+        } else {
+            "container up"
+        }
+    }
+
     pub fn placed(&self) -> Placed {
         let after_kubelet = |d: Option<Duration>| Some(self.kubelet_at? + d?);
         Placed {
@@ -145,6 +156,24 @@ fn percentile(sorted: &[Duration], p: f64) -> Option<Duration> {
     sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
 }
 
+/// The boot milestone's name over a scenario's nodes: "machine up" when all are machines, "node up" when they mix.
+fn up_label(nodes: &[NodeTimeline]) -> &'static str {
+    match (nodes.iter().all(|n| n.machine), nodes.iter().any(|n| n.machine)) {
+        (true, _) => "machine up",
+        (false, true) => "node up",
+        (false, false) => "container up",
+    }
+}
+
+/// The join's name over a scenario's nodes, from the start its boot milestone names.
+fn joined_label(nodes: &[NodeTimeline]) -> &'static str {
+    match up_label(nodes) {
+        "machine up" => "joined (machine start to Ready)",
+        "node up" => "joined (node start to Ready)",
+        _ => "joined (container start to Ready)",
+    }
+}
+
 /// `what p50 X p95 Y max Z (n of N)` for one milestone, from the nodes that reached it.
 fn line(what: &str, nodes: &[NodeTimeline], f: impl Fn(&NodeTimeline) -> Option<Duration>) -> String {
     let mut values: Vec<Duration> = nodes.iter().filter_map(f).collect();
@@ -177,14 +206,14 @@ impl Figures<'_> {
             return Vec::new();
         }
         let mut out = vec![
-            line("container up", nodes, |n| n.container_up),
+            line(up_label(nodes), nodes, |n| n.container_up),
             line("bootstrap done", nodes, |n| n.bootstrap),
             line("Ready after the kubelet started", nodes, |n| n.ready),
             line("serving cert live after the kubelet started", nodes, |n| {
                 n.serving_cert_live
             }),
-            // From the container's start to Ready: what a user waits for, per node.
-            line("joined (container start to Ready)", nodes, |n| {
+            // From the node's start to Ready: what a user waits for, per node.
+            line(joined_label(nodes), nodes, |n| {
                 Some(n.container_up? + n.bootstrap? + n.ready?)
             }),
         ];
@@ -277,6 +306,39 @@ mod tests {
             .unwrap_or_default();
         assert!(joined.contains("max 7.00s (4 of 5)"), "{joined}");
         assert!(figures.lines(10).is_empty());
+    }
+
+    #[test]
+    fn a_machines_boot_is_called_a_machines() {
+        let machine = NodeTimeline {
+            machine: true,
+            ..node(1000)
+        };
+        assert_eq!(
+            (machine.up_label(), node(1000).up_label()),
+            ("machine up", "container up")
+        );
+        let first = |nodes: &[NodeTimeline]| {
+            let f = Figures {
+                nodes,
+                calls: 0,
+                calls_window: Duration::ZERO,
+                control_plane_rss_kib: 0,
+            };
+            let lines = f.lines(1);
+            (lines[0].clone(), lines[4].clone())
+        };
+        let (up, joined) = first(&[machine.clone(), machine.clone()]);
+        assert!(
+            up.starts_with("machine up p50") && joined.starts_with("joined (machine start"),
+            "{up} / {joined}"
+        );
+        let (up, joined) = first(&[machine, node(1000)]);
+        assert!(
+            up.starts_with("node up p50") && joined.starts_with("joined (node start"),
+            "{up} / {joined}"
+        );
+        assert!(first(&[node(1000)]).0.starts_with("container up p50"));
     }
 
     #[test]

@@ -228,6 +228,7 @@ pub(crate) async fn boot_node(
             group: group.name.clone(),
             instance_id: instance.instance_id.clone(),
             ip: instance.private_ip.to_string(),
+            machine: container.is_vm(),
             ..Default::default()
         },
         container,
