@@ -2,13 +2,13 @@
 # A disk of your own, as a user brings one: keeps a CA for AWS's names (`nodejoin image endpoints-ca`, under
 # target/own-disk/ca: a test CA of this checkout, never committed), writes the AL2023 node of
 # scenarios/vm-al2023.yaml as an export-shaped disk that trusts it and boots under UEFI and BIOS (`nodejoin image
-# export-disk`), and runs ci/own-disk/vm-own-disk.yaml (UEFI, observed from outside, as an AMI) and
-# ci/own-disk/vm-own-disk-agent.yaml (BIOS, read inside through the disk's own guest agent, as a Packer build that
-# runs one) with NODEJOIN_ENDPOINTS_CA naming the CA; then its deliberate break,
-# ci/own-disk/vm-own-disk-untrusted.yaml (BIOS), without the setting (the disk refuses the run's fresh CA, and the
-# run must say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros neither firmware finds anything to
-# boot on (the run must say so from the console). `nodejoin run` exits non-zero unless each scenario ran and passed
-# (5 when one was ignored).
+# export-disk`), and runs ci/own-disk/vm-own-disk.yaml (UEFI, on NVMe, observed from outside, as an AMI) and
+# ci/own-disk/vm-own-disk-agent.yaml (BIOS, on virtio, read inside through the disk's own guest agent, as a Packer
+# build that runs one) with NODEJOIN_ENDPOINTS_CA naming the CA; then its deliberate break,
+# ci/own-disk/vm-own-disk-untrusted.yaml (BIOS, on NVMe), without the setting (the disk refuses the run's fresh CA,
+# and the run must say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros neither firmware finds
+# anything to boot on (the run must say so from the console). `nodejoin run` exits non-zero unless each scenario ran
+# and passed (5 when one was ignored).
 #
 # Usage: ci/own-disk.sh   (from anywhere; the disk is rewritten each time)
 set -euo pipefail

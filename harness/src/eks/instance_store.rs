@@ -46,6 +46,15 @@ pub fn serial(instance_id: &str, index: u32) -> String {
     format!("AWS{}", &hex[..17])
 }
 
+/// The serial of an instance's EBS root volume as its NVMe controller reports it on Nitro: the volume id without
+/// its dash (`vol` and 17 hex digits, 20 characters), derived from the instance id so a run is reproducible.
+pub fn ebs_serial(instance_id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{instance_id}/root").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("vol{}", &hex[..17])
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -59,6 +68,18 @@ mod tests {
         assert_eq!(super::disks("m5d.4xlarge"), Some((2, 300)));
         assert_eq!(super::disks("m5.large"), None);
         assert_eq!((super::count("m5d.4xlarge"), super::count("m5.large")), (2, 0));
+    }
+
+    #[test]
+    fn an_ebs_root_serial_is_a_volume_id_without_its_dash() {
+        let s = super::ebs_serial("i-0123456789abcdef0");
+        assert!(
+            s.len() == 20
+                && s.starts_with("vol")
+                && s[3..].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{s}"
+        );
+        assert_ne!(s, super::ebs_serial("i-0123456789abcdef1"));
     }
 
     #[test]

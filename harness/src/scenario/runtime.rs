@@ -34,7 +34,11 @@ pub struct OwnDisk {
     /// The firmware it boots under: `uefi` (OVMF; the default, and AL2023's `uefi-preferred`) or `bios` (SeaBIOS;
     /// a `legacy-bios` AMI, a Packer qemu build made without `efi_boot`).
     #[serde(default)]
-    pub firmware: crate::node::vm::qemu::Firmware,
+    pub firmware: crate::node::vm::firmware::Firmware,
+    /// The bus its root disk is on: `virtio` (the default; a Packer qemu build, a KVM image) or `nvme` (an AMI: on
+    /// Nitro, EBS volumes are NVMe, and an AMI's initramfs may hold no virtio driver).
+    #[serde(default)]
+    pub bus: crate::node::vm::qemu::RootBus,
 }
 
 /// A disk image's format, as `qemu-img` names it.

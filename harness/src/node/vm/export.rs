@@ -26,8 +26,9 @@ pub const SYSTEMD_BOOT: &str = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi";
 /// `syslinux`, with its installer (mtools-based: it writes into a FAT image file).
 pub const GPT_MBR: &str = "/usr/lib/SYSLINUX/gptmbr.bin";
 
-/// The kernel's command line, the same under both loaders: the root is the second partition.
-const CMDLINE: &str = "console=ttyS0 root=/dev/vda2 rw net.ifnames=0 panic=-1";
+/// The kernel's command line, the same under both loaders: the root is found by its file system's label (as the
+/// node image's fstab names it), on whichever bus the disk is attached (virtio, NVMe).
+const CMDLINE: &str = "console=ttyS0 root=LABEL=nodejoin-root rw net.ifnames=0 panic=-1";
 
 /// GPT partition types: the EFI system partition, a Linux file system.
 const ESP_TYPE: &str = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B";

@@ -10,6 +10,7 @@ pub mod cpio;
 pub mod dhcp;
 pub mod disk;
 pub mod export;
+pub mod firmware;
 pub mod kernel;
 pub mod net;
 pub mod own_disk;
@@ -36,7 +37,9 @@ pub enum Boot<'a> {
     Own {
         disk: &'a Path,
         format: &'a str,
-        firmware: qemu::Firmware,
+        firmware: firmware::Firmware,
+        /// The bus it is attached on.
+        bus: qemu::RootBus,
     },
 }
 
@@ -132,7 +135,7 @@ impl VmNode {
         }
         let initrd_path = dir.join("initrd.cpio");
         let vars_path = dir.join("efi-vars.fd");
-        let (firmware, sercon);
+        let (ovmf, sercon);
         let start = match &spec.boot {
             Boot::Image { kernel, files, .. } => {
                 // The base initramfs, then this node's files as a second archive the kernel unpacks over it.
@@ -146,17 +149,17 @@ impl VmNode {
                 }
             }
             Boot::Own {
-                firmware: qemu::Firmware::Bios,
+                firmware: firmware::Firmware::Bios,
                 ..
             } => {
-                sercon = qemu::sercon_file()?;
+                sercon = firmware::sercon_file()?;
                 qemu::Start::Bios { sercon: &sercon }
             }
             Boot::Own { .. } => {
-                firmware = qemu::ovmf()?;
-                std::fs::copy(&firmware.1, &vars_path).map_err(|e| Error::io(&firmware.1, e))?;
+                ovmf = firmware::ovmf()?;
+                std::fs::copy(&ovmf.1, &vars_path).map_err(|e| Error::io(&ovmf.1, e))?;
                 qemu::Start::Firmware {
-                    code: &firmware.0,
+                    code: &ovmf.0,
                     vars: &vars_path,
                 }
             }
@@ -183,6 +186,10 @@ impl VmNode {
             vcpus: spec.vcpus,
             memory_mib: spec.memory_mib,
             disk: &overlay,
+            root_bus: match spec.boot {
+                Boot::Own { bus, .. } => bus,
+                Boot::Image { .. } => qemu::RootBus::Virtio,
+            },
             tap: &tap.name,
             mac: &spec.mac,
             agent_socket: &agent_socket,

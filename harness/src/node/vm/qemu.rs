@@ -64,7 +64,7 @@ pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
 /// The accelerator for a machine that boots a disk of its own under a PC BIOS: as [`accel_firmware`], with
 /// SeaBIOS probed (`kvm-bios`).
 pub async fn accel_bios() -> Result<Accel> {
-    let sercon = sercon_file()?;
+    let sercon = super::firmware::sercon_file()?;
     let boot = [
         "-fw_cfg".into(),
         format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
@@ -206,64 +206,29 @@ pub enum Start<'a> {
     /// machine's copy of the firmware's variable store.
     Firmware { code: &'a Path, vars: &'a Path },
     /// A PC BIOS (SeaBIOS, QEMU's own), which runs the boot code in the disk's MBR, as a `legacy-bios` instance's
-    /// does; `sercon` tells it to print on the serial console ([`sercon_file`]).
+    /// does; `sercon` tells it to print on the serial console ([`super::firmware::sercon_file`]).
     Bios { sercon: &'a Path },
 }
 
-/// The firmware a disk of the user's boots under: the AMI's boot mode (`describe-images`' `BootMode`), or the one
-/// a Packer qemu build was made for.
+/// The bus a disk of the user's is attached on: as the hardware it was made for presents its root volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Firmware {
-    /// UEFI (OVMF): a loader on the disk's EFI system partition (`uefi` and `uefi-preferred` AMIs; AL2023's).
+pub enum RootBus {
+    /// virtio-blk: what a Packer qemu build and a KVM image are made for.
     #[default]
-    Uefi,
-    /// A PC BIOS (SeaBIOS): boot code in the disk's MBR (`legacy-bios` AMIs; Packer's qemu builder's default).
-    Bios,
+    Virtio,
+    /// NVMe, as an EBS root volume on a Nitro instance (what an AMI is made for: its initramfs may hold no virtio
+    /// driver). The serial is an EBS volume's; QEMU's controller reports its own model, not EBS's.
+    Nvme,
 }
 
-impl Firmware {
+impl RootBus {
     pub fn name(self) -> &'static str {
         match self {
-            Firmware::Uefi => "UEFI",
-            Firmware::Bios => "BIOS",
+            RootBus::Virtio => "virtio",
+            RootBus::Nvme => "NVMe",
         }
     }
-}
-
-/// SeaBIOS prints on the VGA screen and a debug port, neither of which a VM node has: its `etc/sercon-port`
-/// setting (the port, as a little-endian integer: COM1's 0x3f8) puts its text on the serial console, where its
-/// "No bootable device" is read like OVMF's shell. The file is the harness's, in the VM cache.
-pub fn sercon_file() -> Result<std::path::PathBuf> {
-    let dir = super::kernel::cache();
-    let path = dir.join("seabios-sercon-port");
-    if std::fs::read(&path).ok().as_deref() != Some(&SERCON_PORT[..]) {
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        std::fs::write(&path, SERCON_PORT).map_err(|e| Error::io(&path, e))?;
-    }
-    Ok(path)
-}
-
-/// COM1 (0x3f8), little-endian, as SeaBIOS reads an integer from a firmware file.
-const SERCON_PORT: [u8; 2] = [0xf8, 0x03];
-
-/// Where Debian's and Ubuntu's `ovmf` package puts the firmware and its empty variable store.
-const OVMF: &[(&str, &str)] = &[
-    ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
-    ("/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"),
-];
-
-/// The UEFI firmware (its code, its empty variable store), from the host's `ovmf` package.
-pub fn ovmf() -> Result<(std::path::PathBuf, std::path::PathBuf)> {
-    OVMF.iter()
-        .find(|(code, vars)| Path::new(code).is_file() && Path::new(vars).is_file())
-        .map(|(code, vars)| (code.into(), vars.into()))
-        .ok_or_else(|| {
-            Error::Vm(format!(
-                "no UEFI firmware: none of {} (the Debian package ovmf)",
-                OVMF.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
-            ))
-        })
 }
 
 /// What a VM is started with.
@@ -273,6 +238,8 @@ pub struct Machine<'a> {
     pub vcpus: u32,
     pub memory_mib: u32,
     pub disk: &'a Path,
+    /// The bus the disk is on (`Nvme` with the EBS serial given).
+    pub root_bus: RootBus,
     pub tap: &'a str,
     pub mac: &'a str,
     pub agent_socket: &'a Path,
@@ -363,12 +330,16 @@ pub fn args(m: &Machine<'_>) -> Result<Vec<String>> {
         "-drive".into(),
         format!("file={},if=none,id=root,format=qcow2,cache=unsafe", opt_path(m.disk)?),
         "-device".into(),
-        match m.start {
+        match (m.start, m.root_bus) {
             // A kernel QEMU starts itself holds boot index 0 (QEMU refuses a second).
-            Start::Kernel { .. } => "virtio-blk-pci,drive=root",
-            Start::Firmware { .. } | Start::Bios { .. } => "virtio-blk-pci,drive=root,bootindex=0",
-        }
-        .into(),
+            (Start::Kernel { .. }, RootBus::Virtio) => "virtio-blk-pci,drive=root".into(),
+            (_, RootBus::Virtio) => "virtio-blk-pci,drive=root,bootindex=0".into(),
+            // Its serial is an EBS volume's: `vol` and 17 hex digits, the volume id without its dash.
+            (_, RootBus::Nvme) => format!(
+                "nvme,drive=root,serial={},bootindex=0",
+                crate::eks::instance_store::ebs_serial(m.instance_id)
+            ),
+        },
         "-netdev".into(),
         format!("tap,id=n0,ifname={},script=no,downscript=no", m.tap),
         "-device".into(),
@@ -483,6 +454,7 @@ mod tests {
             vcpus: 2,
             memory_mib: 2048,
             disk: &p,
+            root_bus: RootBus::Virtio,
             tap: "nj0",
             mac: "02:00:00:00:00:01",
             agent_socket: &p,
@@ -536,6 +508,20 @@ mod tests {
                 && !bios.contains("pflash")
                 && !bios.contains("-kernel"),
             "SeaBIOS boots the disk's MBR and prints on the serial console: {bios}"
+        );
+        let nvme = args(&Machine {
+            start: Start::Bios { sercon: &sercon },
+            root_bus: RootBus::Nvme,
+            ..m
+        })
+        .unwrap()
+        .join(" ");
+        assert!(
+            nvme.contains(&format!(
+                "-device nvme,drive=root,serial={},bootindex=0",
+                crate::eks::instance_store::ebs_serial("i-0123456789abcdef0")
+            )) && !nvme.contains("virtio-blk"),
+            "an AMI's root is an EBS volume on NVMe: {nvme}"
         );
         assert!(!a.contains("ahci"), "no instance store, no controller: {a}");
         let store = [StoreDisk {

@@ -25,8 +25,9 @@ pub(crate) struct Machine {
     /// nodejoin's kernel of the disk; none for a disk of the user's, which brings its own.
     kernel: Option<Kernel>,
     format: &'static str,
-    /// The firmware a disk of the user's boots under.
-    firmware: vm::qemu::Firmware,
+    /// The firmware a disk of the user's boots under, and the bus it is on.
+    firmware: vm::firmware::Firmware,
+    bus: vm::qemu::RootBus,
     /// Whether its guest runs QEMU's guest agent.
     agent: bool,
     /// What the report calls what it boots.
@@ -52,7 +53,8 @@ pub(crate) async fn prepare(
             _held: None,
             kernel: Some(kernel),
             format: "raw",
-            firmware: vm::qemu::Firmware::Uefi,
+            firmware: vm::firmware::Firmware::Uefi,
+            bus: vm::qemu::RootBus::Virtio,
             agent: true,
             shown: image.tag.clone(),
         });
@@ -70,27 +72,29 @@ pub(crate) async fn prepare(
     let info = vm::own_disk::check_own(&held.path(), own.format.name()).await?;
     Ok(Machine {
         accel: match own.firmware {
-            vm::qemu::Firmware::Uefi => {
-                let (code, vars) = vm::qemu::ovmf()?;
+            vm::firmware::Firmware::Uefi => {
+                let (code, vars) = vm::firmware::ovmf()?;
                 vm::qemu::accel_firmware(&code, &vars).await
             }
-            vm::qemu::Firmware::Bios => vm::qemu::accel_bios().await?,
+            vm::firmware::Firmware::Bios => vm::qemu::accel_bios().await?,
         },
         shown: format!(
-            "disk {} ({}, {}, {})",
+            "disk {} ({}, {}, {}, {})",
             disk.display(),
             own.format.name(),
             match info.virtual_size {
                 s if s >= 1 << 30 => format!("{} GiB", s.div_ceil(1 << 30)),
                 s => format!("{} MiB", s.div_ceil(1 << 20)),
             },
-            own.firmware.name()
+            own.firmware.name(),
+            own.bus.name()
         ),
         disk: held.path(),
         _held: Some(held),
         kernel: None,
         format: own.format.name(),
         firmware: own.firmware,
+        bus: own.bus,
         agent: own.guest_agent,
     })
 }
@@ -142,6 +146,7 @@ pub(crate) async fn start(
                 disk: &machine.disk,
                 format: machine.format,
                 firmware: machine.firmware,
+                bus: machine.bus,
             },
         },
         agent: machine.agent,
