@@ -1,6 +1,6 @@
 //! The node runtime `vm`: a node that is a machine. QEMU boots nodejoin's node image for the group as a disk
-//! (`disk`), with Debian's stock kernel (`kernel`), or a disk of the user's under UEFI firmware (`own_disk`,
-//! `export` writes one shaped as an export). Its software sees an EC2 instance (`qemu`'s SMBIOS, the run
+//! (`disk`), with Debian's stock kernel (`kernel`), or a disk of the user's under its firmware (`own_disk`,
+//! `firmware`; `export` writes one shaped as an export). Its software sees an EC2 instance (`qemu`'s SMBIOS, the run
 //! network's DHCP and the metadata address on its link, `net`); the harness reaches inside through QEMU's guest
 //! agent (`agent`) where the guest runs one. The guard owns QEMU, the tap, the host rules and the node's work directory (its disk
 //! overlay, its console): dropping it removes them all; the reaper removes what a killed run left.
