@@ -98,6 +98,19 @@ pub async fn build(
     labels: &[(&str, String)],
     build_args: &[(&str, String)],
 ) -> Result<()> {
+    build_stage(docker, context, tag, None, labels, build_args).await
+}
+
+/// [`build`] up to the stage `target` (`FROM … AS target`) when one is named: a stage another build shares, had
+/// alone.
+pub async fn build_stage(
+    docker: &Docker,
+    context: &Path,
+    tag: &str,
+    target: Option<&str>,
+    labels: &[(&str, String)],
+    build_args: &[(&str, String)],
+) -> Result<()> {
     let what = format!("build of {tag}");
     bounded(&what, async {
         let (_work, tar) = context_tar(context).await?;
@@ -105,6 +118,7 @@ pub async fn build(
         let args: HashMap<&str, &str> = build_args.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let options = BuildImageOptionsBuilder::new()
             .t(tag)
+            .target(target.unwrap_or_default())
             // Not quiet: a failed step's own output is quoted in the error.
             .q(false)
             .rm(true)

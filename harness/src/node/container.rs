@@ -309,6 +309,15 @@ impl NodeContainer {
         self.journal.as_ref()
     }
 
+    /// A machine observed from outside only: shut down, its logs read from its disk
+    /// ([`super::vm::VmNode::logs_after_shutdown`]); `None` for a node the harness reads inside.
+    pub async fn logs_after_shutdown(&self) -> Option<Result<(String, super::vm::reader::DiskLogs)>> {
+        match &self.backend {
+            Backend::Vm(vm) if !vm.sees_inside() => Some(vm.logs_after_shutdown(&self.docker).await),
+            _ => None,
+        }
+    }
+
     /// The journal of a unit (or the whole journal for `None`).
     pub async fn journal(&self, unit: Option<&str>) -> String {
         let mut cmd = vec!["journalctl", "--no-pager", "-o", "short-precise"];

@@ -31,20 +31,11 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
         .map_err(|e| vm_err(format!("{}: {e}", image.tag)))?
         .id
         .unwrap_or_default();
-    let layer = crate::paths::fixtures_dir().join("vm-disk");
-    let recipe = crate::node::inputs::off_runtime({
-        let layer = layer.clone();
-        move || {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            crate::node::inputs::hash_path(&mut h, &layer)?;
-            Ok(hex::encode(h.finalize()))
-        }
-    })
-    .await?;
-    let modules = INITRAMFS_MODULES.join(" ");
-    // The kernel's stage is built over nodejoin's Debian base image, shared by every node image.
-    let kernel_from = crate::node::image::base_tag()?;
+    let Recipe {
+        hash: recipe,
+        modules,
+        kernel_from,
+    } = Recipe::read().await?;
     let key = short_hash(&[
         id.as_bytes(),
         recipe.as_bytes(),
@@ -69,19 +60,7 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     let steps = crate::progress::Steps::new(&format!("VM disk of {}", image.tag), 4);
     let work = crate::node::image::work_dir("vm-disk")?;
     steps.step(1, "docker build (Debian's kernel by apt, the VM layer)");
-    let context = work.path().join("context");
-    let (from, to) = (layer.clone(), context.clone());
-    crate::node::inputs::off_runtime(move || {
-        std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
-        std::fs::copy(from.join("Dockerfile"), to.join("Dockerfile")).map_err(|e| Error::io(&from, e))?;
-        crate::node::inputs::copy_tree(&from.join("files"), &to.join("files"))
-    })
-    .await?;
-    if !crate::node::image::exists(docker, &kernel_from).await {
-        // A user's node image need not have been built over it.
-        let _lock = crate::node::image::image_lock().await?;
-        crate::node::image::ensure_base(docker, &kernel_from, work.path()).await?;
-    }
+    let context = build_context(docker, &kernel_from, work.path()).await?;
     let tag = format!("nodejoin-vm:{key}");
     crate::docker::images::build(
         docker,
@@ -141,6 +120,51 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     Ok((disk, kernel))
 }
 
+/// What a disk's build is made from: `fixtures/vm-disk/` (its hash), the modules its initramfs loads, and the
+/// image its kernel's stage is built over (nodejoin's Debian base image, shared by every node image).
+pub(super) struct Recipe {
+    pub hash: String,
+    pub modules: String,
+    pub kernel_from: String,
+}
+
+impl Recipe {
+    pub async fn read() -> Result<Self> {
+        let layer = crate::paths::fixtures_dir().join("vm-disk");
+        let hash = crate::node::inputs::off_runtime(move || {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            crate::node::inputs::hash_path(&mut h, &layer)?;
+            Ok(hex::encode(h.finalize()))
+        })
+        .await?;
+        Ok(Self {
+            hash,
+            modules: INITRAMFS_MODULES.join(" "),
+            kernel_from: crate::node::image::base_tag()?,
+        })
+    }
+}
+
+/// `fixtures/vm-disk/` (its Dockerfile and files) as a build context under `work`, with the base image its
+/// kernel's stage is built over in place (a user's node image need not have been built over it).
+pub(super) async fn build_context(docker: &Docker, kernel_from: &str, work: &Path) -> Result<PathBuf> {
+    let layer = crate::paths::fixtures_dir().join("vm-disk");
+    let context = work.join("context");
+    let to = context.clone();
+    crate::node::inputs::off_runtime(move || {
+        std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
+        std::fs::copy(layer.join("Dockerfile"), to.join("Dockerfile")).map_err(|e| Error::io(&layer, e))?;
+        crate::node::inputs::copy_tree(&layer.join("files"), &to.join("files"))
+    })
+    .await?;
+    if !crate::node::image::exists(docker, kernel_from).await {
+        let _lock = crate::node::image::image_lock().await?;
+        crate::node::image::ensure_base(docker, kernel_from, work).await?;
+    }
+    Ok(context)
+}
+
 /// How long a disk no run has booted stays in the cache (each is the size of its image's files).
 const KEEP_UNUSED: std::time::Duration = std::time::Duration::from_secs(3 * 24 * 3600);
 
@@ -193,7 +217,7 @@ fn prune(dir: &Path) {
 }
 
 /// Writes the root file system of image `tag` (a created, never started container's export) to `to`.
-async fn export(docker: &Docker, tag: &str, to: &Path) -> Result<PathBuf> {
+pub(super) async fn export(docker: &Docker, tag: &str, to: &Path) -> Result<PathBuf> {
     use futures::StreamExt;
     use testcontainers::bollard::models::ContainerCreateBody;
     use testcontainers::bollard::query_parameters::RemoveContainerOptionsBuilder;
@@ -203,6 +227,8 @@ async fn export(docker: &Docker, tag: &str, to: &Path) -> Result<PathBuf> {
             None::<testcontainers::bollard::query_parameters::CreateContainerOptions>,
             ContainerCreateBody {
                 image: Some(tag.to_string()),
+                // Never started; an image without an entrypoint (a kernel's stage) still needs a command to exist.
+                cmd: Some(vec!["/bin/true".to_string()]),
                 labels: Some([("io.nodejoin.vm-disk".to_string(), "export".to_string())].into()),
                 ..Default::default()
             },
@@ -231,7 +257,7 @@ async fn export(docker: &Docker, tag: &str, to: &Path) -> Result<PathBuf> {
 /// Unpacks an exported root into `to`, owners, modes and extended attributes (file capabilities) kept; every
 /// entry lands inside `to` (the `tar` crate refuses `..` and links that lead out). Docker's marker file stays
 /// out: systemd would take the machine for a container.
-fn unpack(archive: &Path, to: &Path) -> Result<()> {
+pub(super) fn unpack(archive: &Path, to: &Path) -> Result<()> {
     let file = std::fs::File::open(archive).map_err(|e| Error::io(archive, e))?;
     let mut tar = tar::Archive::new(std::io::BufReader::new(file));
     tar.set_preserve_permissions(true);

@@ -7,8 +7,9 @@ use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The modules the initramfs loads (with their dependencies) to mount an ext4 root on a virtio or NVMe disk (an
-/// exported disk booted on `disk.bus: nvme`, as an AMI's root is on Nitro).
-pub(crate) const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "nvme", "ext4"];
+/// exported disk booted on `disk.bus: nvme`, as an AMI's root is on Nitro), and, as a reader of a stopped
+/// machine's disk (`super::reader`), an XFS root as AL2023's AMIs have.
+pub(crate) const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "virtio_blk", "nvme", "ext4", "xfs"];
 
 /// A kernel ready to boot: its image and the base initramfs.
 #[derive(Debug, Clone)]

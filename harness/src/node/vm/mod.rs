@@ -15,6 +15,8 @@ pub mod kernel;
 pub mod net;
 pub mod own_disk;
 pub mod qemu;
+pub mod qmp;
+pub mod reader;
 
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
@@ -92,6 +94,9 @@ pub struct VmNode {
 /// Why nothing inside a machine without a guest agent can be read.
 pub const NO_WAY_IN: &str =
     "no way into this machine: its disk runs no guest agent (disk.guestAgent), so it is observed from outside only";
+
+/// How long a machine may take to power off once its power button is pressed (its units stopped under TCG).
+const POWER_OFF_WITHIN: Duration = Duration::from_secs(60);
 
 /// How QEMU is started.
 struct Launch {
@@ -193,6 +198,7 @@ impl VmNode {
             tap: &tap.name,
             mac: &spec.mac,
             agent_socket: &agent_socket,
+            qmp_socket: &dir.join("qmp.sock"),
             console: &console,
             instance_id: spec.instance_id,
             instance_type: spec.instance_type,
@@ -338,6 +344,66 @@ impl VmNode {
             crate::process::last_lines(&q.log_tail(3), 3, " | "),
             crate::process::last_lines(&self.console(5), 5, " | ")
         ))
+    }
+
+    /// Shuts the machine down as EC2 stops an instance (the power button: its systemd stops its units and writes
+    /// its journal out), QEMU stopped after [`POWER_OFF_WITHIN`] if it is still running, then reads its logs from
+    /// its disk ([`reader`]). How it went down comes first.
+    pub async fn logs_after_shutdown(&self, docker: &crate::docker::Docker) -> Result<(String, reader::DiskLogs)> {
+        let how = self.shut_down().await;
+        let kernel = reader::kernel(docker).await?;
+        let accel = qemu::accel(&kernel).await?;
+        let work = self._work.path();
+        let logs = reader::read(
+            docker,
+            reader::Read {
+                kernel: &kernel,
+                accel,
+                disk: &work.join("disk.qcow2"),
+                work,
+                pids_dir: &self.launch.pids_dir,
+            },
+        )
+        .await?;
+        Ok((how, logs))
+    }
+
+    /// Presses the power button and waits for QEMU to end; stops it past [`POWER_OFF_WITHIN`]. Says how it went.
+    async fn shut_down(&self) -> String {
+        if !self.powered() {
+            return "never started".into();
+        }
+        if self.exited().is_some() {
+            return "it had stopped by itself".into();
+        }
+        // No kernel, no one to answer the button (a firmware that found nothing to boot waits for ever).
+        let pressed = if self.console_text().contains("Linux version") {
+            qmp::press_power_button(&self._work.path().join("qmp.sock")).await
+        } else {
+            Err("its firmware had started no kernel".into())
+        };
+        let t0 = Instant::now();
+        while pressed.is_ok() && self.exited().is_none() && t0.elapsed() < POWER_OFF_WITHIN {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        if self.exited().is_some() {
+            return format!(
+                "powered off by its OS {:.1}s after its power button was pressed",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        let q = self.qemu.lock().ok().and_then(|mut g| g.take());
+        if let Some(mut q) = q {
+            q.stop(Duration::from_secs(5)).await;
+        }
+        match pressed {
+            Ok(()) => format!(
+                "not powered off {}s after its power button was pressed: QEMU stopped (what it had not written \
+                 out may be missing)",
+                POWER_OFF_WITHIN.as_secs()
+            ),
+            Err(e) => format!("its power button was not pressed ({e}): QEMU stopped"),
+        }
     }
 
     /// Stops the machine (QEMU killed, its network and files removed).

@@ -61,7 +61,8 @@ pub struct HarnessLogs {
 /// How much of a node's console its artifacts keep.
 const CONSOLE_LINES: usize = 5000;
 
-/// Collects one node's artifacts into `dir`.
+/// Collects one node's artifacts into `dir`; for a machine observed from outside, what its disk said after its
+/// shutdown, as a note for the report (the kubelet's last error in it, for a node that never `registered`).
 pub async fn collect_node(
     dir: &Path,
     node: &NodeContainer,
@@ -69,7 +70,8 @@ pub async fn collect_node(
     node_name: &str,
     logs: &HarnessLogs,
     cluster: &SharedCluster,
-) {
+    registered: bool,
+) -> Option<String> {
     let _ = std::fs::create_dir_all(dir);
     write(dir, "bootstrap.log", &logs.bootstrap);
     write(dir, "imds-requests.log", &logs.imds);
@@ -77,11 +79,17 @@ pub async fn collect_node(
     if !logs.authenticator.is_empty() {
         write(dir, "authenticator.log", &logs.authenticator);
     }
+    // A machine observed from outside: its logs are on its disk, read once it is shut down (its console then ends
+    // with the shutdown).
+    let from_disk = node.logs_after_shutdown().await;
     let console = node.console(CONSOLE_LINES).await;
     if !console.trim().is_empty() {
         write(dir, "console.log", &console);
     }
-    if let Some(why) = node.exited().await {
+    let mut note = None;
+    if let Some(read) = from_disk {
+        note = Some(write_disk_logs(dir, read, registered));
+    } else if let Some(why) = node.exited().await {
         // A dead node's journal is read from the host directory it kept it in; where it cannot be, the reason is
         // where the log would be.
         let journal = node.journal_on_host().ok_or("it was started without one");
@@ -144,6 +152,69 @@ pub async fn collect_node(
             .collect();
         write(dir, "csrs.yaml", &serde_yaml_ng::to_string(&mine).unwrap_or_default());
     }
+    note
+}
+
+/// The logs read from a stopped machine's disk: the journal as a running node's, cloud-init's logs with the files.
+/// Says what was read, and the kubelet's last error in it.
+fn write_disk_logs(
+    dir: &Path,
+    read: crate::error::Result<(String, crate::node::vm::reader::DiskLogs)>,
+    registered: bool,
+) -> String {
+    let (how, logs) = match read {
+        Ok(r) => r,
+        Err(e) => {
+            let text =
+                format!("(not collected: the machine has no guest agent, and its disk could not be read: {e})\n");
+            for log in ["kubelet.log", "nodeadm.log", "journal.log"] {
+                write(dir, log, &text);
+            }
+            return format!("its disk could not be read after its shutdown: {e}");
+        }
+    };
+    let lines = logs.journal.lines().count();
+    // A node that registered logged errors on its way (before its Node existed) that are no cause of anything.
+    let kubelet = match crate::run::pipeline::observe::journal::last_error(&logs.kubelet) {
+        _ if logs.kubelet.trim().is_empty() => "; no kubelet lines".to_string(),
+        Some(e) if !registered => format!("; the kubelet's last error: {e}"),
+        _ => format!("; {} kubelet lines", logs.kubelet.lines().count()),
+    };
+    let names: Vec<&str> = logs.files.iter().map(|(n, _)| n.as_str()).collect();
+    let read = if lines == 0 && names.is_empty() {
+        // What the reader said it found: nothing, and why.
+        logs.found.trim_start_matches("nodejoin-reader: ").to_string()
+    } else if names.is_empty() {
+        format!("{lines} journal lines{kubelet}; no cloud-init log")
+    } else {
+        format!(
+            "{lines} journal lines{kubelet}; cloud-init's logs: {}",
+            names.join(", ")
+        )
+    };
+    let note = format!("read from its disk after its shutdown ({how}): {read}");
+    let head = format!(
+        "# read from the machine's disk after its shutdown ({how}); {}\n",
+        logs.found
+    );
+    let none = |s: &str| {
+        if s.is_empty() {
+            "(no persistent journal on the disk)\n"
+        } else {
+            ""
+        }
+        .to_string()
+            + s
+    };
+    write(dir, "kubelet.log", &(head.clone() + &none(&logs.kubelet)));
+    write(dir, "nodeadm.log", &(head.clone() + &none(&logs.nodeadm)));
+    write(dir, "journal.log", &(head + &none(&logs.journal)));
+    let files = dir.join("files");
+    let _ = std::fs::create_dir_all(&files);
+    for (name, bytes) in &logs.files {
+        write(&files, &format!("var__log__{name}"), &String::from_utf8_lossy(bytes));
+    }
+    note
 }
 
 /// Cluster-level artifacts: approver decisions and a link to the control-plane logs.

@@ -38,15 +38,19 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 authenticator: crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id),
                 calls: calls_text(env, n),
             };
-            collect::collect_node(
+            let note = collect::collect_node(
                 &dir.join(&n.node_name),
                 &n.container,
                 &n.instance,
                 &n.node_name,
                 &logs,
                 &cluster,
+                n.node.is_some(),
             )
             .await;
+            if let Some(note) = note {
+                cx.report.notes.push(format!("{}: {note}", n.node_name));
+            }
         }
         cx.report.artifacts = Some(dir);
         Ok(())

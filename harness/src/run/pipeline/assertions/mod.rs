@@ -135,7 +135,7 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
             .unwrap_or("not on its console");
         report.notes.push(format!(
             "{}: runtime {}: a disk of your own without a guest agent, observed from outside (the cluster, its \
-             calls, its console): {}; guest kernel {kernel}; nothing read inside it",
+             calls, its console): {}; guest kernel {kernel}; nothing read inside it while it runs",
             n.node_name,
             n.container.runtime(),
             n.container.image

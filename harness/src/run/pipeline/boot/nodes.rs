@@ -66,7 +66,11 @@ pub(crate) async fn boot_node(
     let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
     let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
     let mut files = bootstrap_files;
-    files.push(crate::node::journal::drop_in());
+    // A container's journal is kept in a host directory that outlives it; a machine keeps its own on its disk, as
+    // an instance does (the VM layer restores AL2023's persistent journal).
+    if group.runtime == NodeRuntime::Container {
+        files.push(crate::node::journal::drop_in());
+    }
     match group.runtime {
         // A container reaches the fakes at their own addresses: its services (cloud-init, nodeadm, the kubelet's
         // credential plugin) through endpoint variables, containerd's pulls from the EKS ECR registry through a
