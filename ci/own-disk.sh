@@ -38,12 +38,12 @@ logs() {
     exit 1
   fi
 }
-# The machine powered off when its power button was pressed, and the journal its own disk kept was read: the
-# kubelet's own line, and nodeadm's last before the refused handshake (the retried DescribeInstances).
+# The machine powered off when its power button was pressed, and the journal its own disk kept was read
+# (vm-own-disk.yaml's evidence from the kubelet, nodeadm and cloud-init is judged from it): for the break, nodeadm's
+# last line before the refused handshake (the DescribeInstances it retries).
 for s in vm-own-disk vm-own-disk-untrusted; do
   logs "$s" journal.log "# read from the machine's disk after its shutdown (powered off by its OS"
 done
-logs vm-own-disk kubelet.log '"Successfully registered node"'
 logs vm-own-disk-untrusted nodeadm.log "Enriching configuration.."
 logs vm-own-disk-untrusted files/var__log__cloud-init.log "DataSourceEc2Local"
 rm -f "$dir/no-loader.raw"

@@ -88,6 +88,8 @@ pub struct VmNode {
     _tap: net::Tap,
     mac_bytes: [u8; 6],
     leases: dhcp::Leases,
+    /// Its logs as read from its disk after its shutdown, once read.
+    disk_logs: tokio::sync::OnceCell<std::result::Result<(String, reader::DiskLogs), String>>,
     _work: tempfile::TempDir,
 }
 
@@ -226,6 +228,7 @@ impl VmNode {
             _tap: tap,
             mac_bytes,
             leases: spec.link.leases.clone(),
+            disk_logs: tokio::sync::OnceCell::new(),
             _work: work,
         })
     }
@@ -348,8 +351,19 @@ impl VmNode {
 
     /// Shuts the machine down as EC2 stops an instance (the power button: its systemd stops its units and writes
     /// its journal out), QEMU stopped after [`POWER_OFF_WITHIN`] if it is still running, then reads its logs from
-    /// its disk ([`reader`]). How it went down comes first.
-    pub async fn logs_after_shutdown(&self, docker: &crate::docker::Docker) -> Result<(String, reader::DiskLogs)> {
+    /// its disk ([`reader`]). How it went down comes first. Done once: later calls (the evidence, then the
+    /// artifacts) get the same reading.
+    pub async fn logs_after_shutdown(
+        &self,
+        docker: &crate::docker::Docker,
+    ) -> std::result::Result<(String, reader::DiskLogs), String> {
+        self.disk_logs
+            .get_or_init(|| async { self.read_after_shutdown(docker).await.map_err(|e| e.to_string()) })
+            .await
+            .clone()
+    }
+
+    async fn read_after_shutdown(&self, docker: &crate::docker::Docker) -> Result<(String, reader::DiskLogs)> {
         let how = self.shut_down().await;
         let kernel = reader::kernel(docker).await?;
         let accel = qemu::accel(&kernel).await?;

@@ -29,7 +29,7 @@ fn reader_err(m: impl Into<String>) -> Error {
 }
 
 /// The logs read from a stopped machine's disk.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct DiskLogs {
     /// The whole journal, the kubelet's, and nodeadm's units' (journalctl's text); empty without a journal.
     pub journal: String,

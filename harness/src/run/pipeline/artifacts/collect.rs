@@ -159,7 +159,7 @@ pub async fn collect_node(
 /// Says what was read, and the kubelet's last error in it.
 fn write_disk_logs(
     dir: &Path,
-    read: crate::error::Result<(String, crate::node::vm::reader::DiskLogs)>,
+    read: std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>,
     registered: bool,
 ) -> String {
     let (how, logs) = match read {

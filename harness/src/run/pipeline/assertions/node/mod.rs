@@ -161,7 +161,7 @@ pub(crate) async fn check_node(
                 (None, None) => "not registered".into(),
             },
         ));
-        evidence_checks(report, &name, &e, &n.evidence);
+        disk_evidence_checks(report, &name, &e, n).await;
         return;
     }
     let Some(node) = &n.node else {
@@ -235,7 +235,7 @@ pub(crate) async fn check_node(
     }
     csr_check(report, CLIENT_CSR.on(&name), e.client_csr, &n.client_csr);
     csr_check(report, SERVING_CSR.on(&name), e.serving_csr, &n.serving_csr);
-    evidence_checks(report, &name, &e, &n.evidence);
+    disk_evidence_checks(report, &name, &e, n).await;
     // Run by the caller (before evidence is gathered for the last time) when the scenario asks for it.
     report.checks.extend(pod);
 }
@@ -263,6 +263,16 @@ pub(crate) fn csr_check(
         None => "no CSR".into(),
     };
     report.checks.push(Check::new(name, passed, wanted, actual));
+}
+
+/// [`evidence_checks`], with the evidence judged from a machine's disk after its shutdown looked for there: the
+/// node's last checks, after every one that needs it running.
+async fn disk_evidence_checks(report: &mut ScenarioReport, name: &str, e: &Expect, n: &RunningNode) {
+    let (found, failed) = crate::run::pipeline::observe::watch::evidence_after_shutdown(n).await;
+    if let Some(why) = failed {
+        report.notes.push(format!("{name}: {why}"));
+    }
+    evidence_checks(report, name, e, &found);
 }
 
 /// One check per expected piece of evidence, quoting the line found.
