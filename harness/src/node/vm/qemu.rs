@@ -252,7 +252,7 @@ pub struct Machine<'a> {
 }
 
 /// `p` as a value inside a QEMU option string (`file=…,…`), where a comma would start another option: refused.
-fn opt_path(p: &Path) -> Result<String> {
+pub(super) fn opt_path(p: &Path) -> Result<String> {
     let s = p.display().to_string();
     if s.contains(',') {
         return Err(Error::Vm(format!(

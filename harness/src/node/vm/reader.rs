@@ -160,13 +160,7 @@ pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
 
 /// The reader's QEMU command line: nodejoin's kernel in reader mode, the disk read-only, a blank disk, no network.
 fn args(r: &Read<'_>, out: &Path, console: &Path) -> Result<Vec<String>> {
-    let path = |p: &Path| -> Result<String> {
-        let s = p.display().to_string();
-        if s.contains(',') {
-            return Err(reader_err(format!("{s}: a path with a comma cannot be given to QEMU")));
-        }
-        Ok(s)
-    };
+    let path = super::qemu::opt_path;
     Ok(vec![
         "-name".into(),
         "reader,process=nodejoin-vm-reader".into(),
