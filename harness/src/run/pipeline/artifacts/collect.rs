@@ -197,11 +197,12 @@ fn write_disk_logs(
         "# read from the machine's disk after its shutdown ({how}); {}\n",
         logs.found
     );
+    // An empty unit log says why: no journal on the disk at all, or none of that unit's lines in it.
     let none = |s: &str| {
-        if s.is_empty() {
-            "(no persistent journal on the disk)\n"
-        } else {
-            ""
+        match (s.is_empty(), logs.journal.is_empty()) {
+            (false, _) => "",
+            (true, true) => "(no persistent journal on the disk)\n",
+            (true, false) => "(no lines of this unit in the journal)\n",
         }
         .to_string()
             + s
