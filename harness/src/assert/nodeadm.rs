@@ -80,6 +80,61 @@ impl NodeadmReport {
                 });
             }
         }
+        Self::with_log(phases, journal)
+    }
+
+    /// The report from the units' journal alone (`journalctl -o json -u UNIT...`), as read from a stopped machine's
+    /// disk, where no unit's state can be asked for: each phase's outcome is its last start job's (`JOB_RESULT`,
+    /// with the unit's `UNIT_RESULT` where it failed). A phase of [`UNITS`] with no start job did not run; a boot
+    /// hook with none is taken to be absent from the image.
+    pub fn from_journal(entries: &str) -> Self {
+        let entries: Vec<serde_json::Value> = entries
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .collect();
+        let mut phases = Vec::new();
+        for unit in std::iter::once(BOOT_HOOK).chain(UNITS) {
+            let of_unit = |v: &&serde_json::Value| v["UNIT"] == unit;
+            let job = entries
+                .iter()
+                .filter(of_unit)
+                .rfind(|v| v["JOB_TYPE"] == "start" && v["JOB_RESULT"].is_string())
+                .and_then(|v| v["JOB_RESULT"].as_str());
+            // systemd's "Starting …" entry: a start job that ended has its result logged, one cut by the
+            // shutdown has none.
+            let started = entries.iter().filter(of_unit).any(|v| v["JOB_TYPE"] == "start");
+            let unit_result = entries
+                .iter()
+                .filter(of_unit)
+                .filter_map(|v| v["UNIT_RESULT"].as_str())
+                .next_back();
+            let (state, result) = match job {
+                Some("done") => ("inactive", "success".to_string()),
+                Some(other) => ("failed", unit_result.unwrap_or(other).to_string()),
+                // Still starting when the machine was shut down (nodeadm retrying a call, waiting on a unit).
+                None if started => (
+                    "activating",
+                    match unit_result {
+                        Some(r) => format!("unfinished at shutdown ({r})"),
+                        None => "unfinished at shutdown".to_string(),
+                    },
+                ),
+                None if unit == BOOT_HOOK => continue,
+                None => ("inactive", "never started".to_string()),
+            };
+            phases.push(Phase {
+                unit: unit.to_string(),
+                state: state.into(),
+                result,
+                ran: started,
+            });
+        }
+        let journal = messages(&entries.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n"));
+        Self::with_log(phases, &journal)
+    }
+
+    /// The report of `phases`, with the errors and the line count of nodeadm's log (`journal`, one message a line).
+    fn with_log(phases: Vec<Phase>, journal: &str) -> Self {
         let mut errors = Vec::new();
         let mut lines = 0;
         for line in journal.lines().filter(|l| !l.trim().is_empty()) {
@@ -299,5 +354,57 @@ mod tests {
         assert!(!NodeadmReport::parse("", "").succeeded());
         let one = "Id=nodeadm-config.service\nActiveState=active\nResult=success\n";
         assert!(!NodeadmReport::parse(one, "").succeeded());
+    }
+
+    #[test]
+    fn a_stopped_machines_journal_alone_tells_each_phases_outcome() {
+        let entry = |unit: &str, fields: &str| format!("{{\"UNIT\":\"{unit}\",\"MESSAGE\":\"m\"{fields}}}\n");
+        let start =
+            |unit: &str, result: &str| entry(unit, &format!(",\"JOB_TYPE\":\"start\",\"JOB_RESULT\":\"{result}\""));
+        // At shutdown each unit is stopped: a stop job is no outcome of the boot.
+        let stop = |unit: &str| entry(unit, ",\"JOB_TYPE\":\"stop\",\"JOB_RESULT\":\"done\"");
+        let nodeadm_error = "{\"_SYSTEMD_UNIT\":\"nodeadm-config.service\",\"MESSAGE\":\"fatal cli/main.go:35 Command failed {\\\"error\\\": \\\"no cluster\\\"}\"}\n";
+        let ok = format!(
+            "{}{}{}{}",
+            start("nodeadm-config.service", "done"),
+            start("nodeadm-run.service", "done"),
+            stop("nodeadm-config.service"),
+            stop("nodeadm-run.service")
+        );
+        let r = NodeadmReport::from_journal(&ok);
+        assert!(r.succeeded(), "{}", r.summary());
+        assert_eq!(r.phases.len(), 2, "no boot hook in the journal: none in the image");
+        let failed = format!(
+            "{}{nodeadm_error}{}{}",
+            start("nodeadm-config.service", "failed"),
+            entry("nodeadm-config.service", ",\"UNIT_RESULT\":\"exit-code\""),
+            start("nodeadm-run.service", "dependency")
+        );
+        let r = NodeadmReport::from_journal(&failed);
+        assert!(!r.succeeded());
+        assert!(
+            r.summary().contains("nodeadm-config failed/exit-code"),
+            "{}",
+            r.summary()
+        );
+        assert_eq!(r.errors, vec!["Command failed: no cluster".to_string()]);
+        // Shut down while nodeadm still retried: its start job has no result, its unit was killed; a phase never
+        // started is no success.
+        let starting = entry("nodeadm-config.service", ",\"JOB_TYPE\":\"start\"");
+        let killed = entry("nodeadm-config.service", ",\"UNIT_RESULT\":\"signal\"");
+        let cut = NodeadmReport::from_journal(&format!("{starting}{killed}{}", stop("nodeadm-config.service")));
+        assert!(!cut.succeeded());
+        assert!(
+            cut.summary()
+                .contains("nodeadm-config activating/unfinished at shutdown (signal)"),
+            "{}",
+            cut.summary()
+        );
+        assert!(
+            cut.summary().contains("nodeadm-run inactive/never started"),
+            "{}",
+            cut.summary()
+        );
+        assert!(!NodeadmReport::from_journal("").succeeded());
     }
 }

@@ -310,12 +310,14 @@ impl NodeContainer {
     }
 
     /// A machine observed from outside only: shut down, its logs read from its disk
-    /// ([`super::vm::VmNode::logs_after_shutdown`]); `None` for a node the harness reads inside.
+    /// ([`super::vm::VmNode::logs_after_shutdown`]), with the `files` asked for; `None` for a node the harness
+    /// reads inside.
     pub async fn logs_after_shutdown(
         &self,
+        files: &[String],
     ) -> Option<std::result::Result<(String, super::vm::reader::DiskLogs), String>> {
         match &self.backend {
-            Backend::Vm(vm) if !vm.sees_inside() => Some(vm.logs_after_shutdown(&self.docker).await),
+            Backend::Vm(vm) if !vm.sees_inside() => Some(vm.logs_after_shutdown(&self.docker, files).await),
             _ => None,
         }
     }

@@ -351,19 +351,24 @@ impl VmNode {
 
     /// Shuts the machine down as EC2 stops an instance (the power button: its systemd stops its units and writes
     /// its journal out), QEMU stopped after [`POWER_OFF_WITHIN`] if it is still running, then reads its logs from
-    /// its disk ([`reader`]). How it went down comes first. Done once: later calls (the evidence, then the
-    /// artifacts) get the same reading.
+    /// its disk ([`reader`]), with the `files` asked for. How it went down comes first. Done once: later calls
+    /// (the evidence, the reports, then the artifacts) get the same reading, so every caller asks for the same files.
     pub async fn logs_after_shutdown(
         &self,
         docker: &crate::docker::Docker,
+        files: &[String],
     ) -> std::result::Result<(String, reader::DiskLogs), String> {
         self.disk_logs
-            .get_or_init(|| async { self.read_after_shutdown(docker).await.map_err(|e| e.to_string()) })
+            .get_or_init(|| async { self.read_after_shutdown(docker, files).await.map_err(|e| e.to_string()) })
             .await
             .clone()
     }
 
-    async fn read_after_shutdown(&self, docker: &crate::docker::Docker) -> Result<(String, reader::DiskLogs)> {
+    async fn read_after_shutdown(
+        &self,
+        docker: &crate::docker::Docker,
+        files: &[String],
+    ) -> Result<(String, reader::DiskLogs)> {
         let how = self.shut_down().await;
         let kernel = reader::kernel(docker).await?;
         let accel = qemu::accel(&kernel).await?;
@@ -376,6 +381,7 @@ impl VmNode {
                 disk: &work.join("disk.qcow2"),
                 work,
                 pids_dir: &self.launch.pids_dir,
+                files,
             },
         )
         .await?;

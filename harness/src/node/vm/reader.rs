@@ -9,7 +9,7 @@ use super::disk::{build_context, export, unpack, Recipe};
 use super::kernel::{short_hash, Kernel};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The blank disk the reader writes to: its size bounds what is taken of a machine's logs.
@@ -23,6 +23,12 @@ const JOURNAL_LINES: &str = "50000";
 
 /// cloud-init's logs, as the reader finds them under `var/log` (or `log` on a partition of its own).
 const CLOUD_INIT_LOGS: &[&str] = &["cloud-init.log", "cloud-init-output.log"];
+
+/// What is read of each file asked for: its first MiB (the reader's `head -c`), as a check reads a config file.
+pub const FILE_BYTES: u64 = 1 << 20;
+
+/// How many files one reading may ask for.
+const MAX_FILES: usize = 64;
 
 fn reader_err(m: impl Into<String>) -> Error {
     Error::Vm(format!("reading the stopped machine's disk: {}", m.into()))
@@ -39,6 +45,33 @@ pub struct DiskLogs {
     pub files: Vec<(String, Vec<u8>)>,
     /// What the reader said it found (its console line).
     pub found: String,
+    /// The units of nodeadm and its boot hook in the journal as JSON entries (systemd's record of their jobs).
+    pub nodeadm_entries: String,
+    /// The journal of cloud-init's final stage (where the user data's scripts print), ISO-stamped.
+    pub cloud_final: String,
+    /// Each file asked for ([`Read::files`]): its path and its first [`FILE_BYTES`], `None` where the disk's
+    /// tree has no regular file at that path.
+    pub asked: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl DiskLogs {
+    /// A cloud-init log read from the disk, as text (empty where it had none).
+    pub fn cloud_init_log(&self, name: &str) -> String {
+        self.files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// A file asked for, as text: `None` where the disk has no regular file at `path` (or it was not asked for).
+    pub fn file(&self, path: &str) -> Option<String> {
+        self.asked
+            .iter()
+            .find(|(p, _)| p == path)
+            .and_then(|(_, b)| b.as_ref())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    }
 }
 
 /// nodejoin's kernel without a node image (a group booting a disk of its own has none): the kernel's stage of
@@ -107,19 +140,37 @@ pub struct Read<'a> {
     /// Where the reader's files go (its blank disk, its console).
     pub work: &'a Path,
     pub pids_dir: &'a Path,
+    /// Files to read from the disk's own tree (absolute paths, as the machine saw them): at most [`MAX_FILES`],
+    /// each path on one line.
+    pub files: &'a [String],
 }
 
 /// Reads the logs of the stopped machine's disk `r.disk`.
 pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
     let out = r.work.join("reader-out.raw");
     let console = r.work.join("reader-console.log");
-    let file = std::fs::File::create(&out).map_err(|e| Error::io(&out, e))?;
-    file.set_len(OUT_BYTES).map_err(|e| Error::io(&out, e))?;
-    drop(file);
+    blank(&out, OUT_BYTES)?;
+    let asked: Vec<String> = r
+        .files
+        .iter()
+        .filter(|p| p.starts_with('/') && !p.contains(['\n', '\0']))
+        .take(MAX_FILES)
+        .cloned()
+        .collect();
+    let files = (!asked.is_empty()).then(|| (r.work.join("reader-request.raw"), r.work.join("reader-files.raw")));
+    if let Some((request, files_out)) = &files {
+        write_request(request, &asked)?;
+        blank(files_out, (asked.len() as u64 + 1) * (FILE_BYTES + 4096))?;
+    }
     let program = crate::assets::which("qemu-system-x86_64")
         .ok_or_else(|| reader_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)"))?;
-    let mut qemu =
-        crate::process::Supervised::spawn("qemu-reader", &program, &args(&r, &out, &console)?, r.work, r.pids_dir)?;
+    let mut qemu = crate::process::Supervised::spawn(
+        "qemu-reader",
+        &program,
+        &args(&r, &out, &console, files.as_ref())?,
+        r.work,
+        r.pids_dir,
+    )?;
     let t0 = std::time::Instant::now();
     while qemu.exited().is_none() && t0.elapsed() < READ_WITHIN {
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -143,25 +194,82 @@ pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
     };
     let dir = r.work.join("reader-logs");
     let (o, d) = (out.clone(), dir.clone());
-    let files = crate::node::inputs::off_runtime(move || take(&o, &d)).await?;
+    let logs = crate::node::inputs::off_runtime(move || take(&o, &d)).await?;
     let _ = std::fs::remove_file(&out);
-    let mut logs = DiskLogs {
-        files,
+    let mut read = DiskLogs {
+        files: logs,
         found,
         ..Default::default()
     };
-    if dir.join("journal").is_dir() {
-        logs.journal = render(docker, &dir, &[]).await?;
-        logs.kubelet = render(docker, &dir, &["-u", "kubelet"]).await?;
-        logs.nodeadm = render(docker, &dir, &["-u", "nodeadm-config", "-u", "nodeadm-run"]).await?;
+    if let Some((request, files_out)) = files {
+        let found = crate::node::inputs::off_runtime(move || take_files(&files_out)).await?;
+        let _ = std::fs::remove_file(&request);
+        read.asked = asked
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let bytes = found.iter().find(|(n, _)| *n == i + 1).map(|(_, b)| b.clone());
+                (p, bytes)
+            })
+            .collect();
     }
-    Ok(logs)
+    if dir.join("journal").is_dir() {
+        let units = |us: &[&'static str]| us.iter().flat_map(|u| ["-u", *u]).collect::<Vec<&str>>();
+        let nodeadm = units(&["nodeadm-boot-hook", "nodeadm-config", "nodeadm-run"]);
+        read.journal = render(docker, &dir, "short-precise", &[]).await?;
+        read.kubelet = render(docker, &dir, "short-precise", &["-u", "kubelet"]).await?;
+        read.nodeadm = render(docker, &dir, "short-precise", &nodeadm[2..]).await?;
+        read.nodeadm_entries = render(docker, &dir, "json", &nodeadm).await?;
+        read.cloud_final = render(docker, &dir, "short-iso-precise", &["-u", "cloud-final.service"]).await?;
+    }
+    Ok(read)
+}
+
+/// A blank raw disk of `bytes`.
+fn blank(path: &Path, bytes: u64) -> Result<()> {
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    file.set_len(bytes).map_err(|e| Error::io(path, e))
+}
+
+/// The reader's request disk: a tar holding `paths`, one a line.
+fn write_request(path: &Path, asked: &[String]) -> Result<()> {
+    let mut list = asked.join("\n");
+    list.push('\n');
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(list.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    b.append_data(&mut h, "paths", list.as_bytes())
+        .map_err(|e| Error::io(path, e))?;
+    let mut bytes = b.into_inner().map_err(|e| Error::io(path, e))?;
+    bytes.resize(bytes.len().next_multiple_of(1 << 16), 0);
+    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+}
+
+/// The files the reader found (its tar on the files disk): `(line number in the request, bytes)` of each regular
+/// file `files/<number>`, within [`FILE_BYTES`]; anything else is passed over.
+fn take_files(out: &Path) -> Result<Vec<(usize, Vec<u8>)>> {
+    let mut found = Vec::new();
+    let number = |path: &Path| match path.to_str().and_then(|p| p.strip_prefix("files/")) {
+        Some(n) if !n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit()) => n.parse::<usize>().ok(),
+        _ => None,
+    };
+    regular_files(out, FILE_BYTES, number, |n, bytes| {
+        found.push((n, bytes));
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// The reader's QEMU command line: nodejoin's kernel in reader mode, the disk read-only, a blank disk, no network.
-fn args(r: &Read<'_>, out: &Path, console: &Path) -> Result<Vec<String>> {
+fn args(r: &Read<'_>, out: &Path, console: &Path, files: Option<&(PathBuf, PathBuf)>) -> Result<Vec<String>> {
     let path = super::qemu::opt_path;
-    Ok(vec![
+    let mode = match files {
+        Some(_) => "nodejoin.read=logs nodejoin.read=files",
+        None => "nodejoin.read=logs",
+    };
+    let mut args = vec![
         "-name".into(),
         "reader,process=nodejoin-vm-reader".into(),
         "-accel".into(),
@@ -182,7 +290,7 @@ fn args(r: &Read<'_>, out: &Path, console: &Path) -> Result<Vec<String>> {
         "-initrd".into(),
         path(&r.kernel.initramfs)?,
         "-append".into(),
-        "console=ttyS0 panic=-1 nodejoin.read=logs".into(),
+        format!("console=ttyS0 panic=-1 {mode}"),
         "-chardev".into(),
         format!("file,id=con0,path={}", path(console)?),
         "-serial".into(),
@@ -195,34 +303,61 @@ fn args(r: &Read<'_>, out: &Path, console: &Path) -> Result<Vec<String>> {
         format!("file={},if=none,id=out,format=raw", path(out)?),
         "-device".into(),
         "virtio-blk-pci,drive=out".into(),
-    ])
+    ];
+    // vdc, the request (read-only); vdd, the files found.
+    if let Some((request, files_out)) = files {
+        args.extend([
+            "-drive".into(),
+            format!("file={},if=none,id=request,format=raw,readonly=on", path(request)?),
+            "-device".into(),
+            "virtio-blk-pci,drive=request".into(),
+            "-drive".into(),
+            format!("file={},if=none,id=files,format=raw", path(files_out)?),
+            "-device".into(),
+            "virtio-blk-pci,drive=files".into(),
+        ]);
+    }
+    Ok(args)
+}
+
+/// Each regular file of the tar at the start of `out` (a blank disk the reader wrote) that `name` names and that
+/// is within `max` bytes, handed to `keep`; links, devices, other paths are passed over. A tar cut short (the disk
+/// filled up) ends where it breaks.
+fn regular_files<T>(
+    out: &Path,
+    max: u64,
+    name: impl Fn(&Path) -> Option<T>,
+    mut keep: impl FnMut(T, Vec<u8>) -> Result<()>,
+) -> Result<()> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(out).map_err(|e| Error::io(out, e))?;
+    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
+    let Ok(entries) = tar.entries() else {
+        return Ok(());
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { break };
+        if entry.header().entry_type() != tar::EntryType::Regular || entry.size() > max {
+            continue;
+        }
+        let Some(named) = entry.path().ok().and_then(|p| name(&p)) else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        if entry.take(max).read_to_end(&mut bytes).is_err() {
+            break;
+        }
+        keep(named, bytes)?;
+    }
+    Ok(())
 }
 
 /// Takes the logs out of the reader's tar (`out`, the blank disk: a tar, then zeros) into `dir`: the journal's
 /// files to `dir/journal/<machine id>/`, cloud-init's logs returned. Only regular files of those names are taken,
 /// each within the disk's bound; anything else (links, devices, other paths, odd names) is passed over.
 fn take(out: &Path, dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(out).map_err(|e| Error::io(out, e))?;
-    let mut tar = tar::Archive::new(std::io::BufReader::new(file));
     let mut found = Vec::new();
-    let Ok(entries) = tar.entries() else {
-        return Ok(found);
-    };
-    // A tar cut short (the blank disk filled up) ends the reading where it breaks.
-    for entry in entries {
-        let Ok(mut entry) = entry else { break };
-        if entry.header().entry_type() != tar::EntryType::Regular || entry.size() > OUT_BYTES {
-            continue;
-        }
-        let Ok(path) = entry.path().map(|p| p.into_owned()) else {
-            continue;
-        };
-        let Some(wanted) = wanted(&path) else { continue };
-        let mut bytes = Vec::new();
-        if entry.read_to_end(&mut bytes).is_err() {
-            break;
-        }
+    regular_files(out, OUT_BYTES, wanted, |wanted, bytes| {
         match wanted {
             Wanted::Journal { machine, file } => {
                 let to = dir.join("journal").join(machine);
@@ -231,7 +366,8 @@ fn take(out: &Path, dir: &Path) -> Result<Vec<(String, Vec<u8>)>> {
             }
             Wanted::Log(name) => found.push((name, bytes)),
         }
-    }
+        Ok(())
+    })?;
     Ok(found)
 }
 
@@ -274,22 +410,13 @@ fn wanted(path: &Path) -> Option<Wanted> {
     }
 }
 
-/// journalctl's text of the journal under `dir/journal`, with `filter` (units), in a throwaway container.
-async fn render(docker: &Docker, dir: &Path, filter: &[&str]) -> Result<String> {
+/// journalctl's `output` of the journal under `dir/journal`, with `filter` (units), in a throwaway container.
+async fn render(docker: &Docker, dir: &Path, output: &str, filter: &[&str]) -> Result<String> {
     let journal = dir.join("journal").display().to_string();
-    let mut cmd: Vec<String> = [
-        "journalctl",
-        "-D",
-        &journal,
-        "--no-pager",
-        "-q",
-        "-o",
-        "short-precise",
-        "-n",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut cmd: Vec<String> = ["journalctl", "-D", &journal, "--no-pager", "-q", "-o", output, "-n"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     cmd.push(JOURNAL_LINES.into());
     cmd.extend(filter.iter().map(|s| s.to_string()));
     let (out, stdout) = crate::docker::oneshot::run(
@@ -319,8 +446,55 @@ async fn render(docker: &Docker, dir: &Path, filter: &[&str]) -> Result<String> 
 
 #[cfg(test)]
 mod tests {
-    use super::{take, wanted, Wanted};
+    use super::{take, take_files, wanted, write_request, Wanted, FILE_BYTES};
     use std::path::Path;
+
+    /// Adds an entry to a tar a crafted disk could make the reader write (a symlink points at `/etc/shadow`).
+    fn append(b: &mut tar::Builder<Vec<u8>>, path: &str, kind: tar::EntryType, data: &[u8]) {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        if kind == tar::EntryType::Symlink {
+            h.set_link_name("/etc/shadow").unwrap();
+        }
+        h.set_cksum();
+        b.append_data(&mut h, path, data).unwrap();
+    }
+
+    #[test]
+    fn the_request_names_each_path_on_a_line_and_only_numbered_files_come_back() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let request = dir.path().join("request.raw");
+        let asked = [
+            "/etc/kubernetes/kubelet/config.json".to_string(),
+            "/var/lib/a b.txt".to_string(),
+        ];
+        write_request(&request, &asked).unwrap();
+        let bytes = std::fs::read(&request).unwrap();
+        assert_eq!(bytes.len() % 512, 0, "a whole number of sectors");
+        let mut tar = tar::Archive::new(&bytes[..]);
+        let mut entry = tar.entries().unwrap().next().unwrap().unwrap();
+        assert_eq!(entry.path().unwrap().to_str(), Some("paths"));
+        let mut paths = String::new();
+        entry.read_to_string(&mut paths).unwrap();
+        assert_eq!(paths, "/etc/kubernetes/kubelet/config.json\n/var/lib/a b.txt\n");
+        // What the reader wrote: numbered files, and whatever else a crafted disk could make it write.
+        let out = dir.path().join("files.raw");
+        let mut b = tar::Builder::new(Vec::new());
+        let mut add = |path: &str, kind: tar::EntryType, data: &[u8]| append(&mut b, path, kind, data);
+        add("files/1", tar::EntryType::Regular, b"{\"cgroupDriver\":\"systemd\"}");
+        add("files/2", tar::EntryType::Symlink, b"");
+        add("etc/1", tar::EntryType::Regular, b"no");
+        add("files/1x", tar::EntryType::Regular, b"no");
+        add("files/3", tar::EntryType::Regular, &vec![b'x'; FILE_BYTES as usize + 1]);
+        let mut bytes = b.into_inner().unwrap();
+        bytes.resize(bytes.len() + 4096, 0);
+        std::fs::write(&out, bytes).unwrap();
+        let got = take_files(&out).unwrap();
+        assert_eq!(got, vec![(1, b"{\"cgroupDriver\":\"systemd\"}".to_vec())]);
+    }
 
     #[test]
     fn only_the_journal_and_cloud_inits_logs_are_taken() {
@@ -356,17 +530,7 @@ mod tests {
         let out = dir.path().join("out.raw");
         let mid = "0123456789abcdef0123456789abcdef";
         let mut b = tar::Builder::new(Vec::new());
-        let mut add = |path: &str, kind: tar::EntryType, data: &[u8]| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(kind);
-            h.set_size(data.len() as u64);
-            h.set_mode(0o644);
-            if kind == tar::EntryType::Symlink {
-                h.set_link_name("/etc/shadow").unwrap();
-            }
-            h.set_cksum();
-            b.append_data(&mut h, path, data).unwrap();
-        };
+        let mut add = |path: &str, kind: tar::EntryType, data: &[u8]| append(&mut b, path, kind, data);
         add(
             &format!("var/log/journal/{mid}/system.journal"),
             tar::EntryType::Regular,

@@ -1,8 +1,6 @@
 //! What a failed (or negative) scenario leaves for a person to read: journals, the files the bootstrap wrote,
 //! CSR and Node objects, the IMDS requests, the token webhook's and the approver's decisions, and a pointer to the
 //! control-plane logs.
-use crate::fakes::instances::Instance;
-use crate::node::container::NodeContainer;
 use crate::run::env::SharedCluster;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
@@ -62,16 +60,17 @@ pub struct HarnessLogs {
 const CONSOLE_LINES: usize = 5000;
 
 /// Collects one node's artifacts into `dir`; for a machine observed from outside, what its disk said after its
-/// shutdown, as a note for the report (the kubelet's last error in it, for a node that never `registered`).
+/// shutdown (asked for `files`, as every reading of it is), as a note for the report (the kubelet's last error in
+/// it, for a node that never `registered`).
 pub async fn collect_node(
     dir: &Path,
-    node: &NodeContainer,
-    instance: &Instance,
-    node_name: &str,
+    n: &crate::run::node::RunningNode,
     logs: &HarnessLogs,
     cluster: &SharedCluster,
-    registered: bool,
 ) -> Option<String> {
+    let (node, instance, node_name) = (&n.container, &n.instance, n.node_name.as_str());
+    let registered = n.node.is_some();
+    let files = crate::run::pipeline::observe::disk::wanted(n);
     let _ = std::fs::create_dir_all(dir);
     write(dir, "bootstrap.log", &logs.bootstrap);
     write(dir, "imds-requests.log", &logs.imds);
@@ -81,7 +80,7 @@ pub async fn collect_node(
     }
     // A machine observed from outside: its logs are on its disk, read once it is shut down (its console then ends
     // with the shutdown).
-    let from_disk = node.logs_after_shutdown().await;
+    let from_disk = node.logs_after_shutdown(&files).await;
     let console = node.console(CONSOLE_LINES).await;
     if !console.trim().is_empty() {
         write(dir, "console.log", &console);

@@ -5,6 +5,10 @@ use super::{Action, Context};
 use crate::error::Result;
 use crate::run::node::{bootstrap_text, calls_text, imds_text};
 use futures::future::BoxFuture;
+use futures::StreamExt;
+
+/// How many nodes' artifacts are collected at once.
+const COLLECT_AT_ONCE: usize = 2;
 
 pub(crate) const ACTION: Action = Action {
     name: "artifacts",
@@ -31,27 +35,34 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         // The report's name: a scenario run on several Kubernetes versions keeps each version's apart.
         let dir = env.run_dir.join(&cx.report.name);
         collect::collect_cluster(&dir, &cluster);
-        for n in &cx.nodes {
-            let logs = collect::HarnessLogs {
-                bootstrap: bootstrap_text(n),
-                imds: imds_text(env, n),
-                authenticator: crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id),
-                calls: calls_text(env, n),
-            };
-            let note = collect::collect_node(
-                &dir.join(&n.node_name),
-                &n.container,
-                &n.instance,
-                &n.node_name,
-                &logs,
-                &cluster,
-                n.node.is_some(),
-            )
+        // Two nodes at a time: a machine observed from outside is shut down and its disk read by a reader machine
+        // (one vCPU under TCG), which need not wait for the previous one's.
+        let collecting: Vec<_> = cx
+            .nodes
+            .iter()
+            .map(|n| {
+                let (dir, cluster) = (&dir, &cluster);
+                async move {
+                    let logs = collect::HarnessLogs {
+                        bootstrap: bootstrap_text(n),
+                        imds: imds_text(env, n),
+                        authenticator: crate::run::pipeline::assertions::iam::decision_lines(
+                            env,
+                            &n.instance.instance_id,
+                        ),
+                        calls: calls_text(env, n),
+                    };
+                    collect::collect_node(&dir.join(&n.node_name), n, &logs, cluster)
+                        .await
+                        .map(|note| format!("{}: {note}", n.node_name))
+                }
+            })
+            .collect();
+        let collected: Vec<Option<String>> = futures::stream::iter(collecting)
+            .buffered(COLLECT_AT_ONCE)
+            .collect()
             .await;
-            if let Some(note) = note {
-                cx.report.notes.push(format!("{}: {note}", n.node_name));
-            }
-        }
+        cx.report.notes.extend(collected.into_iter().flatten());
         cx.report.artifacts = Some(dir);
         Ok(())
     })

@@ -80,17 +80,16 @@ pub async fn idempotency(
     files::idempotency(node_name, exit, &before, &after)
 }
 
-/// The checks of one node's `files` expectations.
-pub async fn expectations(
+/// The checks of one node's `files` expectations, given each file's content as read (`None`: no such file).
+pub fn expectations(
     roots: &crate::scenario::confine::Roots,
     node_name: &str,
-    node: &NodeContainer,
     want: &[FileExpectation],
+    contents: &[Option<String>],
     vars: &BTreeMap<String, String>,
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    for f in want {
-        let content = node.read_file(&f.path).await;
+    for (f, content) in want.iter().zip(contents) {
         // `want` is the node's resolved expectation: its placeholders ({{instance.id}} ...) are filled in.
         out.extend(files::values(node_name, &f.path, content.as_deref(), &f.values));
         for wanted in &f.contains {

@@ -8,6 +8,7 @@ use super::{Action, Context};
 use crate::assert;
 use crate::error::Result;
 use crate::run::node::{calls_text, RunningNode};
+use crate::run::pipeline::observe::disk;
 use crate::run::report::ScenarioReport;
 use crate::scenario::model::AuthMode;
 use futures::future::BoxFuture;
@@ -235,6 +236,10 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
         if let Some(na) = &n.nodeadm {
             report.notes.push(format!("{}: {}", n.node_name, na.summary()));
         }
+        if disk::reports_from_disk(n) {
+            reports_from_disk(env, n, report).await;
+            return;
+        }
         if !n.container.sees_inside() {
             report.notes.push(format!(
                 "{}: cloud-init's and nodeadm's reports not read: no guest agent (their lines on the console are \
@@ -261,6 +266,59 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
         report
             .checks
             .push(userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
+    }
+}
+
+/// cloud-init's and nodeadm's reports of a machine observed from outside, as its disk kept them (read after its
+/// shutdown), checked as a node's read inside are.
+async fn reports_from_disk(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioReport) {
+    let name = &n.node_name;
+    match disk::reading(n).await {
+        Some(Ok((_, logs))) => {
+            let ci = disk::cloud_init_report(&logs);
+            // nodeadm where it ran (its units are in the journal) or is asked for.
+            let na = (!logs.nodeadm_entries.trim().is_empty() || n.expect().nodeadm.is_some())
+                .then(|| disk::nodeadm_report(&logs));
+            report.notes.push(format!(
+                "{name}: read from its disk after its shutdown: {}",
+                ci.summary()
+            ));
+            if let Some(na) = &na {
+                report.notes.push(format!(
+                    "{name}: read from its disk after its shutdown: {}",
+                    na.summary()
+                ));
+            }
+            report.checks.extend(userdata::checks(
+                env,
+                &n.group,
+                name,
+                &n.instance.instance_id,
+                Some(&ci),
+                na.as_ref(),
+                n.bootstrap_error.as_deref(),
+            ));
+        }
+        Some(Err(e)) => {
+            let why = format!("its disk could not be read after its shutdown: {e}");
+            if let Some(want) = &n.expect().cloud_init {
+                report.checks.push(assert::Check::new(
+                    crate::assert::registry::CLOUD_INIT_STATUS.on(name),
+                    false,
+                    format!("{:?}", want.status).to_lowercase(),
+                    why.clone(),
+                ));
+            }
+            if let Some(want) = n.expect().nodeadm {
+                report.checks.push(assert::Check::new(
+                    crate::assert::registry::NODEADM.on(name),
+                    false,
+                    format!("{want:?}").to_lowercase(),
+                    why,
+                ));
+            }
+        }
+        None => {}
     }
 }
 
@@ -299,10 +357,35 @@ async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut Sce
             .extend(assert::executables::checks(&n.node_name, n.executables.as_ref(), want));
     }
     let files = n.expect().files.clone();
-    report.checks.extend(
-        crate::run::pipeline::assertions::files::expectations(&sc.roots, &n.node_name, &n.container, &files, &n.vars)
-            .await,
-    );
+    let mut contents = Vec::new();
+    if disk::read_from_disk(n) && !files.is_empty() {
+        // A machine observed from outside: the files as its disk kept them, read after its shutdown.
+        let read = match disk::reading(n).await {
+            Some(Ok((_, logs))) => Some(logs),
+            Some(Err(e)) => {
+                report.notes.push(format!(
+                    "{}: files not read: its disk could not be read after its shutdown: {e}",
+                    n.node_name
+                ));
+                None
+            }
+            None => None,
+        };
+        contents.extend(files.iter().map(|f| read.as_ref().and_then(|l| l.file(&f.path))));
+    } else {
+        for f in &files {
+            contents.push(n.container.read_file(&f.path).await);
+        }
+    }
+    report
+        .checks
+        .extend(crate::run::pipeline::assertions::files::expectations(
+            &sc.roots,
+            &n.node_name,
+            &files,
+            &contents,
+            &n.vars,
+        ));
 }
 
 /// Every check's definition: the registry's own (`assert::registry::CORE`) with each check on a registered Node

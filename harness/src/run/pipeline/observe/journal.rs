@@ -20,6 +20,13 @@ fn is_klog(msg: &str) -> bool {
     b.len() > 5 && matches!(b[0], b'I' | b'W' | b'E' | b'F') && b[1..5].iter().all(u8::is_ascii_digit)
 }
 
+/// The first line of `text` containing `wanted`, trimmed, cut to 400 characters: the evidence quoted.
+pub fn first_line(text: &str, wanted: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.contains(wanted))
+        .map(|l| l.trim().chars().take(400).collect())
+}
+
 /// The kubelet's last error, in its own words: the last klog line at level E, or carrying a structured `err=`
 /// at any level. Both count because the kubelet reports some failures only at level I: while it waits for the
 /// API server before TLS bootstrapping (up to a minute) every refused handshake is `I... "Failed to connect to

@@ -1,6 +1,7 @@
 //! `join observed`: watches the cluster and the nodes until every node's expectations are settled (or its
 //! `within` runs out, or the harness can tell it never will), then notes each node's CPU time and the control
 //! plane's memory.
+pub(crate) mod disk;
 pub(crate) mod failfast;
 pub(crate) mod journal;
 pub(crate) mod pod;

@@ -131,12 +131,9 @@ pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             // Evidence judged from a machine's disk after its shutdown cannot be had while it runs: a node that
             // joins is settled without it; one that must not join is watched for its whole `within` (what it
             // logs in that time is then read).
-            let evidence_complete = n
-                .expect()
-                .evidence
-                .iter()
-                .zip(&n.evidence)
-                .all(|(ev, found)| found.is_some() || (n.expect().joins && judged_after_shutdown(n, ev.source)));
+            let evidence_complete = n.expect().evidence.iter().zip(&n.evidence).all(|(ev, found)| {
+                found.is_some() || (n.expect().joins && super::disk::judged_after_shutdown(n, ev.source))
+            });
             if evidence_complete {
                 n.evidence_complete_at.get_or_insert_with(Instant::now);
             }
@@ -150,6 +147,8 @@ pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
                     // it: the pod (its sandbox, its image) can be what produces it, so waiting for it here
                     // would only wait out `within`.
                     && (evidence_complete || n.expect().pod_runs)
+                    // A machine read from its disk afterwards is shut down only once cloud-init has finished.
+                    && super::disk::bootstrap_over(n)
                     && after_ready_watched(n, since);
                 settled || deadline_passed || bootstrap_failed(n) || n.registered_as.is_some() || n.stopped.is_some()
             } else {
@@ -342,70 +341,8 @@ pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             }
         };
         // Resolved with the node's values before its bootstrap ran.
-        n.evidence[i] = first_line(&text, &e.contains);
+        n.evidence[i] = super::journal::first_line(&text, &e.contains);
     }
-}
-
-/// The first line of `text` containing `wanted`, trimmed, cut to 400 characters: the evidence quoted.
-fn first_line(text: &str, wanted: &str) -> Option<String> {
-    text.lines()
-        .find(|l| l.contains(wanted))
-        .map(|l| l.trim().chars().take(400).collect())
-}
-
-/// Whether evidence from `source` on `n` is judged from the machine's disk after its shutdown: the logs inside a
-/// machine without a guest agent (the kubelet's and nodeadm's journal, cloud-init's logs).
-pub(crate) fn judged_after_shutdown(n: &RunningNode, source: EvidenceSource) -> bool {
-    n.container.is_vm()
-        && !n.container.sees_inside()
-        && matches!(
-            source,
-            EvidenceSource::Kubelet | EvidenceSource::CloudInit | EvidenceSource::Nodeadm
-        )
-}
-
-/// The node's evidence, with what is judged after its shutdown looked for in its logs read from its disk (the
-/// machine is shut down for it: the checks that need it running come first). A reading that failed is said in
-/// the second value.
-pub(crate) async fn evidence_after_shutdown(n: &RunningNode) -> (Vec<Option<String>>, Option<String>) {
-    let mut found = n.evidence.clone();
-    let pending: Vec<usize> = n
-        .expect()
-        .evidence
-        .iter()
-        .enumerate()
-        .filter(|(i, ev)| found[*i].is_none() && judged_after_shutdown(n, ev.source))
-        .map(|(i, _)| i)
-        .collect();
-    if pending.is_empty() {
-        return (found, None);
-    }
-    let logs = match n.container.logs_after_shutdown().await {
-        Some(Ok((_, logs))) => logs,
-        Some(Err(e)) => {
-            return (
-                found,
-                Some(format!("its disk could not be read after its shutdown: {e}")),
-            )
-        }
-        None => return (found, None),
-    };
-    let cloud_init: String = logs
-        .files
-        .iter()
-        .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-        .collect::<Vec<_>>()
-        .join("\n");
-    for i in pending {
-        let ev = &n.expect().evidence[i];
-        let text = match ev.source {
-            EvidenceSource::Kubelet => &logs.kubelet,
-            EvidenceSource::Nodeadm => &logs.nodeadm,
-            _ => &cloud_init,
-        };
-        found[i] = first_line(text, &ev.contains);
-    }
-    (found, None)
 }
 
 #[cfg(test)]

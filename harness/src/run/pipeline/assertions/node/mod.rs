@@ -268,7 +268,7 @@ pub(crate) fn csr_check(
 /// [`evidence_checks`], with the evidence judged from a machine's disk after its shutdown looked for there: the
 /// node's last checks, after every one that needs it running.
 async fn disk_evidence_checks(report: &mut ScenarioReport, name: &str, e: &Expect, n: &RunningNode) {
-    let (found, failed) = crate::run::pipeline::observe::watch::evidence_after_shutdown(n).await;
+    let (found, failed) = crate::run::pipeline::observe::disk::evidence_after_shutdown(n).await;
     if let Some(why) = failed {
         report.notes.push(format!("{name}: {why}"));
     }
