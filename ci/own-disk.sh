@@ -8,8 +8,9 @@
 # ci/own-disk/vm-own-disk-untrusted.yaml (BIOS, on NVMe), without the setting (the disk refuses the run's fresh CA,
 # and the run must say so); and ci/own-disk/vm-own-disk-no-loader.yaml, a disk of zeros neither firmware finds
 # anything to boot on (the run must say so from the console). `nodejoin run` exits non-zero unless each scenario ran
-# and passed (5 when one was ignored). The two runs without a guest agent must then have their logs, read from the
-# machine's disk after its shutdown (the journal, cloud-init's logs), in their artifacts.
+# and passed (5 when one was ignored). The two runs without a guest agent judge cloud-init's and nodeadm's reports
+# (and vm-own-disk.yaml the files the bootstrap wrote) from the machine's disk, read after its shutdown; they must
+# then have their logs read from it (the journal, cloud-init's logs) in their artifacts.
 #
 # Usage: ci/own-disk.sh   (from anywhere; the disk is rewritten each time)
 set -euo pipefail

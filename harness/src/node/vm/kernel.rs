@@ -253,4 +253,56 @@ mod tests {
             ]
         );
     }
+
+    /// The reader's `resolve` (`fixtures/vm-disk/init`), run by `sh` on a tree of links: a path of a stopped
+    /// machine's disk is found inside the disk's tree, never the reader's own.
+    #[test]
+    fn the_readers_resolve_follows_links_inside_the_disks_tree() {
+        let init = std::fs::read_to_string(crate::paths::fixtures_dir().join("vm-disk/init")).unwrap();
+        let start = init.find("\ntop=/root\n").unwrap();
+        let end = start + init[start..].find("\n}\n").unwrap() + 3;
+        let function = &init[start..end];
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        for d in ["etc", "usr/lib", "var"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("usr/lib/os-release"), "ID=amzn\n").unwrap();
+        let link = |target: &str, at: &str| std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        link("../usr/lib/os-release", "etc/os-release");
+        link("/usr/lib/os-release", "etc/absolute");
+        link("../../../../../etc/passwd", "etc/escape");
+        link("usr/lib", "lib");
+        link("/etc", "var/etc");
+        link("loop-b", "etc/loop-a");
+        link("loop-a", "etc/loop-b");
+        let resolve = |path: &str| {
+            let script = format!("{function}\ntop=\"$1\"\nresolve \"$2\"");
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script, "sh"])
+                .arg(&root)
+                .arg(path)
+                .output()
+                .unwrap();
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        };
+        let inside = |p: &str| Some(root.join(p).display().to_string());
+        assert_eq!(resolve("/etc/os-release"), inside("usr/lib/os-release"));
+        assert_eq!(
+            resolve("/etc/absolute"),
+            inside("usr/lib/os-release"),
+            "the disk's /, not the reader's"
+        );
+        assert_eq!(resolve("/lib/os-release"), inside("usr/lib/os-release"));
+        assert_eq!(resolve("/var/etc/os-release"), inside("usr/lib/os-release"));
+        assert_eq!(
+            resolve("/etc/escape"),
+            inside("etc/passwd"),
+            "`..` stops at the disk's root"
+        );
+        assert_eq!(resolve("/../../etc/./os-release"), inside("usr/lib/os-release"));
+        assert_eq!(resolve("/etc/loop-a"), None, "a loop of links fails");
+    }
 }
