@@ -317,6 +317,9 @@ async fn reports_from_disk(env: &crate::run::Environment, n: &RunningNode, repor
                     why,
                 ));
             }
+            report
+                .checks
+                .extend(userdata::cfn_check(env, &n.group, name, &n.instance.instance_id));
         }
         None => {}
     }
