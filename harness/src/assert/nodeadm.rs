@@ -407,4 +407,11 @@ mod tests {
         );
         assert!(!NodeadmReport::from_journal("").succeeded());
     }
+
+    #[test]
+    fn the_stopped_machines_reader_renders_these_units() {
+        let mut ours = vec![BOOT_HOOK];
+        ours.extend(UNITS);
+        assert_eq!(crate::node::vm::reader::NODEADM_UNITS.to_vec(), ours);
+    }
 }

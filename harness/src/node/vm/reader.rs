@@ -24,6 +24,14 @@ const JOURNAL_LINES: &str = "50000";
 /// cloud-init's logs, as the reader finds them under `var/log` (or `log` on a partition of its own).
 const CLOUD_INIT_LOGS: &[&str] = &["cloud-init.log", "cloud-init-output.log"];
 
+/// nodeadm's units in the AL2023 AMI (and nodejoin's node image): its boot hook, then its two phases. The same
+/// names as `assert::nodeadm`'s, which reads them (a test there says so).
+pub const NODEADM_UNITS: [&str; 3] = [
+    "nodeadm-boot-hook.service",
+    "nodeadm-config.service",
+    "nodeadm-run.service",
+];
+
 /// What is read of each file asked for: its first MiB (the reader's `head -c`), as a check reads a config file.
 pub const FILE_BYTES: u64 = 1 << 20;
 
@@ -202,8 +210,10 @@ pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
         ..Default::default()
     };
     if let Some((request, files_out)) = files {
-        let found = crate::node::inputs::off_runtime(move || take_files(&files_out)).await?;
+        let taken = files_out.clone();
+        let found = crate::node::inputs::off_runtime(move || take_files(&taken)).await?;
         let _ = std::fs::remove_file(&request);
+        let _ = std::fs::remove_file(&files_out);
         read.asked = asked
             .into_iter()
             .enumerate()
@@ -214,8 +224,7 @@ pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
             .collect();
     }
     if dir.join("journal").is_dir() {
-        let units = |us: &[&'static str]| us.iter().flat_map(|u| ["-u", *u]).collect::<Vec<&str>>();
-        let nodeadm = units(&["nodeadm-boot-hook", "nodeadm-config", "nodeadm-run"]);
+        let nodeadm: Vec<&str> = NODEADM_UNITS.iter().flat_map(|u| ["-u", *u]).collect();
         read.journal = render(docker, &dir, "short-precise", &[]).await?;
         read.kubelet = render(docker, &dir, "short-precise", &["-u", "kubelet"]).await?;
         read.nodeadm = render(docker, &dir, "short-precise", &nodeadm[2..]).await?;
