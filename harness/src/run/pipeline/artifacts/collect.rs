@@ -169,7 +169,7 @@ fn write_disk_logs(
             for log in ["kubelet.log", "nodeadm.log", "journal.log"] {
                 write(dir, log, &text);
             }
-            return format!("its disk could not be read after its shutdown: {e}");
+            return crate::run::pipeline::observe::disk::unreadable(e);
         }
     };
     let lines = logs.journal.lines().count();

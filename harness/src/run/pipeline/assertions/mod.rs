@@ -273,8 +273,8 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
 /// shutdown), checked as a node's read inside are.
 async fn reports_from_disk(env: &crate::run::Environment, n: &RunningNode, report: &mut ScenarioReport) {
     let name = &n.node_name;
-    match disk::reading(n).await {
-        Some(Ok((_, logs))) => {
+    match disk::logs(n).await {
+        Some(Ok(logs)) => {
             let ci = disk::cloud_init_report(&logs);
             // nodeadm where it ran (its units are in the journal) or is asked for.
             let na = (!logs.nodeadm_entries.trim().is_empty() || n.expect().nodeadm.is_some())
@@ -299,8 +299,7 @@ async fn reports_from_disk(env: &crate::run::Environment, n: &RunningNode, repor
                 n.bootstrap_error.as_deref(),
             ));
         }
-        Some(Err(e)) => {
-            let why = format!("its disk could not be read after its shutdown: {e}");
+        Some(Err(why)) => {
             if let Some(want) = &n.expect().cloud_init {
                 report.checks.push(assert::Check::new(
                     crate::assert::registry::CLOUD_INIT_STATUS.on(name),
@@ -363,13 +362,10 @@ async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut Sce
     let mut contents = Vec::new();
     if disk::read_from_disk(n) && !files.is_empty() {
         // A machine observed from outside: the files as its disk kept them, read after its shutdown.
-        let read = match disk::reading(n).await {
-            Some(Ok((_, logs))) => Some(logs),
-            Some(Err(e)) => {
-                report.notes.push(format!(
-                    "{}: files not read: its disk could not be read after its shutdown: {e}",
-                    n.node_name
-                ));
+        let read = match disk::logs(n).await {
+            Some(Ok(logs)) => Some(logs),
+            Some(Err(why)) => {
+                report.notes.push(format!("{}: files not read: {why}", n.node_name));
                 None
             }
             None => None,

@@ -49,6 +49,16 @@ pub(crate) async fn reading(n: &RunningNode) -> Option<Reading> {
     n.container.logs_after_shutdown(&wanted(n)).await
 }
 
+/// [`reading`]'s logs alone, or why the disk could not be read (the sentence a note or check quotes).
+pub(crate) async fn logs(n: &RunningNode) -> Option<std::result::Result<DiskLogs, String>> {
+    reading(n).await.map(|r| r.map(|(_, logs)| logs).map_err(unreadable))
+}
+
+/// Why a machine's disk gave nothing after its shutdown, as the report says it.
+pub(crate) fn unreadable(e: String) -> String {
+    format!("its disk could not be read after its shutdown: {e}")
+}
+
 /// Whether a machine read from its disk has shown, on its console, that cloud-init finished (its final message,
 /// `Cloud-init v. … finished at …`), where a scenario asks for what cloud-init leaves: its report, or files the user
 /// data's scripts write. Until then its disk is not read; other nodes are not held.
@@ -83,14 +93,9 @@ pub(crate) async fn evidence_after_shutdown(n: &RunningNode) -> (Vec<Option<Stri
     if pending.is_empty() {
         return (found, None);
     }
-    let logs = match reading(n).await {
-        Some(Ok((_, logs))) => logs,
-        Some(Err(e)) => {
-            return (
-                found,
-                Some(format!("its disk could not be read after its shutdown: {e}")),
-            )
-        }
+    let logs = match logs(n).await {
+        Some(Ok(logs)) => logs,
+        Some(Err(why)) => return (found, Some(why)),
         None => return (found, None),
     };
     let cloud_init: String = logs
