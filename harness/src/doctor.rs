@@ -96,7 +96,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             },
         );
     }
-    let tools = assets::tools::NodeTools::find(assets::tools::ContainerdLine::from_settings());
+    let tools = assets::tools::NodeTools::find(crate::settings::get().containerd());
     let image_present = match (&docker, &found, &tools) {
         (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
             Ok(img) => {

@@ -173,7 +173,7 @@ fn missing_of(list: &[Package]) -> Vec<(&'static str, &'static str)> {
 }
 
 fn may_change_host() -> bool {
-    crate::settings::get().host_setup
+    !crate::settings::get().no_host_setup
 }
 
 fn is_root() -> bool {

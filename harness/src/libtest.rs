@@ -154,6 +154,13 @@ fn exit_with(message: impl std::fmt::Display) -> ! {
 pub fn main(dir: &Path) -> ! {
     crate::init_crypto();
     crate::init_tracing();
+    // The settings resolved as the CLI resolves them (variables over the profile found from the working
+    // directory, e.g. NODEJOIN_PROFILE=ci), before anything reads them.
+    let settings = crate::settings::resolve::from_process(&crate::settings::Flags::default())
+        .unwrap_or_else(|e| exit_with(format!("error: {e}")));
+    if crate::settings::install(settings).is_err() {
+        exit_with("error: the settings were read before they were resolved (a harness bug)");
+    }
     let mut args = Arguments::from_args();
     // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
     args.test_threads.get_or_insert_with(crate::run::runner::trial_threads);

@@ -39,15 +39,9 @@ pub const EXIT_NOTHING_RAN: u8 = 5;
 pub struct RunRequest {
     /// Files or directories (default: scenarios/).
     pub paths: Vec<PathBuf>,
-    /// The provider named (`--provider`): it must run. Default: the local provider.
-    pub provider: Option<Provider>,
-    /// Scenarios at once (default: the settings', else by cores and memory).
-    pub jobs: Option<usize>,
     pub reporters: ReporterBuilder,
     /// Which trials run (`-E`, `--partition`).
     pub selection: Selection,
-    /// Runs of a failed scenario again (`--retries`, else the settings').
-    pub retries: Option<u32>,
     /// Only what failed in the last run of the same selection (`--rerun-failed`).
     pub rerun_failed: bool,
 }
@@ -89,13 +83,15 @@ pub fn run(rt: Arc<Runtime>, request: RunRequest) -> u8 {
 /// The session; also whether its reporters were given the run's end (they always are, once they exist).
 fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     let settings = crate::settings::get();
-    let provider = match chosen_provider(request.provider) {
+    let provider = match chosen_provider(settings) {
         Ok(p) => p,
         Err(code) => return (code, false),
     };
+    // A provider named on the command line must run.
+    let named = settings.source("provider") == Some(crate::settings::Source::Flag);
     let enabled = Provider::all();
     let required = match crate::run::trials::required(settings.require_providers.as_deref(), &enabled) {
-        Ok(r) => request.provider.is_some() || r.contains(&provider),
+        Ok(r) => named || r.contains(&provider),
         Err(e) => {
             eprintln!("error: {e}");
             return (EXIT_BAD_INPUT, false);
@@ -171,7 +167,7 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     };
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {}: fakes {}", env.run_id, fakes.join(", "));
-    let jobs = request.jobs.unwrap_or_else(crate::run::runner::default_jobs).max(1);
+    let jobs = settings.jobs.unwrap_or_else(crate::run::runner::default_jobs).max(1);
     let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
     let started = std::time::Instant::now();
     end_reports_on_signal(&reporters, &trials, started, (record_at.clone(), env.run_id.clone()));
@@ -181,7 +177,7 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
         scenarios: trials.len(),
         jobs,
     });
-    let retries = request.retries.or(settings.retries).unwrap_or(0);
+    let retries = settings.retries.unwrap_or(0);
     // The base image every node image is built over, built beside the first builds (it waits on the network).
     let needs_node_image = trials.iter().any(|t| t.scenario.nodes.iter().any(|g| g.disk.is_none()));
     let prewarm = needs_node_image
@@ -218,16 +214,15 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     (exit_code(&reports, required, settings.flaky_fails), true)
 }
 
-/// The provider named (`--provider`), else the settings' (a profile's), else the default; and whether it was
-/// named at all is the caller's to keep.
-fn chosen_provider(named: Option<Provider>) -> Result<Provider, u8> {
-    if let Some(p) = named {
-        return Ok(p);
-    }
-    match crate::settings::get().provider.as_deref() {
+/// The provider the settings name (`--provider`, a profile's), else the default.
+fn chosen_provider(settings: &crate::settings::Settings) -> Result<Provider, u8> {
+    match settings.provider.as_deref() {
         None => Ok(Provider::default()),
         Some(name) => Provider::parse(name).ok_or_else(|| {
-            eprintln!("error: the profile's provider '{name}' is unknown (known: local, k3s, kind)");
+            eprintln!(
+                "error: the provider '{name}' is unknown (known: {})",
+                crate::cluster::names().join(", ")
+            );
             EXIT_BAD_INPUT
         }),
     }
@@ -267,8 +262,8 @@ fn write_record(at: &std::path::Path, run_id: &str, reports: &[ScenarioReport]) 
 }
 
 /// `nodejoin list`: the trials a run with the same paths, provider and selection would take, as text or JSON.
-pub fn list(paths: Vec<PathBuf>, provider: Option<Provider>, selection: &Selection, json: bool) -> u8 {
-    let provider = match chosen_provider(provider) {
+pub fn list(paths: Vec<PathBuf>, selection: &Selection, json: bool) -> u8 {
+    let provider = match chosen_provider(crate::settings::get()) {
         Ok(p) => p,
         Err(code) => return code,
     };

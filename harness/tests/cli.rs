@@ -346,11 +346,11 @@ fn every_setting_shows_in_help_and_on_the_books_command_line_page() {
     for args in [&["--help"][..], &["run", "--help"][..]] {
         let (status, text) = nodejoin(args, &[]);
         assert_eq!(status, Some(0), "{text}");
-        for (name, _) in nodejoin::settings::VARIABLES {
+        for (name, _) in nodejoin::settings::variables() {
             assert!(text.contains(name), "`nodejoin {}` lacks {name}", args.join(" "));
         }
     }
-    for (name, what) in nodejoin::settings::VARIABLES {
+    for (name, what) in nodejoin::settings::variables() {
         let row = format!("| `{name}` | {what} |");
         assert!(page.contains(&row), "docs/src/reference/cli.md lacks the row {row}");
     }

@@ -122,58 +122,16 @@ pub const RUNC: GoTool = GoTool {
 /// Every tool the node image carries, in the order the image lists them.
 pub const ALL: [GoTool; 5] = [NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, CONTAINERD, RUNC];
 
-/// The containerd line a node runs: what the AMI ships today (2.2), the 1.7 line nodeadm still supports (its own
-/// tests cover both; its config template and `containerd config migrate` path differ between them), or the next
-/// lines no AMI ships yet (2.3, 2.4): the canary for "will the next containerd break our nodes?".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, schemars::JsonSchema)]
-pub enum ContainerdLine {
-    #[default]
-    #[serde(rename = "2.2")]
-    V2_2,
-    #[serde(rename = "1.7")]
-    V1_7,
-    #[serde(rename = "2.3")]
-    V2_3,
-    #[serde(rename = "2.4")]
-    V2_4,
-}
+pub use crate::settings::ContainerdLine;
 
-impl ContainerdLine {
-    /// Every line, in the order `--containerd` lists them.
-    pub const ALL: [Self; 4] = [Self::V2_2, Self::V1_7, Self::V2_3, Self::V2_4];
-
-    /// The module version built for this line: for 2.2 and 1.7 the newest the AMI's CHANGELOG names, for the
-    /// lines ahead of the AMI the newest patch release the Go module proxy serves (2026-11).
-    pub fn version(self) -> String {
-        match self {
-            Self::V2_2 => CONTAINERD.version(),
-            Self::V1_7 => "v1.7.29".to_string(),
-            Self::V2_3 => "v2.3.7".to_string(),
-            Self::V2_4 => "v2.4.2".to_string(),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::V2_2 => "2.2",
-            Self::V1_7 => "1.7",
-            Self::V2_3 => "2.3",
-            Self::V2_4 => "2.4",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|l| l.as_str() == s.trim())
-    }
-
-    /// The line of node groups that name none: the containerd line setting (how `--containerd` and the CI
-    /// matrix pick one), else 2.2.
-    pub fn from_settings() -> Self {
-        crate::settings::get()
-            .containerd_line
-            .as_deref()
-            .and_then(Self::parse)
-            .unwrap_or_default()
+/// The containerd module version built for `line`: for 2.2 and 1.7 the newest the AMI's CHANGELOG names, for the
+/// lines ahead of the AMI the newest patch release the Go module proxy serves (2026-11).
+pub fn containerd_version(line: ContainerdLine) -> String {
+    match line {
+        ContainerdLine::V2_2 => CONTAINERD.version(),
+        ContainerdLine::V1_7 => "v1.7.29".to_string(),
+        ContainerdLine::V2_3 => "v2.3.7".to_string(),
+        ContainerdLine::V2_4 => "v2.4.2".to_string(),
     }
 }
 
@@ -208,7 +166,7 @@ impl NodeTools {
 
     /// Resolves every tool for nodes on `line`, building the missing ones.
     pub async fn resolve(line: ContainerdLine) -> Result<Self> {
-        let containerd = CONTAINERD.resolve_version(&line.version()).await?;
+        let containerd = CONTAINERD.resolve_version(&containerd_version(line)).await?;
         Ok(Self {
             nodeadm: NODEADM.resolve().await?,
             aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.resolve().await?,
@@ -221,7 +179,7 @@ impl NodeTools {
 
     /// Only what needs no work (environment and cache); `None` if any tool is missing.
     pub fn find(line: ContainerdLine) -> Option<Self> {
-        let containerd = CONTAINERD.find_version(&line.version())?;
+        let containerd = CONTAINERD.find_version(&containerd_version(line))?;
         Some(Self {
             nodeadm: NODEADM.find()?,
             aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.find()?,

@@ -481,7 +481,10 @@ fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
     };
     format!(
         "{}, {}, kubelet {}",
-        built(&CONTAINERD, tools.containerd_line.version()),
+        built(
+            &CONTAINERD,
+            crate::assets::tools::containerd_version(tools.containerd_line)
+        ),
         built(&RUNC, RUNC.version()),
         assets.version
     )

@@ -32,15 +32,8 @@ impl Defaults {
                 )));
             }
         }
-        let containerd_line = match &settings.containerd_line {
-            None => None,
-            Some(l) => Some(crate::assets::tools::ContainerdLine::parse(l).ok_or_else(|| {
-                invalid(format!(
-                    "{}='{l}' is not a containerd line (2.2, 1.7, 2.3 or 2.4)",
-                    var::CONTAINERD_LINE
-                ))
-            })?),
-        };
+        // Parsed when the settings were resolved (a bad line is refused there, naming its source).
+        let containerd_line = settings.containerd_line;
         Ok(Self {
             kubernetes_version: settings.kubernetes_version.clone(),
             containerd_line,

@@ -1,7 +1,8 @@
 //! `.config/nodejoin.toml`: a repository's settings, in profiles (nextest's `.config/nextest.toml`). Found from
 //! the working directory upwards; `[profile.default]` applies to every run, another profile (`--profile ci`,
 //! `NODEJOIN_PROFILE`) is laid over it. A flag or a variable outranks the file; a relative path in it is taken
-//! from the folder that holds `.config/`.
+//! from the folder that holds `.config/`. Its keys are the profile keys of the settings' rows
+//! ([`super::rows::ROWS`]): a key no row has is refused with its line.
 //!
 //! ```toml
 //! [profile.default]
@@ -11,8 +12,6 @@
 //! retries = 2
 //! jobs = 2
 //! ```
-use super::Settings;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -21,36 +20,8 @@ pub const FILE: &str = ".config/nodejoin.toml";
 /// The profile every run starts from.
 pub const DEFAULT_PROFILE: &str = "default";
 
-/// One profile: each key optional, as in the file.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Profile {
-    pub provider: Option<String>,
-    pub jobs: Option<usize>,
-    pub kubernetes_version: Option<String>,
-    /// Trials for each of these versions (scenarios that name none).
-    pub kubernetes_versions: Option<Vec<String>>,
-    pub containerd: Option<String>,
-    pub eks_ami: Option<PathBuf>,
-    pub retries: Option<u32>,
-    /// `pass` (the default: a FLAKY scenario does not fail the run) or `fail`.
-    pub flaky_result: Option<FlakyResult>,
-    pub artifacts_dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum FlakyResult {
-    Pass,
-    Fail,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    #[serde(default)]
-    profile: BTreeMap<String, Profile>,
-}
+/// One profile: its keys' values, each as text (a list's items one by one).
+pub type Profile = BTreeMap<String, Vec<String>>;
 
 /// A config file, read.
 #[derive(Debug, Clone)]
@@ -62,6 +33,26 @@ pub struct Config {
 /// The first `.config/nodejoin.toml` from `dir` upwards.
 pub fn find(dir: &Path) -> Option<PathBuf> {
     dir.ancestors().map(|d| d.join(FILE)).find(|f| f.is_file())
+}
+
+/// `path:line` of the byte `at` of `text`.
+fn at_line(path: &Path, text: &str, at: usize) -> String {
+    let line = text[..at.min(text.len())].matches('\n').count() + 1;
+    format!("{}:{line}", path.display())
+}
+
+/// A value as the rows take it: text, a number or a boolean as text, a list item by item.
+fn texts(value: &toml::Value) -> Option<Vec<String>> {
+    match value {
+        toml::Value::String(s) => Some(vec![s.clone()]),
+        toml::Value::Integer(n) => Some(vec![n.to_string()]),
+        toml::Value::Boolean(b) => Some(vec![b.to_string()]),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|i| texts(i).and_then(|t| t.into_iter().next()))
+            .collect(),
+        _ => None,
+    }
 }
 
 impl Config {
@@ -76,39 +67,65 @@ impl Config {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, String> {
+        type Spanned = toml::Spanned<toml::Value>;
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            profile: BTreeMap<String, BTreeMap<toml::Spanned<String>, Spanned>>,
+        }
         let file: File = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-                .map(|l| format!(":{l}"))
-                .unwrap_or_default();
-            format!("{}{line}: {}", path.display(), e.message())
+            let at = e.span().map(|s| at_line(path, text, s.start));
+            format!("{}: {}", at.unwrap_or_else(|| path.display().to_string()), e.message())
         })?;
-        // A repository's file says where its artifacts go only inside the repository: nodejoin writes them as
-        // root (a caller's NODEJOIN_ARTIFACTS_DIR may name any place).
-        for (name, p) in &file.profile {
-            if let Some(dir) = &p.artifacts_dir {
-                if !dir.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        let known: Vec<&str> = super::rows::profile_keys().collect();
+        let mut profiles = BTreeMap::new();
+        for (name, keys) in file.profile {
+            let mut profile = Profile::new();
+            for (key, value) in keys {
+                let at = at_line(path, text, key.span().start);
+                let key = key.into_inner();
+                if !known.contains(&key.as_str()) {
                     return Err(format!(
-                        "{}: profile {name}: artifacts-dir {} must be a relative path inside the repository, \
-                         without `..` (set NODEJOIN_ARTIFACTS_DIR to write elsewhere)",
-                        path.display(),
-                        dir.display()
+                        "{at}: profile {name}: unknown key `{key}` (known: {})",
+                        known.join(", ")
                     ));
                 }
+                let Some(values) = texts(value.get_ref()) else {
+                    return Err(format!(
+                        "{at}: profile {name}: {key}: expected text, a number or a list of them"
+                    ));
+                };
+                // A repository's file says where its artifacts go only inside the repository: nodejoin writes
+                // them as root (a caller's NODEJOIN_ARTIFACTS_DIR may name any place).
+                if key == "artifacts-dir"
+                    && !values.iter().all(|d| {
+                        Path::new(d)
+                            .components()
+                            .all(|c| matches!(c, std::path::Component::Normal(_)))
+                    })
+                {
+                    return Err(format!(
+                        "{at}: profile {name}: artifacts-dir {} must be a relative path inside the repository, \
+                         without `..` (set NODEJOIN_ARTIFACTS_DIR to write elsewhere)",
+                        values.join(",")
+                    ));
+                }
+                profile.insert(key, values);
             }
+            profiles.insert(name, profile);
         }
         Ok(Self {
             path: path.to_path_buf(),
-            profiles: file.profile,
+            profiles,
         })
     }
 
-    /// `name` laid over `default`; a profile the file does not define is an error, but `default`.
+    /// `name` laid over `default`, key by key; a profile the file does not define is an error, but `default`.
     pub fn profile(&self, name: &str) -> Result<Profile, String> {
-        let base = self.profiles.get(DEFAULT_PROFILE).cloned().unwrap_or_default();
+        let mut merged = self.profiles.get(DEFAULT_PROFILE).cloned().unwrap_or_default();
         if name == DEFAULT_PROFILE {
-            return Ok(base);
+            return Ok(merged);
         }
         let Some(p) = self.profiles.get(name) else {
             let known: Vec<&str> = self.profiles.keys().map(String::as_str).collect();
@@ -122,46 +139,17 @@ impl Config {
                 }
             ));
         };
-        Ok(Profile {
-            provider: p.provider.clone().or(base.provider),
-            jobs: p.jobs.or(base.jobs),
-            kubernetes_version: p.kubernetes_version.clone().or(base.kubernetes_version),
-            kubernetes_versions: p.kubernetes_versions.clone().or(base.kubernetes_versions),
-            containerd: p.containerd.clone().or(base.containerd),
-            eks_ami: p.eks_ami.clone().or(base.eks_ami),
-            retries: p.retries.or(base.retries),
-            flaky_result: p.flaky_result.or(base.flaky_result),
-            artifacts_dir: p.artifacts_dir.clone().or(base.artifacts_dir),
-        })
+        merged.extend(p.clone());
+        Ok(merged)
     }
 
     /// The folder relative paths in the file are taken from: the one holding `.config/`.
-    fn root(&self) -> PathBuf {
+    pub fn root(&self) -> PathBuf {
         self.path
             .parent()
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default()
-    }
-}
-
-impl Profile {
-    /// Fills what `settings` (from the environment) leaves unset; paths from `config`'s root.
-    pub fn under(&self, config: &Config, settings: &mut Settings) {
-        let root = config.root();
-        let path = |p: &PathBuf| if p.is_absolute() { p.clone() } else { root.join(p) };
-        settings.provider = settings.provider.take().or(self.provider.clone());
-        settings.jobs = settings.jobs.or(self.jobs);
-        if settings.kubernetes_version.is_none() {
-            let versions = self.kubernetes_versions.clone().unwrap_or_default();
-            settings.set_versions(versions);
-            settings.kubernetes_version = settings.kubernetes_version.take().or(self.kubernetes_version.clone());
-        }
-        settings.containerd_line = settings.containerd_line.take().or(self.containerd.clone());
-        settings.eks_ami = settings.eks_ami.take().or(self.eks_ami.as_ref().map(path));
-        settings.retries = settings.retries.or(self.retries);
-        settings.artifacts_dir = settings.artifacts_dir.take().or(self.artifacts_dir.as_ref().map(path));
-        settings.flaky_fails = self.flaky_result == Some(FlakyResult::Fail);
     }
 }
 
@@ -194,52 +182,22 @@ jobs = 2
     fn a_profile_is_laid_over_default() {
         let c = Config::parse(TEXT, Path::new("/repo/.config/nodejoin.toml")).unwrap();
         let ci = c.profile("ci").unwrap();
-        assert_eq!(ci.retries, Some(2));
-        assert_eq!(ci.jobs, Some(2), "the profile's own value wins");
+        let get = |p: &Profile, k: &str| p.get(k).map(|v| v.join(","));
+        assert_eq!(get(&ci, "retries").as_deref(), Some("2"));
+        assert_eq!(get(&ci, "jobs").as_deref(), Some("2"), "the profile's own value wins");
         assert_eq!(
-            ci.kubernetes_version.as_deref(),
+            get(&ci, "kubernetes-version").as_deref(),
             Some("v1.35.4"),
             "default's fills the rest"
         );
         let default = c.profile("default").unwrap();
-        assert_eq!(default.retries, None);
+        assert_eq!(get(&default, "retries"), None);
         let e = c.profile("nightly").unwrap_err();
         assert!(e.contains("no profile 'nightly' (it defines: ci, default)"), "{e}");
         // An empty file still has the default profile.
         let empty = Config::parse("", Path::new("/r/.config/nodejoin.toml")).unwrap();
         assert_eq!(empty.profile("default").unwrap(), Profile::default());
-    }
-
-    #[test]
-    fn the_environment_outranks_the_file_and_paths_are_from_the_repository() {
-        let c = Config::parse(TEXT, Path::new("/repo/.config/nodejoin.toml")).unwrap();
-        let mut s = Settings {
-            jobs: Some(8),
-            ..Default::default()
-        };
-        c.profile("ci").unwrap().under(&c, &mut s);
-        assert_eq!(s.jobs, Some(8), "NODEJOIN_JOBS outranks the profile");
-        assert_eq!(s.retries, Some(2));
-        assert!(s.flaky_fails);
-        assert_eq!(s.eks_ami, Some(PathBuf::from("/repo/../amazon-eks-ami")));
-        let several = Config::parse(
-            "[profile.default]\nkubernetes-versions = [\"v1.35.4\", \"v1.36.3\"]\n",
-            Path::new("/r/.config/nodejoin.toml"),
-        )
-        .unwrap();
-        let mut s = Settings::default();
-        several.profile("default").unwrap().under(&several, &mut s);
-        assert_eq!(s.versions(), [Some("v1.35.4".to_string()), Some("v1.36.3".to_string())]);
-        let mut given = Settings {
-            kubernetes_version: Some("v1.36.3".into()),
-            ..Default::default()
-        };
-        several.profile("default").unwrap().under(&several, &mut given);
-        assert_eq!(
-            given.versions(),
-            [Some("v1.36.3".to_string())],
-            "a version given outranks the profile's list"
-        );
+        assert_eq!(c.root(), PathBuf::from("/repo"));
     }
 
     #[test]
@@ -250,11 +208,13 @@ jobs = 2
         )
         .unwrap_err();
         assert!(
-            e.starts_with("/r/.config/nodejoin.toml:3: ") && e.contains("retry"),
+            e.starts_with("/r/.config/nodejoin.toml:3: ") && e.contains("`retry`"),
             "{e}"
         );
-        let e = Config::parse("[profile.ci]\nflaky-result = \"maybe\"\n", Path::new("/r/x.toml")).unwrap_err();
-        assert!(e.contains(":2: "), "{e}");
+        let e = Config::parse("[profile.ci]\njobs = { a = 1 }\n", Path::new("/r/x.toml")).unwrap_err();
+        assert!(e.contains(":2: ") && e.contains("jobs"), "{e}");
+        let e = Config::parse("[profile.ci\n", Path::new("/r/x.toml")).unwrap_err();
+        assert!(e.starts_with("/r/x.toml:1: "), "{e}");
     }
 
     #[test]

@@ -1,8 +1,15 @@
-//! Settings: every `NODEJOIN_*` variable, read once into one struct (testcontainers' `core/env/config.rs` is the
-//! model). The CLI fills it from its flags over the environment and installs it before anything reads it; the
-//! cargo-test trials take it from the environment. It is the only place a variable's name is written: the rest
-//! of the harness reads fields, `--help` and the book's command-line page list [`VARIABLES`].
+//! Settings: every flag, `NODEJOIN_*` variable and profile key, resolved once into one typed value
+//! (testcontainers' `core/env/config.rs` is the model). One table says what each setting is ([`rows::ROWS`]) and
+//! one function resolves them all ([`resolve::resolve`]: flag > variable > profile > default); the CLI, the
+//! cargo-test trials and `compare` call it. It is the only place a variable's name is written: the rest of the
+//! harness reads fields, and `--help` and the book's command-line page list the rows.
 pub mod config;
+pub mod resolve;
+pub mod rows;
+pub mod values;
+
+pub use resolve::{Flags, Source};
+pub use values::{ContainerdLine, FlakyResult};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -69,110 +76,6 @@ pub const TOOLS: [&str; 6] = [
     "RUNC",
 ];
 
-/// Every setting a user may give, with what it does: `--help` and the book's command-line page list these.
-pub const VARIABLES: &[(&str, &str)] = &[
-    (
-        var::K8S_VERSION,
-        "Kubernetes version of scenarios that name none, or several, comma-separated (`run --kubernetes-version`)",
-    ),
-    (
-        var::PROVIDERS,
-        "providers the cargo-test trials are made for (comma-separated; default all)",
-    ),
-    (
-        var::REQUIRE_PROVIDERS,
-        "providers that must run: a trial that cannot is a failure, not a skip",
-    ),
-    (
-        var::SKIP_TRIALS,
-        "cargo-test trials listed as ignored: those whose name contains one of these (comma-separated, e.g. `local/`)",
-    ),
-    (var::JOBS, "scenarios run at once (`run --jobs`)"),
-    (
-        var::SCENARIOS,
-        "the folder the cargo-test trials are made from (default: the test's own)",
-    ),
-    (
-        var::PROFILE,
-        "the profile of .config/nodejoin.toml a run uses (`run --profile`; default: default)",
-    ),
-    (
-        var::RETRIES,
-        "runs of a failed scenario again before it counts as failed (`run --retries`)",
-    ),
-    (
-        var::CONTAINERD_LINE,
-        "containerd line of node groups that name none: 2.2, 1.7, 2.3 or 2.4 (`run --containerd`)",
-    ),
-    (
-        var::EKS_AMI,
-        "amazon-eks-ami checkout for every group naming one (`run --eks-ami`)",
-    ),
-    (
-        var::ALLOW_PATHS,
-        "directories outside a scenario's repository its paths may lead into (colon-separated; `--allow-path`)",
-    ),
-    (
-        var::ARTIFACTS_DIR,
-        "where runs write reports and artifacts (default target/nodejoin)",
-    ),
-    (
-        var::KEEP_ARTIFACTS,
-        "keep every scenario's artifacts, not only failed and negative ones",
-    ),
-    (
-        var::CACHE_DIR,
-        "the cache of binaries and builds (default ~/.cache/nodejoin)",
-    ),
-    (
-        var::FIXTURES,
-        "a nodejoin checkout's fixtures/ to use instead of the files built into the binary",
-    ),
-    (
-        var::K8S_ASSETS,
-        "a directory holding etcd, kube-apiserver, kube-controller-manager and kubelet",
-    ),
-    (var::K8S_RELEASE_URL, "mirror of Kubernetes' release downloads"),
-    (var::ETCD_RELEASE_URL, "mirror of etcd's release downloads"),
-    (
-        var::GITHUB_RELEASE_URL,
-        "mirror of github.com's release downloads (containerd, runc, aws-iam-authenticator)",
-    ),
-    (
-        "NODEJOIN_<TOOL>",
-        "a binary to use for a node tool (NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, COREDNS, CONTAINERD, RUNC)",
-    ),
-    (
-        "NODEJOIN_<TOOL>_VERSION",
-        "the Go module version a node tool is built at",
-    ),
-    (var::NODE_IMAGE, "a node image of the user's for every scenario"),
-    (var::BASE_IMAGE, "the base image the node image is built on"),
-    (
-        var::DEBIAN_SUITE,
-        "the Debian suite the base image is bootstrapped from",
-    ),
-    (var::BOOT_CONCURRENCY, "node containers started at once"),
-    (
-        var::VM_ACCEL,
-        "how VM nodes run: auto (KVM where it boots a stock kernel, else TCG), kvm or tcg",
-    ),
-    (
-        var::ENDPOINTS_CA,
-        "a directory with the CA (ca.pem, ca-key.pem) AWS's names are served under, which a disk of your own trusts",
-    ),
-    (
-        var::HOST_SETUP,
-        "never: do not install packages or start Docker, only report what is missing",
-    ),
-    (var::KIND_IMAGE, "the kind node image"),
-    (
-        var::KIND_RESTRICTED,
-        "how kind's --privileged is replaced: always, never or sometimes",
-    ),
-    (var::K3S_IMAGE, "the k3s image"),
-];
-
 /// The settings of a process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -193,7 +96,7 @@ pub struct Settings {
     pub tool_bins: BTreeMap<&'static str, PathBuf>,
     /// `NODEJOIN_<TOOL>_VERSION`, by tool key.
     pub tool_versions: BTreeMap<&'static str, String>,
-    pub containerd_line: Option<String>,
+    pub containerd_line: Option<ContainerdLine>,
     pub node_image: Option<String>,
     pub base_image: Option<String>,
     pub debian_suite: Option<String>,
@@ -214,8 +117,8 @@ pub struct Settings {
     /// `NODEJOIN_ENDPOINTS_CA`: the directory of the CA a run serves AWS's names under, instead of a fresh one.
     pub endpoints_ca: Option<PathBuf>,
     pub keep_artifacts: bool,
-    /// False under `NODEJOIN_HOST_SETUP=never`.
-    pub host_setup: bool,
+    /// `NODEJOIN_HOST_SETUP=never`: install nothing, start nothing, only say what is missing.
+    pub no_host_setup: bool,
     pub kind_image: Option<String>,
     pub kind_restricted: Option<String>,
     pub k3s_image: Option<String>,
@@ -228,74 +131,20 @@ pub struct Settings {
     pub flaky_fails: bool,
     /// Under GitHub Actions (`GITHUB_ACTIONS=true`): failures are also written as annotations.
     pub github_actions: bool,
+    /// Where each setting given came from, by row key (a provider named on the command line must run).
+    pub sources: BTreeMap<&'static str, Source>,
 }
 
 impl Settings {
-    /// The settings the process environment gives.
-    pub fn from_env() -> Self {
-        Self::from_lookup(|k| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned()))
+    /// Where the setting of row `key` came from; `None` when it was not given.
+    pub fn source(&self, key: &str) -> Option<Source> {
+        self.sources.get(key).copied()
     }
 
-    /// The settings `lookup` gives (a variable set to the empty string counts as unset).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let get = |k: &str| lookup(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let path = |k: &str| get(k).map(PathBuf::from);
-        let number = |k: &str| get(k).and_then(|v| v.trim().parse::<usize>().ok());
-        let versions = list(get(var::K8S_VERSION));
-        let mut tool_bins = BTreeMap::new();
-        let mut tool_versions = BTreeMap::new();
-        for tool in TOOLS {
-            if let Some(bin) = path(&format!("{PREFIX}{tool}")) {
-                tool_bins.insert(tool, bin);
-            }
-            if let Some(v) = get(&format!("{PREFIX}{tool}_VERSION")) {
-                tool_versions.insert(tool, v);
-            }
-        }
-        Self {
-            cache_dir: path(var::CACHE_DIR),
-            fixtures: path(var::FIXTURES),
-            artifacts_dir: path(var::ARTIFACTS_DIR),
-            kubernetes_version: versions.first().cloned(),
-            kubernetes_versions: if versions.len() > 1 { versions } else { Vec::new() },
-            k8s_assets: path(var::K8S_ASSETS),
-            k8s_release_url: get(var::K8S_RELEASE_URL),
-            etcd_release_url: get(var::ETCD_RELEASE_URL),
-            github_release_url: get(var::GITHUB_RELEASE_URL),
-            tool_bins,
-            tool_versions,
-            containerd_line: get(var::CONTAINERD_LINE),
-            node_image: get(var::NODE_IMAGE),
-            base_image: get(var::BASE_IMAGE),
-            debian_suite: get(var::DEBIAN_SUITE),
-            eks_ami: path(var::EKS_AMI),
-            allow_paths: get(var::ALLOW_PATHS)
-                .into_iter()
-                .flat_map(|v| v.split(':').map(str::to_string).collect::<Vec<_>>())
-                .filter(|p| !p.trim().is_empty())
-                .map(PathBuf::from)
-                .chain(path(var::EKS_AMI))
-                .collect(),
-            jobs: number(var::JOBS),
-            providers: get(var::PROVIDERS),
-            require_providers: get(var::REQUIRE_PROVIDERS),
-            skip_trials: list(get(var::SKIP_TRIALS)),
-            boot_concurrency: number(var::BOOT_CONCURRENCY),
-            vm_accel: get(var::VM_ACCEL),
-            endpoints_ca: path(var::ENDPOINTS_CA),
-            // Set at all (even empty) keeps them, as before.
-            keep_artifacts: lookup(var::KEEP_ARTIFACTS).is_some(),
-            host_setup: get(var::HOST_SETUP).is_none_or(|v| v != "never"),
-            kind_image: get(var::KIND_IMAGE),
-            kind_restricted: get(var::KIND_RESTRICTED),
-            k3s_image: get(var::K3S_IMAGE),
-            profile: get(var::PROFILE),
-            scenarios: path(var::SCENARIOS),
-            retries: get(var::RETRIES).and_then(|v| v.parse().ok()),
-            provider: None,
-            flaky_fails: false,
-            github_actions: get(var::GITHUB_ACTIONS).is_some_and(|v| v == "true"),
-        }
+    /// The containerd line of node groups that name none: the setting (how `--containerd` and the CI matrix pick
+    /// one), else 2.2.
+    pub fn containerd(&self) -> ContainerdLine {
+        self.containerd_line.unwrap_or_default()
     }
 
     /// The Kubernetes versions a run makes trials for: each of several, else the one given, else the default
@@ -333,19 +182,6 @@ impl Settings {
     }
 }
 
-/// `a, b` → `[a, b]`, empty items dropped.
-fn list(value: Option<String>) -> Vec<String> {
-    value
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|x| !x.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
 /// [`install`] came after the settings were read.
@@ -354,7 +190,7 @@ pub struct AlreadyRead;
 
 /// The process's settings: those [`install`]ed, else the environment's, read on first use.
 pub fn get() -> &'static Settings {
-    SETTINGS.get_or_init(Settings::from_env)
+    SETTINGS.get_or_init(|| resolve::from_process(&Flags::default()).unwrap_or_default())
 }
 
 /// Makes `settings` the process's, before anything has read them (the CLI, once its flags are parsed). Refused
@@ -363,92 +199,29 @@ pub fn install(settings: Settings) -> Result<(), AlreadyRead> {
     SETTINGS.set(settings).map_err(|_| AlreadyRead)
 }
 
+/// Every variable a user may set, with what it does: the rows', then the tool overrides.
+pub fn variables() -> Vec<(&'static str, &'static str)> {
+    rows::ROWS
+        .iter()
+        .filter_map(|r| Some((r.var?, r.help)))
+        .chain([
+            (
+                "NODEJOIN_<TOOL>",
+                "a binary to use for a node tool (NODEADM, AWS_IAM_AUTHENTICATOR, CRICTL, COREDNS, CONTAINERD, RUNC)",
+            ),
+            (
+                "NODEJOIN_<TOOL>_VERSION",
+                "the Go module version a node tool is built at",
+            ),
+        ])
+        .collect()
+}
+
 /// `--help`'s list of the variables.
 pub fn help() -> String {
     let mut text = String::from("Environment (each also in the book's command-line page):\n");
-    for (name, what) in VARIABLES {
+    for (name, what) in variables() {
         text.push_str(&format!("  {name:<27} {what}\n"));
     }
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn from(pairs: &[(&str, &str)]) -> Settings {
-        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Settings::from_lookup(|k| map.get(k).cloned())
-    }
-
-    #[test]
-    fn each_variable_fills_its_field_and_empty_counts_as_unset() {
-        let s = from(&[
-            ("NODEJOIN_JOBS", "3"),
-            ("NODEJOIN_K8S_VERSION", "v1.35.4"),
-            ("NODEJOIN_CONTAINERD_LINE", ""),
-            ("NODEJOIN_NODEADM", "/opt/nodeadm"),
-            ("NODEJOIN_RUNC_VERSION", "v1.3.0"),
-            ("NODEJOIN_HOST_SETUP", "never"),
-            ("NODEJOIN_KEEP_ARTIFACTS", ""),
-            ("NODEJOIN_SKIP_TRIALS", "local/, kind/v1.35/ ,"),
-        ]);
-        assert_eq!(s.jobs, Some(3));
-        assert_eq!(s.skip_trials, ["local/", "kind/v1.35/"]);
-        assert_eq!(s.kubernetes_version.as_deref(), Some("v1.35.4"));
-        assert_eq!(s.versions(), [Some("v1.35.4".to_string())]);
-        let mut given = Settings::default();
-        given.set_versions(vec![String::new()]);
-        assert_eq!(given.versions(), [None], "an empty item is no version");
-        let two = from(&[("NODEJOIN_K8S_VERSION", "v1.35.4, v1.36.3")]);
-        assert_eq!(two.kubernetes_version.as_deref(), Some("v1.35.4"));
-        assert_eq!(
-            two.versions(),
-            [Some("v1.35.4".to_string()), Some("v1.36.3".to_string())]
-        );
-        assert_eq!(s.containerd_line, None);
-        assert_eq!(s.tool_bins.get("NODEADM"), Some(&PathBuf::from("/opt/nodeadm")));
-        assert_eq!(s.tool_versions.get("RUNC").map(String::as_str), Some("v1.3.0"));
-        assert!(!s.host_setup);
-        assert!(s.keep_artifacts);
-        let none = from(&[]);
-        assert!(none.host_setup && !none.keep_artifacts && none.jobs.is_none());
-    }
-
-    #[test]
-    fn every_setting_is_listed_for_help() {
-        let names: Vec<&str> = VARIABLES.iter().map(|(n, _)| *n).collect();
-        for n in [
-            var::CACHE_DIR,
-            var::FIXTURES,
-            var::ARTIFACTS_DIR,
-            var::K8S_VERSION,
-            var::K8S_ASSETS,
-            var::K8S_RELEASE_URL,
-            var::ETCD_RELEASE_URL,
-            var::GITHUB_RELEASE_URL,
-            var::CONTAINERD_LINE,
-            var::NODE_IMAGE,
-            var::BASE_IMAGE,
-            var::DEBIAN_SUITE,
-            var::EKS_AMI,
-            var::JOBS,
-            var::PROVIDERS,
-            var::REQUIRE_PROVIDERS,
-            var::BOOT_CONCURRENCY,
-            var::VM_ACCEL,
-            var::ENDPOINTS_CA,
-            var::KEEP_ARTIFACTS,
-            var::HOST_SETUP,
-            var::KIND_IMAGE,
-            var::KIND_RESTRICTED,
-            var::K3S_IMAGE,
-            var::PROFILE,
-            var::RETRIES,
-            var::SCENARIOS,
-        ] {
-            assert!(names.contains(&n), "{n} is missing from VARIABLES");
-            assert!(help().contains(n));
-        }
-    }
 }

@@ -22,7 +22,7 @@ pub struct Args {
     /// Scenario files or directories (default: scenarios/).
     scenarios: Vec<PathBuf>,
     #[command(flatten)]
-    select: super::SelectArgs,
+    select: crate::cli::SelectArgs,
     /// The version compared against (default: the scenarios as written).
     #[arg(long, default_value = "as-written")]
     base: String,

@@ -1,7 +1,6 @@
 //! `nodejoin image`: build the node image (or the kind node image, or an overlay), or every image a set of
 //! scenarios uses.
 use clap::Subcommand;
-use nodejoin::assets::tools::ContainerdLine;
 use nodejoin::session::fail;
 use std::path::PathBuf;
 
@@ -87,7 +86,7 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
         } => {
             let result = async {
                 let assets = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve(ContainerdLine::from_settings()).await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(nodejoin::settings::get().containerd()).await?;
                 let docker = nodejoin::host::prepare().await?;
                 let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
                 let over = match &overlay {

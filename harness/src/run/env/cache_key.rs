@@ -44,7 +44,10 @@ fn tools_and_versions(s: &crate::settings::Settings) -> Vec<(String, String)> {
     versions.sort();
     versions.dedup();
     out.push(("kubernetes".into(), versions.join(",")));
-    out.push(("containerd-line".into(), s.containerd_line.clone().unwrap_or_default()));
+    out.push((
+        "containerd-line".into(),
+        s.containerd_line.map(|l| l.as_str().to_string()).unwrap_or_default(),
+    ));
     for t in tools::ALL {
         out.push((t.name.to_string(), t.version()));
     }
@@ -52,7 +55,7 @@ fn tools_and_versions(s: &crate::settings::Settings) -> Vec<(String, String)> {
         .into_iter()
         .filter(|l| *l != tools::ContainerdLine::V2_2)
     {
-        out.push((format!("containerd-{}", line.as_str()), line.version()));
+        out.push((format!("containerd-{}", line.as_str()), tools::containerd_version(line)));
     }
     out
 }

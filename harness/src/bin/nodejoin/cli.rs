@@ -1,0 +1,230 @@
+//! The command line: clap's definitions, and what a command gives the settings ([`Cli::flags`]): each flag a
+//! setting has is passed under its row's key, and the settings resolve it with the variables and the profile.
+use crate::{compare, image, init};
+use clap::{Parser, Subcommand};
+use nodejoin::reporter::Format;
+use nodejoin::session;
+use nodejoin::settings::{self, Flags};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "nodejoin",
+    version,
+    about = "End-to-end tests for Kubernetes worker-node bootstrap (EKS first)",
+    after_help = settings::help()
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// A directory outside a scenario's repository that its paths (script, golden, user data, overlay,
+    /// amazon-eks-ami) may lead into; repeatable (also NODEJOIN_ALLOW_PATHS, colon-separated).
+    #[arg(long = "allow-path", global = true, value_name = "DIR")]
+    pub allow_path: Vec<PathBuf>,
+    /// A nodejoin checkout whose fixtures/ and kind-config/ (build scripts, the kind docker shim: they run as
+    /// root) replace the copy built into this binary; for nodejoin's own development (also NODEJOIN_FIXTURES,
+    /// naming its fixtures/). Never found from the working directory.
+    #[arg(long = "dev-checkout", global = true, value_name = "DIR")]
+    pub dev_checkout: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Resolve Kubernetes binaries (env dir, cache, official download, or Go-module build).
+    Assets {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+    },
+    /// Node image commands.
+    Image {
+        #[command(subcommand)]
+        command: image::ImageCommand,
+    },
+    /// Print a key for a CI cache of the Kubernetes binaries, tools, node images and Go build cache: it changes
+    /// exactly when what they depend on does (nodejoin's files, tool and Kubernetes versions, the containerd
+    /// line, the --eks-ami tree, the scenario files given).
+    CacheKey {
+        /// Scenario files or directories (default: scenarios/).
+        scenarios: Vec<PathBuf>,
+    },
+    /// Check prerequisites and say how to fix what is missing.
+    Doctor {
+        #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
+        version: String,
+    },
+    /// Run scenarios (files or directories, searched recursively; default: scenarios/).
+    #[command(after_help = format!("{}\n\n{}", session::EXIT_CODES, settings::help()))]
+    Run(RunArgs),
+    /// List the trials a run would take (`provider/v1.MINOR/scenario`), after the filter and partition: their
+    /// files, tags, versions, and why one would be ignored.
+    List(ListArgs),
+    /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
+    /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
+    /// check outcomes. A side is script:FILE, overlay:DIR, image:TAG, user-data:FILE, eks-ami:PATH, git:REV (the scenarios and
+    /// what they refer to at that revision), a file (script) or directory (overlay); left out, the scenarios
+    /// as written.
+    #[command(after_help = compare::EXIT_CODES)]
+    Compare(compare::Args),
+    /// Write a starter nodejoin/ folder (a scenario for your bootstrap script or image overlay, a README) and a
+    /// GitHub workflow into a repository.
+    Init(init::Args),
+    /// Remove what killed runs left behind (processes, containers, networks).
+    Reap,
+    /// Print the JSON Schema of scenario files (editors use it for completion and checks: a scenario's first
+    /// line `# yaml-language-server: $schema=nodejoin.schema.json` names a copy beside it).
+    Schema,
+    /// Run the mutation catalogue: deliberate regressions planted in the reference bootstrap and user-data
+    /// generators, each against the scenario that must catch it. Exit 0 only when every one is caught.
+    Mutate {
+        /// Only these mutations (default: all).
+        #[arg(long = "only")]
+        only: Vec<String>,
+        /// List the catalogue and exit.
+        #[arg(long)]
+        list: bool,
+        /// Where the catchers' scenario files are.
+        #[arg(long, default_value = "scenarios")]
+        scenarios: PathBuf,
+    },
+}
+
+/// Which trials: nextest's filter and partition options.
+#[derive(clap::Args, Clone)]
+pub struct SelectArgs {
+    /// A filter expression, as nextest's filtersets: test(NAME), scenario(GLOB), file(GLOB), tag(TAG),
+    /// provider(P), version(V); and, or, not, |, &, !, -, parentheses. Matchers: =exact, ~contains, /regex/,
+    /// #glob. Repeated: any of them.
+    #[arg(short = 'E', long = "filterset", value_name = "EXPR")]
+    pub filters: Vec<nodejoin::select::Filter>,
+    /// Run one shard: count:K/N or hash:K/N, split as nextest splits the same trial names.
+    #[arg(long, value_name = "KIND:K/N")]
+    pub partition: Option<nodejoin::select::Partition>,
+}
+
+impl SelectArgs {
+    pub fn selection(&self) -> nodejoin::select::Selection {
+        let filter = match self.filters.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => {
+                let any: Vec<String> = many.iter().map(|f| format!("({f})")).collect();
+                any.join(" | ").parse().ok()
+            }
+        };
+        nodejoin::select::Selection {
+            filter,
+            partition: self.partition,
+            only: None,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    pub scenarios: Vec<PathBuf>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// The provider whose trials to list (default: the profile's, else local).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
+    pub provider: Option<String>,
+    /// text, or json (an array: name, scenario, file, provider, providers, kubernetesVersion,
+    /// kubernetesVersions, tags, ignored).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// The profile of .config/nodejoin.toml (default: default).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The Kubernetes version of scenarios that name none; several (comma-separated or repeated) make trials
+    /// for each.
+    #[arg(long, value_name = "VERSION", value_delimiter = ',')]
+    pub kubernetes_version: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    pub scenarios: Vec<PathBuf>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Run a failed scenario again up to N times; one that passes on a later attempt is FLAKY (it passes the
+    /// run unless the profile's flaky-result is fail).
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// Run only what failed in the last run of the same partition (its record is in the artifacts directory).
+    #[arg(long)]
+    pub rerun_failed: bool,
+    /// The profile of .config/nodejoin.toml (found from the working directory upwards; default: default).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Cluster provider: local (embedded processes, the default), k3s or kind (containers). A provider named
+    /// here must run: if it cannot, the exit code is 4.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
+    pub provider: Option<String>,
+    /// How many scenarios run at once (default: 2 per core up to 8, as memory allows).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout).
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// The Kubernetes version of scenarios that name none (default: the built-in one); several
+    /// (comma-separated or repeated) make trials for each, named provider/v1.MINOR/scenario.
+    #[arg(long, value_name = "VERSION", value_delimiter = ',')]
+    pub kubernetes_version: Vec<String>,
+    /// Build every node group that names an amazon-eks-ami checkout (`image.amazonEksAmi`) from this one
+    /// instead: a checkout, its nodeadm/ directory, or a .tar.gz of one.
+    #[arg(long, value_name = "PATH")]
+    pub eks_ami: Option<PathBuf>,
+    /// The containerd line of node groups that name none: 2.2 (what the EKS AMI ships, the default), 1.7, or
+    /// the lines ahead of the AMI, 2.3 and 2.4.
+    #[arg(long)]
+    pub containerd: Option<String>,
+}
+
+impl Cli {
+    /// The settings this command line gives, by row key; an error is bad input, said as one line.
+    pub fn flags(&self) -> Result<Flags, String> {
+        let mut flags = Flags::default();
+        flags.set("allow-path", self.allow_path.iter().map(|p| p.display().to_string()));
+        if let Some(dir) = &self.dev_checkout {
+            if !dir.join("fixtures/bootstrap/bootstrap.sh").is_file() || !dir.join("kind-config").is_dir() {
+                return Err(format!(
+                    "--dev-checkout {}: not a nodejoin checkout (name the folder holding fixtures/ and kind-config/)",
+                    dir.display()
+                ));
+            }
+            flags.set("fixtures", [dir.join("fixtures").display().to_string()]);
+        }
+        match &self.command {
+            Command::List(args) => {
+                flags
+                    .set_some("profile", args.profile.as_ref())
+                    .set_some("provider", args.provider.as_ref())
+                    .set("kubernetes-version", args.kubernetes_version.iter().cloned());
+            }
+            Command::Run(args) => {
+                if let Some(path) = args.eks_ami.as_ref().filter(|p| !p.exists()) {
+                    return Err(format!(
+                        "--eks-ami {}: no such checkout (name an amazon-eks-ami checkout, its nodeadm/ directory, \
+                         or a .tar.gz of one)",
+                        path.display()
+                    ));
+                }
+                flags
+                    .set_some("profile", args.profile.as_ref())
+                    .set_some("provider", args.provider.as_ref())
+                    .set_some("jobs", args.jobs)
+                    .set_some("retries", args.retries)
+                    .set_some("containerd", args.containerd.as_ref())
+                    .set_some("eks-ami", args.eks_ami.as_ref().map(|p| p.display()))
+                    .set("kubernetes-version", args.kubernetes_version.iter().cloned());
+            }
+            _ => {}
+        }
+        Ok(flags)
+    }
+}
