@@ -187,12 +187,12 @@ fn readme_is_short() {
     );
 }
 
-/// The checks page's table is the checks registry (`assert::registry` and each Node check's own definition): a
+/// The checks page's table is the checks registry (`run::pipeline::assertions::registry`): a
 /// check added, renamed or reworded in code without its row here fails, and so does a row with no check behind it.
 #[test]
 fn the_checks_page_is_the_checks_registry() {
     let page = std::fs::read_to_string(root().join("docs/src/reference/checks.md")).expect("checks.md");
-    let table = nodejoin::run::pipeline::assertions::checks_table();
+    let table = nodejoin::run::pipeline::assertions::registry::checks_table();
     assert!(
         page.contains(&table),
         "docs/src/reference/checks.md's table is not the registry's; replace it with:\n{table}"
@@ -200,7 +200,7 @@ fn the_checks_page_is_the_checks_registry() {
     let rows = page.lines().filter(|l| l.starts_with("| `")).count();
     assert_eq!(
         rows,
-        nodejoin::run::pipeline::assertions::all_checks().len(),
+        nodejoin::run::pipeline::assertions::registry::all_checks().len(),
         "a row with no check behind it"
     );
 }

@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn every_catcher_names_a_registered_check() {
-        let all = crate::run::pipeline::assertions::all_checks();
+        let all = crate::run::pipeline::assertions::registry::all_checks();
         for m in super::CATALOGUE {
             for c in m.caught_by {
                 assert!(

@@ -125,11 +125,11 @@ fn line_of(r: &ScenarioReport, text: &str, check: &str) -> usize {
         .iter()
         .find(|n| n.node_name == who || n.label == who)
         .map_or(who, |n| n.group.as_str());
-    let def = crate::run::pipeline::assertions::all_checks()
+    let def = crate::run::pipeline::assertions::registry::all_checks()
         .into_iter()
         .filter(|d| what == d.name || what.starts_with(&format!("{} ", d.name)))
         .max_by_key(|d| d.name.len());
-    let keys = def.map_or(&[][..], |d| d.keys());
+    let keys = def.map_or(&[][..], |d| d.keys);
     crate::scenario::position::key_line(text, group, keys).unwrap_or(1)
 }
 
@@ -234,8 +234,8 @@ mod tests {
     #[test]
     fn every_check_points_at_keys_of_the_format() {
         let schema = crate::scenario::schema::text();
-        for def in crate::run::pipeline::assertions::all_checks() {
-            let keys = def.keys();
+        for def in crate::run::pipeline::assertions::registry::all_checks() {
+            let keys = def.keys;
             assert!(
                 !keys.is_empty() || def.name == "node container",
                 "{} names no key",

@@ -3,6 +3,7 @@
 pub(crate) mod files;
 pub(crate) mod iam;
 pub(crate) mod node;
+pub mod registry;
 pub(crate) mod userdata;
 use super::{Action, Context};
 use crate::assert;
@@ -67,7 +68,8 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             if pod.is_some() && n.evidence.iter().any(Option::is_none) {
                 crate::run::pipeline::observe::watch::gather_evidence(env, &cluster, n).await;
             }
-            crate::run::pipeline::assertions::node::check_node(&cluster, n, report, &audit, pod).await;
+            let node_checks = registry::node_checks();
+            crate::run::pipeline::assertions::node::check_node(&cluster, n, report, &audit, pod, node_checks).await;
             calls(env, n, report);
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {
@@ -385,28 +387,4 @@ async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut Sce
             &contents,
             &n.vars,
         ));
-}
-
-/// Every check's definition: the registry's own (`assert::registry::CORE`) with each check on a registered Node
-/// after `ready`, in report order. The book's checks page is this table (`tests/book.rs`).
-pub fn all_checks() -> Vec<&'static crate::assert::registry::CheckDef> {
-    use crate::assert::registry::{CORE, READY};
-    let mut all = Vec::new();
-    for def in CORE {
-        all.push(*def);
-        if **def == READY {
-            all.extend(node::NODE_CHECKS.iter().map(|c| c.def()));
-        }
-    }
-    all
-}
-
-/// The book's table of the checks.
-pub fn checks_table() -> String {
-    let mut table = String::from("| check | when | real-world rule |\n|---|---|---|\n");
-    for def in all_checks() {
-        table.push_str(&def.row());
-        table.push('\n');
-    }
-    table
 }

@@ -11,6 +11,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     form: "capacity.pods",
     when: "`expect.capacityPods`",
     proves: "max-pods as the bootstrap set it (EKS: ENIs × (IPv4 per ENI − 1) + 2), reported by the kubelet",
+    keys: &["capacityPods"],
 };
 
 pub(crate) struct CapacityPods;

@@ -10,6 +10,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     when: "`expect.clusterDNS`",
     proves: "the kubelet's live `/configz` (service CIDR .10; without a CIDR 172.20.0.10 for a `10.` VPC, else \
              10.100.0.10)",
+    keys: &["clusterDNS"],
 };
 
 pub(crate) struct ClusterDns;

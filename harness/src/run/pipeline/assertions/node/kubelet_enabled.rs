@@ -13,6 +13,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
            and the report says so)",
     proves: "`systemctl is-enabled kubelet.service` says `enabled`: a kubelet that was only started does not come \
              back after a reboot (EKS AMIs' bootstrap and nodeadm enable it)",
+    keys: &["bootstrap", "userData"],
 };
 
 pub(crate) struct KubeletEnabled;

@@ -14,6 +14,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     when: "`expect.labels`",
     proves: "those labels are on the Node (subset), each set by the kubelet (EKS's cloud labels: by anyone) — see \
              [Who set what](#who-set-what)",
+    keys: &["labels"],
 };
 
 pub(crate) struct Labels;

@@ -11,6 +11,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     form: "labels exactly",
     when: "`expect.labelsExactly`",
     proves: "the Node carries exactly these labels; extra ones are listed with who set them",
+    keys: &["labelsExactly"],
 };
 
 pub(crate) struct LabelsExactly;

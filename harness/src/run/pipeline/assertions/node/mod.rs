@@ -1,7 +1,8 @@
 //! Turning what was observed of one node into checks against its expectations: the bootstrap's exit, the
 //! registration, readiness, the CSRs and the evidence here; then each check on the registered Node, one file
-//! each, run in the order [`NODE_CHECKS`] lists them. A new Node check is a file implementing [`NodeCheck`]
-//! (its definition inside) plus one line in that list, and its row in the book's checks page (a test says so).
+//! each, run in the order the checks registry (`assertions::registry::CHECKS`) lists them. A new Node check is a
+//! file implementing [`NodeCheck`] (its definition, keys included, inside) plus one entry in that registry, and
+//! its row in the book's checks page (a test says so).
 pub(crate) mod capacity_pods;
 pub(crate) mod cluster_dns;
 pub(crate) mod kubelet_enabled;
@@ -23,18 +24,6 @@ use crate::scenario::model::{CsrExpectation, ExitExpectation, Expect};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-
-/// The checks on a registered Node, in report order.
-pub(crate) const NODE_CHECKS: &[&dyn NodeCheck] = &[
-    &kubelet_enabled::KubeletEnabled,
-    &labels::Labels,
-    &labels_exactly::LabelsExactly,
-    &taints::Taints,
-    &capacity_pods::CapacityPods,
-    &provider_id::ProviderId,
-    &serving_cert::ServingCert,
-    &cluster_dns::ClusterDns,
-];
 
 /// What a check on a registered Node is given: the node as it ran, its Node object, who set each field, its
 /// resolved expectation, and its cluster.
@@ -64,7 +53,7 @@ pub(crate) enum Finding {
 
 /// A check on a registered Node.
 pub(crate) trait NodeCheck: Sync {
-    /// Its definition, as the registry lists it.
+    /// Its definition (name, form, when, proves, keys), defined beside its code.
     fn def(&self) -> &'static CheckDef;
     fn check<'a>(&'a self, facts: &'a NodeFacts<'a>) -> BoxFuture<'a, Finding>;
 }
@@ -79,13 +68,15 @@ pub(crate) fn describe_set_by(s: crate::scenario::expect::SetBy) -> &'static str
     }
 }
 
-/// Compares what the cluster saw with the expectations of one node.
+/// Compares what the cluster saw with the expectations of one node; `node_checks` are the checks on its Node, as
+/// the registry lists them (handed in: the registry names this module's checks, so this module cannot name it).
 pub(crate) async fn check_node(
     cluster: &SharedCluster,
     n: &RunningNode,
     report: &mut ScenarioReport,
     audit: &[assert::audit::Event],
     pod: Option<Check>,
+    node_checks: impl Iterator<Item = &'static dyn NodeCheck>,
 ) {
     let e = n.expect().clone();
     let name = n.node_name.clone();
@@ -226,7 +217,7 @@ pub(crate) async fn check_node(
         expect: &e,
         cluster,
     };
-    for check in NODE_CHECKS {
+    for check in node_checks {
         match check.check(&facts).await {
             Finding::Check(c) => report.checks.push(c),
             Finding::Note(note) => report.notes.push(format!("{name}: {note}")),

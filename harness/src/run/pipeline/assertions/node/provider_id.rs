@@ -13,6 +13,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     proves: "`aws:///<az>/<instance-id>`, set by the kubelet from the bootstrap's config or flag (EKS's cloud \
              controller would fill an empty one: `setBy: { providerID: cloudController }` says a scenario relies on \
              that)",
+    keys: &["providerID"],
 };
 
 pub(crate) struct ProviderId;

@@ -10,6 +10,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     when: "`expect.servingCert`",
     proves: ":10250 serves `CN=system:node:<name>, O=system:nodes` with exactly the instance's DNS name and IP, \
              chained to the cluster CA",
+    keys: &["servingCert", "expect"],
 };
 
 pub(crate) struct ServingCert;

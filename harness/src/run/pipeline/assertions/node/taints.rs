@@ -13,6 +13,7 @@ pub(crate) const DEF: CheckDef = CheckDef {
     when: "`expect.taints`",
     proves: "the Node's exact taints once the cloud controller's uninitialized taint is gone, each registered by \
              the kubelet",
+    keys: &["taints"],
 };
 
 pub(crate) struct Taints;
