@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 type Cell = BTreeMap<String, String>;
 
-fn root() -> std::path::PathBuf {
-    nodejoin::paths::workspace_root()
-}
+mod common;
+use common::root;
 
 fn workflow() -> Value {
     let text = std::fs::read_to_string(root().join("ci/nodejoin.yml")).expect("ci/nodejoin.yml");
