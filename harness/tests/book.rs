@@ -6,9 +6,8 @@ use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
+use common::root;
 
 /// A link in a Markdown file: its target as written.
 fn links(markdown: &str) -> Vec<String> {

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 fn nodejoin(cache: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
-    c.current_dir(nodejoin::paths::workspace_root())
-        .env("NODEJOIN_CACHE_DIR", cache)
+    let mut c = common::nodejoin();
+    c.env("NODEJOIN_CACHE_DIR", cache)
         .env_remove("NODEJOIN_K8S_ASSETS")
         .env_remove("NODEJOIN_K8S_VERSION");
     c

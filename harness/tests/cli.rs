@@ -1,10 +1,12 @@
 //! The CLI on bad input: one clear line per failure plus a hint, a non-zero exit, and nothing started.
 use std::process::Command;
 
+mod common;
+
 /// Runs `nodejoin ARGS` from the workspace with `envs`: its exit code and its output (stderr, then stdout).
 fn nodejoin(args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
-    c.current_dir(nodejoin::paths::workspace_root()).args(args);
+    let mut c = common::nodejoin();
+    c.args(args);
     for (k, v) in envs {
         c.env(k, v);
     }
@@ -97,8 +99,7 @@ fn a_directory_without_scenarios_exits_3() {
 fn an_early_error_still_ends_json_with_run_finished() {
     let dir = tempfile::tempdir().unwrap();
     let shown = dir.path().display().to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .current_dir(nodejoin::paths::workspace_root())
+    let out = common::nodejoin()
         .args(["run", "--format", "json", &shown])
         .output()
         .expect("run nodejoin");
@@ -160,7 +161,7 @@ fn an_explicit_provider_that_cannot_run_exits_4() {
 fn run_help_documents_the_exit_codes() {
     let (status, text) = nodejoin(&["run", "--help"], &[]);
     assert_eq!(status, Some(0), "{text}");
-    let readme = std::fs::read_to_string(nodejoin::paths::workspace_root().join("docs/src/reference/cli.md")).unwrap();
+    let readme = std::fs::read_to_string(common::root().join("docs/src/reference/cli.md")).unwrap();
     for code in ["0", "1", "2", "3", "4", "5"] {
         assert!(
             text.contains(&format!("\n  {code}    ")),
@@ -241,7 +242,7 @@ fn scenario_with_tag(dir: &std::path::Path, tag: &str) -> std::path::PathBuf {
 /// `NODEJOIN_BASE_IMAGE=<it> nodejoin image build` adds the node layer, and a scenario joins on the result.
 #[test]
 fn registry_dockerfile_builds_a_base_a_node_joins_on() {
-    let root = nodejoin::paths::workspace_root();
+    let root = common::root();
     let docker = |args: &[&str]| Command::new("docker").args(args).output().expect("run docker");
     let images = docker(&["image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "nodejoin-base"]);
     let Some(debian) = String::from_utf8_lossy(&images.stdout)
@@ -342,7 +343,7 @@ fn a_relative_path_resolves_against_the_scenario_file_and_a_missing_one_names_wh
 
 #[test]
 fn every_setting_shows_in_help_and_on_the_books_command_line_page() {
-    let page = std::fs::read_to_string(nodejoin::paths::workspace_root().join("docs/src/reference/cli.md")).unwrap();
+    let page = std::fs::read_to_string(common::root().join("docs/src/reference/cli.md")).unwrap();
     for args in [&["--help"][..], &["run", "--help"][..]] {
         let (status, text) = nodejoin(args, &[]);
         assert_eq!(status, Some(0), "{text}");
@@ -370,7 +371,7 @@ fn a_look_alike_checkout_is_not_trusted() {
     )
     .unwrap();
     std::fs::write(root.join("harness/Cargo.toml"), "[package]\nname = \"nodejoin\"\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let out = common::nodejoin()
         .current_dir(root)
         .arg("doctor")
         .env_remove("NODEJOIN_FIXTURES")
@@ -389,9 +390,9 @@ fn a_look_alike_checkout_is_not_trusted() {
 /// A checkout named explicitly (`--dev-checkout`) is used, and a look-alike named so is refused.
 #[test]
 fn a_dev_checkout_is_named_explicitly() {
-    let root = nodejoin::paths::workspace_root();
+    let root = common::root();
     let doctor = |dir: &std::path::Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+        common::nodejoin()
             .args(["--dev-checkout", dir.to_str().unwrap(), "doctor"])
             .env_remove("NODEJOIN_FIXTURES")
             .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
@@ -426,8 +427,8 @@ fn a_pip_py_in_the_repository_never_runs() {
     )
     .unwrap();
     // A run prepares the host first: the package probe, then the Docker engine (unreachable here: it ends there).
-    let scenario = nodejoin::paths::workspace_root().join("scenarios/basic-bootstrap-token.yaml");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let scenario = common::root().join("scenarios/basic-bootstrap-token.yaml");
+    let out = common::nodejoin()
         .current_dir(dir.path())
         .arg("run")
         .arg(&scenario)

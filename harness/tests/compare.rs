@@ -10,8 +10,7 @@ const SCENARIO: &str = "scenarios/basic-bootstrap-token.yaml";
 
 /// Runs `nodejoin compare ARGS --format json`: its exit code and the comparison.
 fn compare(args: &[&str]) -> (Option<i32>, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .current_dir(nodejoin::paths::workspace_root())
+    let out = common::nodejoin()
         .arg("compare")
         .args(args)
         .args(["--format", "json", SCENARIO])
@@ -106,10 +105,8 @@ fn one_changed_flag_shows_its_effect_and_nothing_else() {
 
 #[test]
 fn a_side_that_does_not_exist_or_applies_to_nothing_is_refused_before_anything_runs() {
-    let root = nodejoin::paths::workspace_root();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-            .current_dir(&root)
+        let out = common::nodejoin()
             .arg("compare")
             .args(args)
             .output()

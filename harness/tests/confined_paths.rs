@@ -3,7 +3,6 @@
 //! read. Each case is a repro from issue 40, through `nodejoin list` (which loads and checks every scenario, and
 //! needs no Docker).
 use std::path::Path;
-use std::process::Command;
 
 mod common;
 
@@ -16,7 +15,7 @@ fn repo_with(lines: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 fn list(file: &Path, extra: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let out = common::nodejoin()
         .arg("list")
         .args(extra)
         .arg(file)

@@ -49,8 +49,7 @@ fn patched_copy(dir: &Path) -> Result<PathBuf, Failed> {
 }
 
 fn nodejoin(args: &[&str]) -> Result<(Option<i32>, String, String), Failed> {
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .current_dir(nodejoin::paths::workspace_root())
+    let out = common::nodejoin()
         // Each trial names its own trees; a run's override (`.ci/run` sets one) would replace them.
         .env_remove(nodejoin::scenario::model::ENV_EKS_AMI)
         .args(args)

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 /// A copy of the sample repository; runs write their artifacts under it (`out/`, the `ci` profile's).
 fn repository() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let from = nodejoin::paths::workspace_root().join("harness/tests/from_repo");
+    let from = common::root().join("harness/tests/from_repo");
     copy(&from, dir.path());
     dir
 }
@@ -32,7 +34,7 @@ fn copy(from: &Path, to: &Path) {
 /// `nodejoin ARGS` in `repo`, as a runner would run it: the variables that would outrank the repository's
 /// profile removed (CI's own artifacts directory, retries, jobs), `envs` added. Exit code, stdout, stderr.
 fn nodejoin(repo: &Path, args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
+    let mut c = common::nodejoin();
     c.current_dir(repo).args(args);
     for k in [
         "NODEJOIN_ARTIFACTS_DIR",

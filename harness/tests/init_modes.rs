@@ -5,16 +5,12 @@
 //! reason, never passed) must pass under `nodejoin run` as written. (`--script` runs in tests/user_repo.rs,
 //! through the action's steps.)
 use libtest_mimic::{Arguments, Failed, Trial};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    nodejoin::paths::workspace_root()
-}
-
-fn snapshot() -> PathBuf {
-    root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
-}
+mod common;
+use common::root;
+use common::trials::eks_ami_snapshot as snapshot;
 
 fn run(cmd: &mut Command) -> Result<String, Failed> {
     let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
@@ -34,12 +30,9 @@ fn init_and_run(fill: impl FnOnce(&Path) -> Result<(), Failed>, init: &[&str]) -
     std::fs::create_dir_all(&repo).map_err(|e| e.to_string())?;
     fill(&repo)?;
     run(Command::new("git").args(["init", "-q"]).current_dir(&repo))?;
-    let notes = run(Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .arg("init")
-        .args(init)
-        .current_dir(&repo))?;
+    let notes = run(common::nodejoin().arg("init").args(init).current_dir(&repo))?;
     let summary = tmp.path().join("summary.md");
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let out = common::nodejoin()
         .args(["run", "nodejoin/scenarios", "--markdown"])
         .arg(&summary)
         .current_dir(&repo)

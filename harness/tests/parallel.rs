@@ -4,16 +4,15 @@
 //! events prove they overlapped in time, so the test cannot pass by running them one after another.
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
+
+mod common;
 
 const SCENARIOS: [&str; 3] = ["basic-bootstrap-token", "two-nodes", "iam-join"];
 
 #[test]
 fn scenarios_running_at_once_see_only_their_own_nodes_calls_and_audit_events() {
-    let root = nodejoin::paths::workspace_root();
     let files: Vec<String> = SCENARIOS.iter().map(|s| format!("scenarios/{s}.yaml")).collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .current_dir(&root)
+    let out = common::nodejoin()
         .args(["run", "--format", "json", "-j", "3"])
         .args(&files)
         .output()

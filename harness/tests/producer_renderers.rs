@@ -54,7 +54,7 @@ fn karpenter_renderer_joins() -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let repo = dir.path().join("karpenter-fork");
     std::fs::create_dir_all(&repo).map_err(|e| e.to_string())?;
-    let source = nodejoin::paths::workspace_root().join(FIXTURE);
+    let source = common::root().join(FIXTURE);
     for f in FILES {
         std::fs::copy(source.join(f), repo.join(f)).map_err(|e| format!("copy {f}: {e}"))?;
     }
@@ -67,7 +67,7 @@ fn karpenter_renderer_joins() -> Result<(), Failed> {
     build(&repo)?;
 
     let scenario = repo.join("karpenter-renderer.yaml");
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let out = common::nodejoin()
         .args(["run", "--format", "json", "--eks-ami"])
         .arg(snapshot())
         .arg(&scenario)

@@ -1,11 +1,10 @@
 //! The scenario schema (`nodejoin schema`) is what the loader accepts: the checked-in copy is current, every
 //! bundled scenario passes a JSON Schema validator (boon, draft 7, as editors use it), names the schema in its
 //! first line, and a misspelt field is flagged by the validator and by the loader, each with where it is.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
+use common::root;
 
 fn validator() -> (boon::Schemas, boon::SchemaIndex) {
     let schema: serde_json::Value = serde_json::from_str(&nodejoin::scenario::schema::text()).unwrap();
@@ -39,10 +38,7 @@ fn the_checked_in_schema_is_current() {
         nodejoin::scenario::schema::BUNDLED
     );
     // What the command prints is that file.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodejoin"))
-        .arg("schema")
-        .output()
-        .unwrap();
+    let out = common::nodejoin().arg("schema").output().unwrap();
     assert!(out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stdout) == checked_in,

@@ -1,7 +1,6 @@
 //! `userData.command` runs a user's generator, which is untrusted input to a root process: it runs in a container
 //! of the node's image that reaches neither the network nor a writable byte of the repository, and a generator
 //! that fails ends its node with its exit code and what it printed on standard error. No container of it stays.
-use std::process::Command;
 
 mod common;
 use common::*;
@@ -32,7 +31,7 @@ exit 3\n",
         "cluster: { auth: iam }\nnodes:\n  - name: gen\n    userData: { command: [./gen.sh] }\n    expect: { within: 60s }\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_nodejoin"))
+    let out = common::nodejoin()
         .args(["run", "--jobs", "1"])
         .arg(&file)
         .output()

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> PathBuf {
-    nodejoin::paths::workspace_root()
-}
+mod common;
+use common::root;
 
 fn action() -> Value {
     let text = std::fs::read_to_string(root().join("action.yml")).expect("action.yml");
@@ -405,7 +404,7 @@ impl Releases {
         let out = dir.join(format!("v{}", release_version()));
         let status = Command::new("bash")
             .arg(root().join("ci/release.sh"))
-            .args(["pack", env!("CARGO_BIN_EXE_nodejoin"), "x86_64-unknown-linux-gnu"])
+            .args(["pack", common::BIN, "x86_64-unknown-linux-gnu"])
             .arg(&out)
             .env("NODEJOIN_RELEASE_VERSION", release_version())
             .status()

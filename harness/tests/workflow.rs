@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 type Cell = BTreeMap<String, String>;
 
-fn root() -> std::path::PathBuf {
-    nodejoin::paths::workspace_root()
-}
+mod common;
+use common::root;
 
 fn workflow() -> Value {
     let text = std::fs::read_to_string(root().join("ci/nodejoin.yml")).expect("ci/nodejoin.yml");
@@ -94,8 +93,51 @@ fn installed_copy_matches_the_source() {
     );
 }
 
+/// The Scenarios step's `case` arms: each flavor with the number of nextest partitions its trials are dealt into
+/// (`--partition count:K/N`), K being the cell's shard when N > 1.
+fn partitions_by_flavor(job: &Value) -> BTreeMap<String, u32> {
+    let step = job["steps"]
+        .as_sequence()
+        .expect("the scenarios job's steps")
+        .iter()
+        .find_map(|s| s["run"].as_str().filter(|r| r.contains("cargo nextest run")))
+        .expect("the Scenarios step");
+    step.lines()
+        .filter_map(|l| {
+            let (flavor, arm) = l.trim().split_once(')')?;
+            let partition = arm.split("partition=\"count:").nth(1)?.split('"').next()?;
+            let (shard, total) = partition.split_once('/').expect("count:K/N");
+            let total: u32 = total.parse().expect("a partition total");
+            let each_shard = if total > 1 { "${{ matrix.shard }}" } else { "1" };
+            assert_eq!(shard, each_shard, "{flavor}: the partition of {l}");
+            Some((flavor.trim().to_string(), total))
+        })
+        .collect()
+}
+
+/// The containerd lines of the action job's cells: (the AMI's lines, the canary lines).
+fn action_lines(w: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut ami, mut canary) = (Vec::new(), Vec::new());
+    for c in expand(&w["jobs"]["action"]["strategy"]["matrix"]) {
+        let lines = if c.get("canary").map(String::as_str) == Some("true") {
+            &mut canary
+        } else {
+            &mut ami
+        };
+        if !lines.contains(&c["containerd"]) {
+            lines.push(c["containerd"].clone());
+        }
+    }
+    (ami, canary)
+}
+
+/// The scenarios job's cells are derived, not typed again: every registered provider × the workflow's Kubernetes
+/// versions × each flavor the Scenarios step knows, in as many shards as that step partitions it into, on the
+/// default containerd line; the AL2023 flavor (its subject the node, not the control plane) on local only, on
+/// the AMI's lines the action job runs. The book's CI matrix page says how many jobs that is.
 #[test]
 fn matrix_expands_to_the_documented_cells() {
+    use nodejoin::assets::tools::ContainerdLine;
     let w = workflow();
     let job = &w["jobs"]["scenarios"];
     let cells = expand(&job["strategy"]["matrix"]);
@@ -114,16 +156,29 @@ fn matrix_expands_to_the_documented_cells() {
             v.starts_with('v') && parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
             "{v} is not a Kubernetes release version like v1.36.3"
         );
+        assert!(nodejoin::assets::check_version(v).is_ok(), "{v}");
     }
+    let flavors = partitions_by_flavor(job);
+    assert!(
+        flavors.contains_key("al2023"),
+        "the Scenarios step has no al2023 arm: {flavors:?}"
+    );
+    let (ami_lines, _) = action_lines(&w);
+    let default_line = ContainerdLine::default().as_str().to_string();
+    assert!(ami_lines.contains(&default_line), "{ami_lines:?}");
     let mut expected = Vec::new();
-    for provider in ["local", "k3s", "kind"] {
+    for provider in nodejoin::cluster::names() {
         for kubernetes in &versions {
-            for (flavor, shards) in [("bootstrap-sh", 2), ("user-data", 1), ("nodeadm", 1), ("al2023", 1)] {
-                // The AL2023 flavor runs on local, on both containerd lines; the others on the default line.
-                if flavor == "al2023" && provider != "local" {
+            for (flavor, &shards) in &flavors {
+                let al2023 = flavor == "al2023";
+                if al2023 && provider != nodejoin::cluster::Provider::LOCAL.as_str() {
                     continue;
                 }
-                let lines: &[&str] = if flavor == "al2023" { &["2.2", "1.7"] } else { &["2.2"] };
+                let lines = if al2023 {
+                    &ami_lines[..]
+                } else {
+                    std::slice::from_ref(&default_line)
+                };
                 for shard in 1..=shards {
                     for containerd in lines {
                         expected.push(Cell::from([
@@ -142,20 +197,22 @@ fn matrix_expands_to_the_documented_cells() {
     got.sort();
     expected.sort();
     assert_eq!(got, expected);
-    // The book's CI matrix page documents the same cells.
+    // The book's CI matrix page documents the same cells, and the action job's beside them.
     let page = std::fs::read_to_string(root().join("docs/src/reference/ci-matrix.md")).expect("the CI matrix page");
     assert!(
         page.contains(&format!("{} jobs", cells.len())),
         "the book's CI matrix page must say {} jobs",
         cells.len()
     );
+    let action = expand(&w["jobs"]["action"]["strategy"]["matrix"]).len();
+    assert!(
+        page.contains(&format!("({action} more jobs)")),
+        "the book's CI matrix page must say the action job adds {action} jobs"
+    );
     for c in &cells {
         for v in [&c["provider"], &c["kubernetes"], &c["flavor"]] {
             assert!(page.contains(v.as_str()), "the book's CI matrix page does not name {v}");
         }
-    }
-    for c in &cells {
-        assert!(nodejoin::assets::check_version(&c["kubernetes"]).is_ok(), "{c:?}");
     }
 }
 
@@ -219,19 +276,26 @@ fn the_al2023_cells_use_the_action_itself() {
     assert_eq!(with["filter"].as_str(), Some("test(/al2023-/)"));
     assert_eq!(with["containerd"].as_str(), Some("${{ matrix.containerd }}"));
     assert_eq!(with["eks-ami"].as_str(), Some("amazon-eks-ami"));
-    let lines: Vec<String> = expand(&job["strategy"]["matrix"])
+    // The canary cells: every line nodejoin builds beyond those the AMI cells run (the scenarios job's al2023
+    // cells run the same, matrix_expands_to_the_documented_cells), reporting without failing.
+    use nodejoin::assets::tools::ContainerdLine;
+    let (ami, mut canary) = action_lines(&w);
+    canary.sort();
+    assert!(ami.contains(&ContainerdLine::default().as_str().to_string()), "{ami:?}");
+    let beyond: Vec<String> = ContainerdLine::ALL
         .iter()
-        .map(|c| c["containerd"].clone())
+        .map(|l| l.as_str().to_string())
+        .filter(|l| !ami.contains(l))
         .collect();
-    assert!(
-        lines.contains(&"2.2".to_string()) && lines.contains(&"1.7".to_string()),
-        "{lines:?}"
+    assert!(!beyond.is_empty(), "no line after the AMI's to be a canary on: {ami:?}");
+    assert_eq!(
+        canary, beyond,
+        "the canary cells' lines are the lines nodejoin builds beyond the AMI's"
     );
-    // The canary cells: the lines after the AMI's, each a line nodejoin builds, reporting without failing.
-    for canary in ["2.3", "2.4"] {
-        assert!(lines.contains(&canary.to_string()), "no canary on {canary}: {lines:?}");
-        assert!(nodejoin::assets::tools::ContainerdLine::parse(canary).is_some());
-    }
+    assert!(
+        ami.iter().chain(&canary).all(|l| ContainerdLine::parse(l).is_some()),
+        "{ami:?} {canary:?}"
+    );
     assert_eq!(job["continue-on-error"].as_str(), Some("${{ matrix.canary == true }}"));
     assert_eq!(
         job["strategy"]["matrix"]["kubernetes"], w["jobs"]["scenarios"]["strategy"]["matrix"]["kubernetes"],

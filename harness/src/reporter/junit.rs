@@ -132,7 +132,7 @@ mod tests {
     use crate::assert::Check;
     use std::path::PathBuf;
 
-    use super::super::sample_report as report;
+    use super::super::{sample_names, sample_report as report};
 
     #[test]
     fn every_check_is_a_test_case_of_its_trial() {
@@ -143,7 +143,7 @@ mod tests {
             label: "worker-0".into(),
             ..Default::default()
         });
-        ok.checks = vec![Check::new("ip-172-31-0-4.ec2.internal/Ready", true, "True", "True")];
+        ok.checks = vec![Check::new("ip-172-31-0-4.ec2.internal/ready", true, "True", "True")];
         let mut flaky = ok.clone();
         flaky.name = "flaky".into();
         flaky.trial = "local/v1.36/flaky".into();
@@ -157,12 +157,12 @@ mod tests {
         });
         let xml = xml(&[ok, report(), flaky], "run-1").unwrap();
         assert!(
-            xml.contains("<testcase name=\"worker-0/Ready\" classname=\"local/v1.36/ok\""),
+            xml.contains("<testcase name=\"worker-0/ready\" classname=\"local/v1.36/ok\""),
             "the node by its stable label, under its trial: {xml}"
         );
         assert!(xml.contains("file=\"scenarios/ok.yaml\""), "{xml}");
         assert!(
-            xml.contains("<testcase name=\"node-a/capacity pods\" classname=\"demo\""),
+            xml.contains(&format!("<testcase name=\"{}\" classname=\"demo\"", sample_names()[1])),
             "{xml}"
         );
         assert!(xml.contains("<failure message=\"expected 29, got 110\""), "{xml}");

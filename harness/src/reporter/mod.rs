@@ -44,18 +44,32 @@ pub enum Format {
     Json,
 }
 
+/// The sample report's checks on its node `node-a`, named as the checks themselves name them (a name no check
+/// has would let a reporter test pass on a report no run writes): labels (passed), capacity.pods (failed) and
+/// cloud-init status (expected to fail).
+#[cfg(test)]
+fn sample_names() -> [String; 3] {
+    use crate::run::pipeline::assertions::node::{capacity_pods, labels};
+    [
+        labels::DEF.on("node-a"),
+        capacity_pods::DEF.on("node-a"),
+        crate::assert::registry::CLOUD_INIT_STATUS.on("node-a"),
+    ]
+}
+
 /// A failed scenario with a passed, a failed and an expected-to-fail check, for the reporters' tests.
 #[cfg(test)]
 fn sample_report() -> crate::run::report::ScenarioReport {
     use crate::assert::Check;
+    let [labels, capacity_pods, cloud_init] = sample_names();
     let mut r = crate::run::report::ScenarioReport::new("demo", std::path::PathBuf::from("scenarios/demo.yaml"));
     r.checks = vec![
-        Check::new("node-a/labels", true, "{team: a}", "{team: a, zone: x}"),
-        Check::new("node-a/capacity pods", false, "29", "110"),
+        Check::new(labels, true, "{team: a}", "{team: a, zone: x}"),
+        Check::new(capacity_pods, false, "29", "110"),
         Check {
             xfail: true,
             ..Check::new(
-                "node-a/cloud-init status",
+                cloud_init,
                 true,
                 "to fail (failingChecks), i.e. not: done",
                 "error\nstage init: boom",

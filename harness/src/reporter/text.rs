@@ -327,10 +327,11 @@ mod tests {
     use crate::run::report::NodeTimeline;
     use std::path::PathBuf;
 
-    use super::super::sample_report as report;
+    use super::super::{sample_names, sample_report as report};
 
     #[test]
     fn every_check_is_listed_with_expected_and_actual() {
+        let [labels, capacity_pods, cloud_init] = sample_names();
         let text = full(&report());
         let lines: Vec<&str> = text.lines().collect();
         let at = lines
@@ -340,26 +341,26 @@ mod tests {
         assert_eq!(
             lines[at + 1..at + 5],
             [
-                "  PASS  node-a/labels: expected {team: a}, got {team: a, zone: x}",
-                "  FAIL  node-a/capacity pods: expected 29, got 110",
-                "  XFAIL node-a/cloud-init status: expected to fail (failingChecks), i.e. not: done, got error",
-                "          stage init: boom",
+                format!("  PASS  {labels}: expected {{team: a}}, got {{team: a, zone: x}}"),
+                format!("  FAIL  {capacity_pods}: expected 29, got 110"),
+                format!("  XFAIL {cloud_init}: expected to fail (failingChecks), i.e. not: done, got error"),
+                "          stage init: boom".to_string(),
             ],
             "{text}"
         );
         assert_eq!(
             report().failure_lines(),
-            vec!["node-a/capacity pods: expected 29, got 110"]
+            vec![format!("{capacity_pods}: expected 29, got 110")]
         );
     }
 
     #[test]
     fn a_passed_scenario_lists_its_checks_too() {
         let mut r = ScenarioReport::new("ok", PathBuf::from("scenarios/ok.yaml"));
-        r.checks = vec![Check::new("node-a/Ready", true, "True", "True")];
+        r.checks = vec![Check::new("node-a/ready", true, "True", "True")];
         let text = full(&r);
         assert!(
-            text.contains("  checks: 1/1 passed\n  PASS  node-a/Ready: expected True, got True\n"),
+            text.contains("  checks: 1/1 passed\n  PASS  node-a/ready: expected True, got True\n"),
             "{text}"
         );
     }
@@ -430,12 +431,14 @@ mod tests {
             hint: "see the engine".into(),
         };
         let mut ok = ScenarioReport::new("ok", PathBuf::from("scenarios/ok.yaml"));
-        ok.checks = vec![Check::new("node-a/Ready", true, "True", "True")];
+        ok.checks = vec![Check::new("node-a/ready", true, "True", "True")];
         let table = summary(&[ok, report(), err]);
+        let [_, capacity_pods, _] = sample_names();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines[4], "1 passed, 1 failed, 0 ignored, 1 errors", "{table}");
         assert_eq!(
-            lines[5], "  demo: node-a/capacity pods: expected 29, got 110",
+            lines[5],
+            format!("  demo: {capacity_pods}: expected 29, got 110"),
             "{table}"
         );
         assert!(

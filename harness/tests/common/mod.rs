@@ -1,6 +1,7 @@
 //! What the clean-up and sharing tests have in common: starting runs, finding what a run owns on the host (Docker
 //! objects, processes, state, etcd data) and the host's sysctls. The tests of a binary take turns: sysctls are
-//! restored by the last live run only, so a neighbouring test's run would keep them.
+//! restored by the last live run only, so a neighbouring test's run would keep them. Every test crate's helpers
+//! live here too (the checkout's root, the binary): each crate uses some of them, hence `allow(dead_code)`.
 #![allow(dead_code)]
 pub mod trials;
 
@@ -17,9 +18,18 @@ pub fn take_turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The nodejoin binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_nodejoin");
+
+/// The checkout's root (where `scenarios/`, `docs/` and `ci/` are): one definition for every test crate.
+pub fn root() -> PathBuf {
+    nodejoin::paths::workspace_root()
+}
+
+/// The binary, to run from the checkout's root (a test running it elsewhere sets its own `current_dir`).
 pub fn nodejoin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nodejoin"));
-    c.current_dir(nodejoin::paths::workspace_root());
+    let mut c = Command::new(BIN);
+    c.current_dir(root());
     c
 }
 
@@ -253,8 +263,8 @@ pub fn kind_ready() -> Option<String> {
 
 /// A scenario that stays mid-join for a while: our reference bootstrap, `late` late.
 pub fn slow_scenario(dir: &Path, late: Duration) -> PathBuf {
-    let script = std::fs::read_to_string(nodejoin::paths::workspace_root().join("fixtures/bootstrap/bootstrap.sh"))
-        .expect("the reference bootstrap");
+    let script =
+        std::fs::read_to_string(root().join("fixtures/bootstrap/bootstrap.sh")).expect("the reference bootstrap");
     let (shebang, rest) = script.split_once('\n').expect("a shebang line");
     std::fs::write(
         dir.join("slow.sh"),
@@ -287,7 +297,7 @@ nodes:
 pub fn reap_as_nobody(scratch: &Path) -> std::process::Output {
     use std::os::unix::fs::PermissionsExt;
     let bin = scratch.join("nodejoin");
-    std::fs::copy(env!("CARGO_BIN_EXE_nodejoin"), &bin).unwrap();
+    std::fs::copy(BIN, &bin).unwrap();
     std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let docker_gid = std::fs::read_to_string("/etc/group")

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// The amazon-eks-ami snapshot kept beside the project as test data (absent in a user's clone: trials needing it
 /// are ignored with that reason).
 pub fn eks_ami_snapshot() -> PathBuf {
-    nodejoin::paths::workspace_root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
+    super::root().join("../shared/upstream/amazon-eks-ami-81fec2e8.tar.gz")
 }
 
 /// A trial's failure with `what` unless `ok`.
