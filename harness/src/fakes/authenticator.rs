@@ -209,6 +209,17 @@ impl Authenticator {
             .unwrap_or_default()
     }
 
+    /// The decisions about `instance_id`'s tokens, one line each, and a line saying how many were past the cap.
+    pub fn decision_lines(&self, instance_id: &str) -> String {
+        let cut = super::capped::cut_note(self.decisions_dropped(instance_id), "decisions");
+        self.decisions_for(instance_id)
+            .iter()
+            .map(|d| d.line())
+            .chain(cut)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Reviews `token` for `control_plane` now.
     pub async fn decide(&self, control_plane: &str, token: &str) -> Decision {
         self.decide_at(control_plane, token, SystemTime::now()).await

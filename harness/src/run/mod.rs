@@ -9,8 +9,9 @@ mod node;
 pub mod pipeline;
 pub mod report;
 pub mod timeline;
+pub mod trial;
 
-pub use driver::{runner, scenario, trial, trials, verdict};
+pub use driver::{runner, scenario, trials, verdict};
 pub use env::{lazy, prepare, Environment};
 pub use lazy::LazyEnvironment;
 pub use report::{Outcome, ScenarioReport};

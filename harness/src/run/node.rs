@@ -56,7 +56,7 @@ pub(crate) struct RunningNode {
     pub(crate) executables: Option<assert::executables::Trace>,
     /// Why the harness stopped waiting for this node before `within` ran out, and when (after the kubelet was
     /// started, or the bootstrap or cloud-init finished).
-    pub(crate) stopped: Option<(crate::run::pipeline::observe::failfast::Stop, Duration)>,
+    pub(crate) stopped: Option<(Stop, Duration)>,
     /// The host's kernel parameters a fresh procfs or sysfs reaches, read before the node started
     /// (`expect.hostKernelUntouched`).
     pub(crate) host_kernel_before: Vec<(String, String)>,
@@ -119,4 +119,14 @@ pub(crate) fn imds_text(env: &Environment, n: &RunningNode) -> String {
         .chain(cut)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Why a node was given up on, as the first failing check of that node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stop {
+    /// The check that failed.
+    pub check: &'static crate::assert::registry::CheckDef,
+    pub expected: String,
+    /// The cause, quoted from the node (journal, cloud-init, nodeadm).
+    pub cause: String,
 }

@@ -37,13 +37,8 @@ pub struct UserDataSpec {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StackSpec {
     pub name: String,
-    #[serde(default = "default_resource")]
+    #[serde(default = "crate::scenario::flavors::default_resource")]
     pub resource: String,
-}
-
-/// The AutoScalingGroup resource a stack's instances signal, by default.
-pub(crate) fn default_resource() -> String {
-    "NodeGroup".into()
 }
 
 /// The keys of a file source.

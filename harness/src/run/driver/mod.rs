@@ -1,7 +1,7 @@
-//! The driver: what a caller asks for (a [`trial::Trial`]), how scenarios become test trials, the loop that runs
+//! The driver: how scenarios become test trials, the loop that runs
 //! many at once, one scenario's run turned into a report, and what its outcome means for whoever asked.
 pub mod runner;
 pub mod scenario;
-pub mod trial;
+
 pub mod trials;
 pub mod verdict;

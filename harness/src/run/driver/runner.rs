@@ -1,10 +1,10 @@
 //! Runs many scenarios at once on one environment, `jobs` at a time, announcing the run to reporters: the loop
 //! `nodejoin run` uses. (Under `cargo test`, libtest-mimic's thread pool plays this part, with the same number of
 //! jobs by default, over the same environment and pipeline.)
-use crate::run::driver::trial::Trial;
 use crate::run::env::Environment;
 use crate::run::events::EventSink;
 use crate::run::report::ScenarioReport;
+use crate::run::trial::Trial;
 use futures::StreamExt;
 
 /// The variable that sets how many scenarios run at once (`nodejoin run -j` and the trials' default).

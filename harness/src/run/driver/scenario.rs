@@ -1,10 +1,10 @@
 //! One scenario: the run of its pipeline of named actions (`actions`), turned into a report that never panics.
 use crate::error::Error;
-use crate::run::driver::trial::Trial;
 use crate::run::env::Environment;
 use crate::run::events::{Event, EventSink};
 use crate::run::pipeline::Context;
 use crate::run::report::{Attempt, Outcome, ScenarioReport};
+use crate::run::trial::Trial;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! What a scenario's outcome means for whoever asked for it, decided in one place: `nodejoin run` turns the
 //! verdicts into its exit code, the scenario trials into libtest-mimic results.
-use crate::run::driver::trials::ENV_REQUIRE;
+use crate::run::trials::ENV_REQUIRE;
 use crate::run::Outcome;
 
 /// A scenario's verdict.

@@ -18,12 +18,12 @@ use crate::cluster::ClusterSpec;
 use crate::error::Result;
 use crate::fakes::authenticator::Announcement;
 use crate::node::image::NodeImage;
-use crate::run::driver::trial::Trial;
 use crate::run::env::clusters::IamLease;
 use crate::run::env::{Environment, SharedCluster};
 use crate::run::events::{Event, EventSink};
 use crate::run::node::RunningNode;
 use crate::run::report::ScenarioReport;
+use crate::run::trial::Trial;
 use crate::scenario::model::Scenario;
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -58,7 +58,7 @@ pub(crate) struct Provisioned {
     pub group_images: Vec<Option<NodeImage>>,
     /// Each group's machine (its disk, kernel and accelerator), in the order of `sc.nodes`; none for a container
     /// group. Made here, not at boot: a VM disk's build then overlaps the wait for the machine's turn.
-    pub machines: Vec<Option<boot::vm::Machine>>,
+    pub machines: Vec<Option<provision::machine::Machine>>,
     pub spec: Option<ClusterSpec>,
 }
 

@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub struct CloudFormationAl2Spec {
     #[serde(default = "default_stack")]
     pub stack: String,
-    #[serde(default = "crate::scenario::user_data::default_resource")]
+    #[serde(default = "super::default_resource")]
     pub resource: String,
     /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.
     #[serde(default)]

@@ -4,6 +4,11 @@
 //! loads, and the user data it writes) plus one line in [`registry!`]. The loader reads a flavor's spec as the
 //! typed struct it is, so a mistake in it is reported at its own line and column; the schema lists them all.
 use super::model::NodeGroup;
+
+/// The AutoScalingGroup resource a stack's instances signal, by default (a flavor's and a file's stack).
+pub(crate) fn default_resource() -> String {
+    "NodeGroup".into()
+}
 use crate::userdata::generate::ClusterFacts;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -46,10 +46,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                     let logs = collect::HarnessLogs {
                         bootstrap: bootstrap_text(n),
                         imds: imds_text(env, n),
-                        authenticator: crate::run::pipeline::assertions::iam::decision_lines(
-                            env,
-                            &n.instance.instance_id,
-                        ),
+                        authenticator: env.authenticator.decision_lines(&n.instance.instance_id),
                         calls: calls_text(env, n),
                     };
                     collect::collect_node(&dir.join(&n.node_name), n, &logs, cluster)

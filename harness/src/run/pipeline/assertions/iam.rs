@@ -33,19 +33,6 @@ fn token_format_check(name: String, decisions: &[crate::fakes::authenticator::De
     )
 }
 
-/// A Kubernetes API call of the IAM set-up failed: the cluster's fault, not the scenario file's.
-/// The token webhook's decisions about `instance_id`'s tokens, one line each.
-pub fn decision_lines(env: &Environment, instance_id: &str) -> String {
-    let cut = crate::fakes::capped::cut_note(env.authenticator.decisions_dropped(instance_id), "decisions");
-    env.authenticator
-        .decisions_for(instance_id)
-        .iter()
-        .map(|d| d.line())
-        .chain(cut)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Checks for one IAM node that joined: the identity the API server saw, who mapped the role (and when), and
 /// the token's format against the real AWS CLI's.
 pub fn checks(

@@ -1,7 +1,7 @@
 //! `boot`: the control plane and the node containers start in parallel (a container needs no cluster until its
 //! bootstrap runs).
 pub(crate) mod nodes;
-pub(crate) mod vm;
+
 use super::{Action, Context};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;

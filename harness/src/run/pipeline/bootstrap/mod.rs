@@ -1,6 +1,7 @@
 //! `bootstrap`: every node's bootstrap runs at once (the harness's call of the script, or cloud-init with the
 //! node's user data), with the cluster's placeholders filled in.
 pub(crate) mod command;
+pub(crate) mod node;
 pub(crate) mod trust;
 pub(crate) mod userdata;
 use super::{Action, Context};
@@ -25,7 +26,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         let bootstraps = futures::future::join_all(
             cx.nodes
                 .iter_mut()
-                .map(|n| crate::run::pipeline::boot::nodes::run_bootstrap(env, trial, n, vars, token)),
+                .map(|n| node::run_bootstrap(env, trial, n, vars, token)),
         );
         // A control plane that dies while the nodes bootstrap ends the scenario now, naming the component,
         // instead of after every bootstrap has waited out its own timeouts against a dead API server.

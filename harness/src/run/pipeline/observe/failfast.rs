@@ -9,15 +9,7 @@ pub const KUBELET_RESTARTS: u32 = 3;
 /// How long after cloud-init finished a kubelet that never started counts as never starting.
 pub const NEVER_STARTED_GRACE: Duration = Duration::from_secs(5);
 
-/// Why a node was given up on, as the first failing check of that node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stop {
-    /// The check that failed.
-    pub check: &'static crate::assert::registry::CheckDef,
-    pub expected: String,
-    /// The cause, quoted from the node (journal, cloud-init, nodeadm).
-    pub cause: String,
-}
+pub use crate::run::node::Stop;
 
 /// The kubelet unit's state, from `systemctl show`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -310,9 +310,7 @@ pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
             EvidenceSource::Imds => imds_text(env, n),
             EvidenceSource::Calls => calls_text(env, n),
             EvidenceSource::Console => n.container.console_text(),
-            EvidenceSource::Authenticator => {
-                crate::run::pipeline::assertions::iam::decision_lines(env, &n.instance.instance_id)
-            }
+            EvidenceSource::Authenticator => env.authenticator.decision_lines(&n.instance.instance_id),
             EvidenceSource::CloudInit => {
                 let log = n
                     .container

@@ -1,5 +1,7 @@
 //! `provision`: what the scenario needs before anything starts (Kubernetes binaries, node images, the sandbox
 //! image the fake ECR serves), and `lease`: exclusive use of a control plane for an IAM scenario.
+pub(crate) mod machine;
+
 use super::{Action, Context};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
@@ -85,7 +87,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         // A VM group's disk (built from its node image, or the user's, checked) and accelerator.
         for (g, img) in sc.nodes.iter().zip(&cx.provisioned.group_images) {
             let machine = match g.runtime {
-                NodeRuntime::Vm => Some(super::boot::vm::prepare(env, sc, g, img.as_ref()).await?),
+                NodeRuntime::Vm => Some(machine::prepare(env, sc, g, img.as_ref()).await?),
                 NodeRuntime::Container => None,
             };
             cx.provisioned.machines.push(machine);

@@ -40,7 +40,7 @@ impl Trial {
 
     /// Its name as cargo, nextest, filters, partitions and JUnit know it: `provider/v1.MINOR/scenario`.
     pub fn test_name(&self) -> String {
-        crate::run::driver::trials::name(
+        crate::run::trials::name(
             self.provider,
             &self.scenario.cluster.kubernetes_version,
             &self.scenario.name,
@@ -51,7 +51,7 @@ impl Trial {
     /// `name@v1.MINOR` in a run that takes the scenario on several Kubernetes versions.
     pub fn report_name(&self) -> String {
         if self.one_of_several_versions {
-            let version = crate::run::driver::trials::minor(&self.scenario.cluster.kubernetes_version);
+            let version = crate::run::trials::minor(&self.scenario.cluster.kubernetes_version);
             format!("{}@{version}", self.scenario.name)
         } else {
             self.scenario.name.clone()

@@ -1,5 +1,5 @@
-//! Booting a node of a `runtime: vm` group: the disk with its kernel (or the group's own disk, checked), and the
-//! accelerator first (cached), then the machine on the run's network with its instance's address and MAC.
+//! A `runtime: vm` group's machine: made by `provision` (the disk with its kernel, or the group's own disk,
+//! checked, and the accelerator, cached), started by `boot` on the run's network with its instance's address and MAC.
 use crate::error::{Error, Result};
 use crate::node::container::{NodeContainer, NodeFile};
 use crate::node::image::NodeImage;
