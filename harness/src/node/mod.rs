@@ -1,6 +1,6 @@
-//! Nodes: the image they run, the containers (or VMs, `vm`) that run it, and the host state they touch.
+//! Nodes: the image they run, the machines that run it (`machine`: a container, a VM, the user's own disk), and the
+//! host state they touch.
 pub mod capacity;
-pub mod container;
 pub mod dmi;
 pub mod eks_ami;
 pub mod eks_ami_git;
@@ -8,6 +8,7 @@ pub mod group_image;
 pub mod image;
 pub mod inputs;
 pub mod journal;
+pub mod machine;
 pub mod privileges;
 pub mod seed;
 pub mod vm;

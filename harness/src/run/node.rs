@@ -5,7 +5,7 @@ use super::report::NodeTimeline;
 use crate::assert;
 use crate::docker::ExecOutput;
 use crate::fakes::instances::Instance;
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use crate::scenario::model::{Expect, NodeGroup};
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ pub(crate) struct RunningNode {
     /// The group's expectation, its placeholders filled in with this node's values once they are all known
     /// (before its bootstrap runs); until then, as the scenario wrote it.
     pub(crate) expect: Expect,
-    pub(crate) container: NodeContainer,
+    pub(crate) container: NodeMachine,
     pub(crate) instance: Arc<Instance>,
     pub(crate) node_name: String,
     pub(crate) vars: BTreeMap<String, String>,

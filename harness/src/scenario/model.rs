@@ -492,6 +492,12 @@ fn any_action() -> String {
 }
 
 impl NodeGroup {
+    /// What the group's machines can do: its runtime's kind, with a disk of its own's guest agent.
+    pub fn capabilities(&self) -> crate::node::machine::Capabilities {
+        let kind = self.runtime.kind(self.disk.is_some());
+        crate::node::machine::Capabilities::of(kind, self.disk.as_ref().is_some_and(|d| d.guest_agent))
+    }
+
     /// The containerd line this group's nodes run: the group's (or the run's), else the one of the nodeadm the
     /// node gets. Without an amazon-eks-ami checkout an AL2023 node runs the 2024 nodeadm, which cannot configure
     /// containerd 2 ("sandbox image could not be found in containerd config"); no AMI ever shipped that pair, so
@@ -511,9 +517,9 @@ impl NodeGroup {
 }
 
 impl Scenario {
-    /// Whether a node group runs as machines (`runtime: vm`): one such scenario runs at a time.
+    /// Whether a node group's machines are of a kind only one scenario at a time may run (emulated machines).
     pub fn has_vm_nodes(&self) -> bool {
-        self.nodes.iter().any(|g| g.runtime == NodeRuntime::Vm)
+        self.nodes.iter().any(|g| g.capabilities().kind.one_scenario_at_a_time)
     }
 
     pub fn cluster_name(&self) -> String {

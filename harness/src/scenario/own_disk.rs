@@ -27,7 +27,7 @@ pub(super) fn check(n: &NodeGroup, disk: &OwnDisk, roots: &Roots) -> std::result
             "`{key}` shapes nodejoin's node image, which a disk of your own replaces: remove one of them"
         ));
     }
-    if !disk.guest_agent {
+    if !n.capabilities().sees_inside {
         if let Some(key) = reads_inside(&n.expect) {
             return Err(format!(
                 "`{key}` reads inside the machine, and a disk without a guest agent is observed from outside only \

@@ -102,13 +102,15 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             .evidence
             .iter()
             .any(|e| e.source == super::expect::EvidenceSource::Console);
-        if console && n.runtime != super::model::NodeRuntime::Vm {
+        let machine = n.capabilities().kind;
+        if console && !machine.console {
             return Err(group(
                 n,
                 "evidence",
                 format!(
-                    "node group '{}': evidence from the console needs `runtime: vm` (a container has none)",
-                    n.name
+                    "node group '{}': evidence from the console needs a machine with a serial console: runtime {} \
+                     has none (`runtime: vm` has one)",
+                    n.name, machine.name
                 ),
             ));
         }
@@ -159,7 +161,7 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             ));
         }
         if n.expect.local_storage.is_some()
-            && (n.runtime != super::model::NodeRuntime::Vm || crate::eks::instance_store::count(&n.instance_type) == 0)
+            && (!machine.instance_store || crate::eks::instance_store::count(&n.instance_type) == 0)
         {
             return Err(group(
                 n,
@@ -169,7 +171,7 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                      that has them (nodejoin knows {}); {} has none",
                     n.name,
                     crate::eks::instance_store::types().join(", "),
-                    if n.runtime == super::model::NodeRuntime::Vm {
+                    if machine.instance_store {
                         n.instance_type.as_str()
                     } else {
                         "a container node"

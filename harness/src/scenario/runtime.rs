@@ -13,6 +13,18 @@ pub enum NodeRuntime {
     Vm,
 }
 
+impl NodeRuntime {
+    /// The machine kind that runs a group of this runtime (`own_disk`: the group boots a disk of its own).
+    pub fn kind(self, own_disk: bool) -> &'static crate::node::machine::MachineKind {
+        use crate::node::machine::{CONTAINER, OWN_DISK, VM};
+        match (self, own_disk) {
+            (Self::Container, _) => &CONTAINER,
+            (Self::Vm, false) => &VM,
+            (Self::Vm, true) => &OWN_DISK,
+        }
+    }
+}
+
 /// `disk`: a machine's own disk (an AMI exported with `aws ec2 export-image`, a Packer qemu build) instead of the
 /// disk nodejoin makes from the group's node image. It boots under its firmware (UEFI unless `firmware: bios`)
 /// through its own bootloader, and nothing of nodejoin's is put in it: it must trust the run's endpoints CA itself

@@ -149,9 +149,9 @@ impl<'a> Context<'a> {
         self.sc
             .nodes
             .iter()
-            .map(|g| match g.runtime {
-                crate::scenario::model::NodeRuntime::Container => g.count,
-                crate::scenario::model::NodeRuntime::Vm => g.count.saturating_mul(crate::run::env::NODE_SLOTS / 2),
+            .map(|g| match g.capabilities().kind.weight {
+                crate::node::machine::Weight::One => g.count,
+                crate::node::machine::Weight::HalfTheHost => g.count.saturating_mul(crate::run::env::NODE_SLOTS / 2),
             })
             .sum()
     }

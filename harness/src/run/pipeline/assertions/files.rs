@@ -3,14 +3,14 @@
 use crate::assert::files::{self, Identity, BOOTSTRAP_OUTPUTS, BOOTSTRAP_OUTPUT_DIRS};
 use crate::assert::Check;
 use crate::fakes::instances::Instance;
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use crate::scenario::model::FileExpectation;
 use crate::scenario::template::render;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The bootstrap's output files present on the node (path → content).
-pub async fn read_outputs(node: &NodeContainer) -> BTreeMap<String, String> {
+pub async fn read_outputs(node: &NodeMachine) -> BTreeMap<String, String> {
     let mut paths: Vec<String> = BOOTSTRAP_OUTPUTS.iter().map(|p| p.to_string()).collect();
     for dir in BOOTSTRAP_OUTPUT_DIRS {
         if let Ok(out) = node.exec(&["find", dir, "-maxdepth", "1", "-type", "f"], &[]).await {
@@ -29,7 +29,7 @@ pub async fn read_outputs(node: &NodeContainer) -> BTreeMap<String, String> {
 }
 
 /// `read_outputs` with this instance's identity replaced by placeholders.
-pub async fn normalised_outputs(node: &NodeContainer, instance: &Instance) -> BTreeMap<String, String> {
+pub async fn normalised_outputs(node: &NodeMachine, instance: &Instance) -> BTreeMap<String, String> {
     let id = Identity::of(
         &instance.instance_id,
         &instance.private_ip.to_string(),
@@ -47,7 +47,7 @@ pub async fn normalised_outputs(node: &NodeContainer, instance: &Instance) -> BT
 /// the group's `within`), and compares the files.
 pub async fn idempotency(
     node_name: &str,
-    node: &NodeContainer,
+    node: &NodeMachine,
     cmd: &[String],
     env: &[String],
     deadline: std::time::Duration,

@@ -152,7 +152,7 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
         .unwrap_or_default();
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     let runtime = n.container.runtime();
-    if runtime != "container" {
+    if n.container.capabilities.kind.own_kernel {
         // A machine says what it runs on: its own kernel and cgroup hierarchy, whatever the host's.
         // One line each: the kernel, the cgroup file system, and what cloud-init's ds-identify decided at boot.
         let script = "uname -r; stat -fc %T /sys/fs/cgroup; \

@@ -3,7 +3,7 @@
 use crate::assert::cloud_init::{self, CloudInitReport};
 use crate::assert::nodeadm::{self as nodeadm_report, NodeadmReport};
 use crate::assert::Check;
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use crate::run::env::Environment;
 use crate::scenario::model::{CloudInitExpectation, CloudInitStatus, NodeGroup, SignalExpectation};
 
@@ -33,7 +33,7 @@ fn with_default_tag(image: &str) -> String {
 /// bootstrap), derived from what that tool did: an image on an ECR registry must have been pulled with an ECR
 /// token signed by this instance (the 2024 nodeadm does that); a local one (current nodeadm's
 /// `localhost/kubernetes/pause`) must only be in containerd's image store.
-pub async fn sandbox_check(env: &Environment, container: &NodeContainer, node: &str, instance_id: &str) -> Check {
+pub async fn sandbox_check(env: &Environment, container: &NodeMachine, node: &str, instance_id: &str) -> Check {
     let name = crate::assert::registry::SANDBOX_IMAGE.on(node);
     let config = container
         .read_file("/etc/containerd/config.toml")

@@ -3,11 +3,11 @@
 use crate::error::{Error, Result};
 use crate::fakes::iam::{CredentialMode, CredentialPolicy};
 use crate::fakes::instances::Instance;
-use crate::node::container::{NodeContainer, NodeFile, NodeSpec};
+use crate::node::machine::container::{self, NodeFile, NodeSpec};
 use crate::run::env::Environment;
 use crate::run::node::RunningNode;
 use crate::run::report::NodeTimeline;
-use crate::scenario::model::{CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, NodeRuntime, Scenario};
+use crate::scenario::model::{CredentialsMode, ImdsTokens, Lifecycle, NodeGroup, Scenario};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Instant, SystemTime};
@@ -66,16 +66,17 @@ pub(crate) async fn boot_node(
     let ecr_host = crate::fakes::ecr::eks_registry_host(&sc.cluster.region);
     let aws_env: String = endpoints.iter().map(|e| format!("{e}\n")).collect();
     let mut files = bootstrap_files;
-    // A container's journal is kept in a host directory that outlives it; a machine keeps its own on its disk, as
-    // an instance does (the VM layer restores AL2023's persistent journal).
-    if group.runtime == NodeRuntime::Container {
+    let own_kernel = group.capabilities().kind.own_kernel;
+    // A node on the host's kernel keeps its journal in a host directory that outlives it; a machine keeps its own
+    // on its disk, as an instance does (the VM layer restores AL2023's persistent journal).
+    if !own_kernel {
         files.push(crate::node::journal::drop_in());
     }
-    match group.runtime {
+    match own_kernel {
         // A container reaches the fakes at their own addresses: its services (cloud-init, nodeadm, the kubelet's
         // credential plugin) through endpoint variables, containerd's pulls from the EKS ECR registry through a
         // mirror entry. (A bootstrap the harness runs gets the variables on its command line, in a VM too.)
-        NodeRuntime::Container => files.extend([
+        false => files.extend([
             // The fakes' addresses, for nodejoin's own units (the in-node IMDS redirect) and probes.
             NodeFile {
                 path: "/etc/nodejoin/node.env".into(),
@@ -110,7 +111,7 @@ pub(crate) async fn boot_node(
         // A machine reaches AWS as an instance does, by AWS's names (the VPC resolver its DHCP names, the front of
         // the fakes on its link). What it needs for that is the CA of those names' certificates: one file in the
         // directory Go's TLS (nodeadm, containerd, the kubelet's plugins) reads trust anchors from.
-        NodeRuntime::Vm => files.push(NodeFile {
+        true => files.push(NodeFile {
             path: crate::node::vm::export::TRUST_ANCHOR.into(),
             content: env.endpoints_ca.clone().into_bytes(),
             mode: 0o644,
@@ -119,7 +120,7 @@ pub(crate) async fn boot_node(
     let container_name = format!("nodejoin-{}-{}-{label}", env.run_id, sc.name);
     let (instance_id, mac) = Instance::new_ids();
     // A VM's kernel and disk were made (or found in the cache) by `provision`: the boot is timed without them.
-    if group.runtime == NodeRuntime::Vm && machine.is_none() {
+    if own_kernel && machine.is_none() {
         return Err(Error::Pipeline(format!(
             "node group {}: boot before its machine was made",
             group.name
@@ -148,7 +149,7 @@ pub(crate) async fn boot_node(
             let image = image.ok_or_else(|| Error::Pipeline(format!("node group {} has no node image", group.name)))?;
             let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
                 .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
-            NodeContainer::start(
+            container::start(
                 &env.docker,
                 NodeSpec {
                     container_name,
@@ -242,7 +243,7 @@ pub(crate) async fn boot_node(
             group: group.name.clone(),
             instance_id: instance.instance_id.clone(),
             ip: instance.private_ip.to_string(),
-            machine: container.is_vm(),
+            machine: container.capabilities.kind.own_kernel,
             ..Default::default()
         },
         container,
@@ -275,7 +276,7 @@ pub(crate) async fn boot_node(
     };
     // A machine whose bootstrap is its user data boots once that is in IMDS (`run_bootstrap`): an instance
     // reads it at its first boot.
-    if node.container.is_vm() && group.user_data.is_some() {
+    if node.container.capabilities.kind.own_kernel && group.user_data.is_some() {
         drop(turn);
         return Ok(node);
     }

@@ -2,7 +2,7 @@
 //! and the instance's placeholders are known: in a throwaway container of the node's image, the scenario's
 //! repository mounted read-only (its `.git` hidden), without network. A failure quotes the generator's exit code
 //! and the end of what it printed on standard error.
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use crate::scenario::user_command::{environment, CommandSpec, TIMEOUT};
 use crate::scenario::user_data::MAX_USER_DATA;
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ pub async fn generate(
     run_id: &str,
     roots: &crate::scenario::confine::Roots,
     spec: &CommandSpec,
-    node: &NodeContainer,
+    node: &NodeMachine,
     vars: &BTreeMap<String, String>,
 ) -> Result<Vec<u8>, String> {
     let line = spec.argv.join(" ");

@@ -114,11 +114,12 @@ pub(crate) async fn run_bootstrap(
             node.timeline.container_up = Some(t.elapsed());
         }
         let t1 = Instant::now();
-        let wait = bootstrap_wait(node.container.is_vm(), &group.expect);
+        let own_kernel = node.container.capabilities.kind.own_kernel;
+        let wait = bootstrap_wait(own_kernel, &group.expect);
         let cloud_init = super::userdata::run_cloud_init(&node.container, wait, nodeadm);
         // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
         let refused = super::trust::refused_certificate(env, &node.container.name, &node.instance);
-        let finished = if node.container.is_vm() {
+        let finished = if own_kernel {
             tokio::select! {
                 r = cloud_init => r,
                 e = refused => Err(e),
@@ -197,7 +198,7 @@ fn bootstrap_wait(vm: bool, expect: &crate::scenario::expect::Expect) -> std::ti
 }
 
 /// The exec trace strace wrote, parsed, or why it could not be read.
-async fn read_trace(container: &crate::node::container::NodeContainer) -> Trace {
+async fn read_trace(container: &crate::node::machine::NodeMachine) -> Trace {
     match container.exec(&["cat", EXEC_TRACE], &[]).await {
         Ok(out) if out.exit_code == 0 => Trace::Read(crate::assert::executables::parse_strace(&out.stdout)),
         Ok(out) => Trace::Missing(format!(

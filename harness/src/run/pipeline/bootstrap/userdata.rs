@@ -5,7 +5,7 @@ use crate::assert::nodeadm::{self as nodeadm_report, NodeadmReport};
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
 use crate::fakes::instances::Instance;
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use crate::scenario::model::{NodeGroup, Scenario, UserDataSpec};
 use crate::scenario::template::render;
 use crate::userdata::generate::ClusterFacts;
@@ -101,7 +101,7 @@ pub struct CloudInitRun {
 /// at most `within`. With `nodeadm`, the image's two nodeadm
 /// units run in the same systemd transaction, ordered around cloud-init's stages as on an AL2023 AMI (config
 /// before the user's scripts, run after them).
-pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
+pub async fn run_cloud_init(node: &NodeMachine, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
     let mut units = "cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service".to_string();
     if nodeadm {
         for u in nodeadm_report::UNITS {
@@ -118,7 +118,7 @@ pub async fn run_cloud_init(node: &NodeContainer, within: Duration, nodeadm: boo
     } else {
         String::new()
     };
-    let script = if node.is_vm() {
+    let script = if node.capabilities.kind.own_kernel {
         // A machine started them at boot, as an instance does (or did not: its cloud-init may have found no
         // datasource): wait until no job of theirs is left, never start one.
         let pattern = units
@@ -160,7 +160,7 @@ cloud-init status --wait >/dev/null\n"
     let log = node.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
     let status = node.read_file("/run/cloud-init/status.json").await;
     let mut report = CloudInitReport::parse(status.as_deref(), &log);
-    if node.is_vm() {
+    if node.capabilities.kind.own_kernel {
         let ds_identify = node
             .read_file("/run/cloud-init/ds-identify.log")
             .await
@@ -207,7 +207,7 @@ const FINAL_JOURNAL_BYTES: usize = 256 * 1024;
 
 /// The journal of cloud-final.service, where the user data's scripts print, each line stamped (local time, as
 /// cloud-init.log's): its last [`FINAL_JOURNAL_BYTES`].
-async fn final_stage_journal(node: &NodeContainer) -> String {
+async fn final_stage_journal(node: &NodeMachine) -> String {
     let cmd =
         format!("journalctl --no-pager -o short-iso-precise -u cloud-final.service | tail -c {FINAL_JOURNAL_BYTES}");
     node.exec(&["sh", "-c", &cmd], &[])
@@ -218,7 +218,7 @@ async fn final_stage_journal(node: &NodeContainer) -> String {
 
 /// The journal of the node's nodeadm units and the AL2023 boot hook, as JSON entries (one a line): what nodeadm
 /// logged, and systemd's own record of their start jobs.
-async fn nodeadm_journal_json(node: &NodeContainer) -> String {
+async fn nodeadm_journal_json(node: &NodeMachine) -> String {
     let mut cmd = vec![
         "journalctl",
         "--no-pager",
@@ -234,12 +234,12 @@ async fn nodeadm_journal_json(node: &NodeContainer) -> String {
 }
 
 /// The journal of the node's nodeadm units as text, one message a line (nodeadm logs to stderr).
-pub async fn nodeadm_journal(node: &NodeContainer) -> String {
+pub async fn nodeadm_journal(node: &NodeMachine) -> String {
     nodeadm_report::messages(&nodeadm_journal_json(node).await)
 }
 
 /// nodeadm's report and its journal, from one read of the units' states and one of their journal.
-async fn read_nodeadm(node: &NodeContainer) -> Result<(NodeadmReport, String)> {
+async fn read_nodeadm(node: &NodeMachine) -> Result<(NodeadmReport, String)> {
     let mut cmd = vec![
         "systemctl",
         "show",

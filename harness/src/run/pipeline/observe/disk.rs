@@ -17,7 +17,7 @@ pub(crate) type Reading = std::result::Result<(String, DiskLogs), String>;
 
 /// Whether `n` is a machine observed from outside only, whose inside is read from its disk after its shutdown.
 pub(crate) fn read_from_disk(n: &RunningNode) -> bool {
-    n.container.is_vm() && !n.container.sees_inside()
+    n.container.capabilities.kind.read_after_shutdown && !n.container.sees_inside()
 }
 
 /// Whether evidence from `source` on `n` is judged from the machine's disk after its shutdown: the logs inside a

@@ -1,7 +1,7 @@
 //! Deciding early that a node will not join, and why. Waiting out `within` (minutes) for a node whose kubelet
 //! crash-loops, or whose user data failed while cloud-init still reported done, tells a bootstrap author nothing;
 //! these probes end the wait as soon as the outcome is decided and quote the cause.
-use crate::node::container::NodeContainer;
+use crate::node::machine::NodeMachine;
 use std::time::Duration;
 
 /// The kubelet unit restarted this many times: it will not come up by itself.
@@ -37,7 +37,7 @@ pub fn parse_unit_state(text: &str) -> UnitState {
     s
 }
 
-pub async fn kubelet_state(container: &NodeContainer) -> Option<UnitState> {
+pub async fn kubelet_state(container: &NodeMachine) -> Option<UnitState> {
     let out = container
         .exec(
             &[
@@ -133,7 +133,7 @@ pub fn is_startup_config_error(line: &str) -> bool {
 /// ("cloud-init finished", "the bootstrap exited 0") and how long ago; `never_started` explains, from that
 /// origin's output, a kubelet that was never started; `nodeadm_failure` is nodeadm's failure if it failed.
 pub async fn probe(
-    container: &NodeContainer,
+    container: &NodeMachine,
     finished: (&str, Duration),
     nodeadm_failure: Option<String>,
     never_started: impl FnOnce() -> String,

@@ -1,8 +1,9 @@
 //! A `runtime: vm` group's machine: made by `provision` (the disk with its kernel, or the group's own disk,
 //! checked, and the accelerator, cached), started by `boot` on the run's network with its instance's address and MAC.
 use crate::error::{Error, Result};
-use crate::node::container::{NodeContainer, NodeFile};
 use crate::node::image::NodeImage;
+use crate::node::machine::container::NodeFile;
+use crate::node::machine::NodeMachine;
 use crate::node::vm::{self, kernel::Kernel, qemu::Accel, Boot, VmNode, VmSpec};
 use crate::run::env::Environment;
 use crate::scenario::model::{NodeGroup, Scenario};
@@ -128,7 +129,7 @@ pub(crate) async fn start(
     mac: &str,
     region: &str,
     files: Vec<NodeFile>,
-) -> Result<NodeContainer> {
+) -> Result<NodeMachine> {
     let link = env.vm_link().await?;
     let ip = link.next_address()?;
     let (vcpus, memory_mib) = size(&group.instance_type);
@@ -164,5 +165,10 @@ pub(crate) async fn start(
         pids_dir: &pids,
     })
     .await?;
-    Ok(NodeContainer::from_vm(&env.docker, node, machine.shown.clone()))
+    Ok(crate::node::machine::vm::node(
+        &env.docker,
+        node,
+        machine.shown.clone(),
+        group.capabilities(),
+    ))
 }

@@ -5,7 +5,7 @@ pub(crate) mod machine;
 use super::{Action, Context};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
-use crate::scenario::model::{AuthMode, NodeRuntime};
+use crate::scenario::model::AuthMode;
 use futures::future::BoxFuture;
 
 pub(crate) const ACTION: Action = Action {
@@ -86,9 +86,10 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         }
         // A VM group's disk (built from its node image, or the user's, checked) and accelerator.
         for (g, img) in sc.nodes.iter().zip(&cx.provisioned.group_images) {
-            let machine = match g.runtime {
-                NodeRuntime::Vm => Some(machine::prepare(env, sc, g, img.as_ref()).await?),
-                NodeRuntime::Container => None,
+            // A machine with a kernel of its own boots a disk, made (or checked) here.
+            let machine = match g.capabilities().kind.own_kernel {
+                true => Some(machine::prepare(env, sc, g, img.as_ref()).await?),
+                false => None,
             };
             cx.provisioned.machines.push(machine);
         }

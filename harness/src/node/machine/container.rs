@@ -1,0 +1,283 @@
+//! A node container: systemd as PID 1 in the node image, started through testcontainers with the flags that
+//! replace `--privileged` on hosts without CAP_SYS_RESOURCE (the recipe is written up in fixtures/node-image/ and the book), labelled with the
+//! run id, removed when dropped.
+use super::{Capabilities, Identity, Machine, NodeMachine, CONTAINER};
+use crate::docker::Docker;
+use crate::docker::{self, ExecOutput, RunNetwork};
+use crate::error::{Error, Result};
+use crate::node::image::NodeImage;
+use crate::node::privileges;
+use crate::node::seed::seed_archive;
+pub use crate::node::seed::NodeFile;
+use futures::future::BoxFuture;
+use std::time::{Duration, Instant};
+use testcontainers::core::CgroupnsMode;
+use testcontainers::runners::AsyncRunner;
+use testcontainers::CopyTargetOptions;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+/// What to start.
+pub struct NodeSpec<'a> {
+    pub container_name: String,
+    pub hostname: String,
+    pub image: &'a NodeImage,
+    pub network: &'a RunNetwork,
+    pub run_id: &'a str,
+    pub files: Vec<NodeFile>,
+    /// Environment of the entrypoint (PID 1), e.g. the instance's DMI identity.
+    pub env: Vec<(String, String)>,
+    /// A host directory for its journal, bound at [`crate::node::journal::MOUNT`].
+    pub journal: Option<crate::node::journal::HostJournal>,
+}
+
+/// Where the archive of the harness's files goes; the node image's entrypoint unpacks it over `/`.
+const SEED_PATH: &str = "/etc/nodejoin/seed.tar";
+/// The label by which an image says its entrypoint unpacks [`SEED_PATH`] (ours sets it, images built on ours
+/// inherit it).
+const SEED_LABEL: &str = "io.nodejoin.entrypoint-unpacks-seed";
+/// How long past its own deadline the in-node systemd probe may take before the exec is abandoned.
+const SYSTEMD_GRACE: Duration = Duration::from_secs(10);
+/// Our entrypoint: an image built on ours that replaces it gets its files one by one.
+const ENTRYPOINT: &str = "/usr/local/bin/nodejoin-entrypoint";
+
+/// Whether `image` starts from our entrypoint and that entrypoint unpacks a seed archive.
+async fn unpacks_seed(docker: &Docker, image: &str) -> bool {
+    let Ok(inspected) = docker.inspect_image(image).await else {
+        return false;
+    };
+    let Some(config) = inspected.config else {
+        return false;
+    };
+    let labelled = config
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.get(SEED_LABEL).map(String::as_str) == Some("1"));
+    labelled && config.entrypoint.as_deref() == Some(&[ENTRYPOINT.to_string()][..])
+}
+
+/// A node container: removed when dropped (testcontainers' guard), or now by [`Machine::remove`].
+struct ContainerMachine {
+    docker: Docker,
+    id: String,
+    name: String,
+    container: Box<ContainerAsync<GenericImage>>,
+}
+
+/// Starts a node container.
+pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
+    let name = spec.container_name.clone();
+    let image = GenericImage::new(spec.image.repository(), spec.image.version());
+    let journal_bind = spec
+        .journal
+        .as_ref()
+        .map(|j| format!("{}:{}", j.dir().display(), crate::node::journal::MOUNT));
+    let mut request = image
+        .with_container_name(&name)
+        .with_hostname(&spec.hostname)
+        .with_network(&spec.network.name)
+        .with_labels(docker::run_labels(spec.run_id))
+        .with_label("io.nodejoin.node", &name)
+        .with_cap_add("ALL")
+        // A profile of what no node needs (node::privileges): Docker's default would refuse what systemd,
+        // containerd and runc do (mount, namespaces).
+        .with_security_opt(format!("seccomp={}", privileges::seccomp_profile()))
+        .with_security_opt("apparmor=unconfined")
+        .with_cgroupns_mode(CgroupnsMode::Private)
+        .with_startup_timeout(Duration::from_secs(60))
+        .with_host_config_modifier(move |hc| {
+            // No more than a node needs (node::privileges): Docker's masks, /proc/sys read-only but for net/,
+            // Docker's device rules plus the kernel log.
+            privileges::restrict(hc);
+            hc.tmpfs = Some([("/run".to_string(), String::new()), ("/tmp".to_string(), String::new())].into());
+            hc.binds
+                .get_or_insert_with(Vec::new)
+                .push("/lib/modules:/lib/modules:ro".to_string());
+            if let Some(dir) = &journal_bind {
+                hc.binds.get_or_insert_with(Vec::new).push(dir.clone());
+            }
+        });
+    for cap in privileges::dropped_capabilities() {
+        request = request.with_cap_drop(cap);
+    }
+    for (k, v) in spec.env {
+        request = request.with_env_var(k, v);
+    }
+    if unpacks_seed(docker, &spec.image.tag).await {
+        // One upload for all the files, unpacked by the entrypoint before systemd starts: each upload costs
+        // the engine about 0.14 s of CPU, a third of a node's start with five files.
+        let seed = seed_archive(&spec.files).map_err(|e| Error::node(&name, format!("seed archive: {e}")))?;
+        request = request.with_copy_to(CopyTargetOptions::new(SEED_PATH).with_mode(0o600), seed);
+    } else {
+        for f in spec.files {
+            request = request.with_copy_to(CopyTargetOptions::new(f.path).with_mode(f.mode), f.content);
+        }
+    }
+    let container = request
+        .start()
+        .await
+        .map_err(|e| Error::node(&name, format!("container start: {e}")))?;
+    let id = container.id().to_string();
+    let (ip, mac) = docker::container_address(docker, &id, &spec.network.name).await?;
+    let machine = ContainerMachine {
+        docker: docker.clone(),
+        id: id.clone(),
+        name: name.clone(),
+        container: Box::new(container),
+    };
+    Ok(NodeMachine::new(
+        Identity {
+            name,
+            id,
+            ip,
+            mac,
+            image: format!("{}:{}", spec.image.repository(), spec.image.version()),
+        },
+        Capabilities::of(&CONTAINER, false),
+        docker,
+        Box::new(machine),
+        spec.journal,
+    ))
+}
+
+impl ContainerMachine {
+    async fn exec(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        docker::exec(&self.docker, &self.id, &self.name, cmd, env, None, deadline).await
+    }
+
+    /// Waits until systemd has finished booting (`running` or `degraded`).
+    async fn wait_systemd(&self, timeout: Duration) -> std::result::Result<Duration, String> {
+        let start = Instant::now();
+        // One exec that polls inside the node, rather than one exec per look: a `docker exec` costs the engine
+        // about 0.1 s of CPU and a boot took five or six of them, where `systemctl` in a loop costs milliseconds.
+        // (`is-system-running --wait` would do, but it also waits for units the harness itself starts later,
+        // such as cloud-init's.) The loop keeps its own deadline so it can say the last state it saw.
+        let script = format!(
+            "end=$(( $(date +%s) + {secs} )); while :; do s=$(systemctl is-system-running 2>&1); \
+             case \"$s\" in running|degraded) exit 0;; esac; \
+             [ \"$(date +%s)\" -ge \"$end\" ] && break; sleep 0.05; done; echo \"$s\"; exit 1",
+            secs = timeout.as_secs().max(1)
+        );
+        // The exec's own bound, a little past the loop's, catches an engine that stops answering.
+        let why = match self.exec(&["sh", "-c", &script], &[], timeout + SYSTEMD_GRACE).await {
+            Ok(out) if out.exit_code == 0 => return Ok(start.elapsed()),
+            Ok(out) => match out.stdout.trim() {
+                "" => format!("systemd never answered: {}", out.stderr.trim()),
+                state => format!("last state: {state}"),
+            },
+            Err(e) => format!("the probe got no answer: {e}"),
+        };
+        Err(format!(
+            "systemd did not finish booting within {} ({why})",
+            humantime::format_duration(timeout)
+        ))
+    }
+
+    /// A file's bytes, through the Docker archive API.
+    async fn download(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        use futures::TryStreamExt;
+        use std::io::Read;
+        use testcontainers::bollard::query_parameters::DownloadFromContainerOptionsBuilder;
+        let options = DownloadFromContainerOptionsBuilder::new().path(path).build();
+        let download = self
+            .docker
+            .download_from_container(&self.id, Some(options))
+            .try_collect();
+        let chunks: Vec<_> = tokio::time::timeout(crate::deadline::NODE_EXEC, download)
+            .await
+            .map_err(|_| {
+                format!(
+                    "{path}: the download from {} did not finish within {}",
+                    self.name,
+                    humantime::format_duration(crate::deadline::NODE_EXEC)
+                )
+            })?
+            .map_err(|e| format!("{path}: {e}"))?;
+        let archive = chunks.concat();
+        let mut tar = tar::Archive::new(&archive[..]);
+        let mut entries = tar.entries().map_err(|e| format!("{path}: {e}"))?;
+        let mut entry = entries
+            .next()
+            .ok_or_else(|| format!("{path}: empty archive"))?
+            .map_err(|e| format!("{path}: {e}"))?;
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).map_err(|e| format!("{path}: {e}"))?;
+        Ok(data)
+    }
+
+    /// Why the container is no longer running, if it is not: its exit code, an OOM kill, the engine's error,
+    /// and the last lines it printed. `None` while it runs, or when the engine cannot say.
+    async fn stopped(&self) -> Option<String> {
+        let state = self.docker.inspect_container(&self.id, None).await.ok()?.state?;
+        if state.running == Some(true) {
+            return None;
+        }
+        Some(format!(
+            "the node container is {}",
+            docker::stopped_state(&self.docker, &self.id, state).await
+        ))
+    }
+}
+
+impl Machine for ContainerMachine {
+    fn label(&self) -> String {
+        CONTAINER.name.into()
+    }
+
+    fn power_on(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn powered(&self) -> bool {
+        true
+    }
+
+    fn wait_booted(&self, timeout: Duration) -> BoxFuture<'_, std::result::Result<Duration, String>> {
+        Box::pin(self.wait_systemd(timeout))
+    }
+
+    fn exec_within<'a>(
+        &'a self,
+        cmd: &'a [&'a str],
+        env: &'a [String],
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<ExecOutput>> {
+        Box::pin(self.exec(cmd, env, deadline))
+    }
+
+    fn read_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, std::result::Result<Vec<u8>, String>> {
+        Box::pin(self.download(path))
+    }
+
+    fn console_text(&self) -> String {
+        String::new()
+    }
+
+    fn console(&self, lines: usize) -> BoxFuture<'_, String> {
+        Box::pin(docker::logs(&self.docker, &self.id, lines))
+    }
+
+    fn cpu_time(&self) -> BoxFuture<'_, Option<Duration>> {
+        Box::pin(docker::cpu_time(&self.docker, &self.id))
+    }
+
+    fn exited(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(self.stopped())
+    }
+
+    fn logs_after_shutdown<'a>(
+        &'a self,
+        _docker: &'a Docker,
+        _files: &'a [String],
+    ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let this = *self;
+            if let Err(e) = this.container.rm().await {
+                tracing::warn!(node = %this.name, "removing container: {e}");
+            }
+        })
+    }
+}

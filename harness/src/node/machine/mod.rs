@@ -1,0 +1,322 @@
+//! Node machines, registered as cluster providers are (kind's `ProviderInfo` is the model): what runs a node — a
+//! container on the host's kernel, a VM booting nodejoin's disk, a VM booting the user's own disk — each says what
+//! it can do as data ([`Capabilities`]), and the pipeline asks for a capability, never for a runtime's name. A
+//! running node is a [`NodeMachine`]: its addresses, and its [`Machine`] behind one trait.
+//!
+//! Adding a runtime: its module implementing [`Machine`], one line in [`KINDS`], and its value in the scenario
+//! format (`scenario::runtime::NodeRuntime`, which names its kind).
+pub mod container;
+pub mod vm;
+
+use crate::docker::{Docker, ExecOutput};
+use crate::error::Result;
+use futures::future::BoxFuture;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// Whether the harness reads inside a kind's nodes (files, the journal, cloud-init's and nodeadm's reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeesInside {
+    Always,
+    /// Only where the guest runs QEMU's guest agent (a disk of the user's says so).
+    WithGuestAgent,
+}
+
+/// How much of the host one node takes among the scenarios running beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weight {
+    /// One node slot.
+    One,
+    /// Half the host's node slots: an emulated machine keeps about one core busy.
+    HalfTheHost,
+}
+
+/// A kind of node machine: its name and what it can do, as data.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MachineKind {
+    /// What reports and refusals call it.
+    pub name: &'static str,
+    pub sees_inside: SeesInside,
+    /// It boots a disk of its own with a kernel of its own: made before it starts (`provision`), powered on by the
+    /// pipeline, its user data run by its own boot; it cannot reach the host's kernel.
+    pub own_kernel: bool,
+    /// Its serial console is kept (evidence from `console`).
+    pub console: bool,
+    /// It has instance-store disks as EC2 gives them (`localStorage`).
+    pub instance_store: bool,
+    /// It can be shut down and read from its disk afterwards (a machine seen from outside).
+    pub read_after_shutdown: bool,
+    /// nodejoin's own node image, files and tools are put in it (not a disk of the user's).
+    pub nodejoin_image: bool,
+    pub weight: Weight,
+    /// Only one scenario with such nodes runs at a time.
+    pub one_scenario_at_a_time: bool,
+}
+
+/// A container of the node image on the host's kernel, systemd as PID 1.
+pub const CONTAINER: MachineKind = MachineKind {
+    name: "container",
+    sees_inside: SeesInside::Always,
+    own_kernel: false,
+    console: false,
+    instance_store: false,
+    read_after_shutdown: false,
+    nodejoin_image: true,
+    weight: Weight::One,
+    one_scenario_at_a_time: false,
+};
+
+/// A QEMU machine booting nodejoin's node image as a disk with Debian's stock kernel, seen as an EC2 instance.
+pub const VM: MachineKind = MachineKind {
+    name: "vm",
+    sees_inside: SeesInside::Always,
+    own_kernel: true,
+    console: true,
+    instance_store: true,
+    read_after_shutdown: false,
+    nodejoin_image: true,
+    weight: Weight::HalfTheHost,
+    one_scenario_at_a_time: true,
+};
+
+/// A QEMU machine booting the user's own disk (an exported AMI) under its firmware, nothing of nodejoin's in it.
+pub const OWN_DISK: MachineKind = MachineKind {
+    name: "vm with its own disk",
+    sees_inside: SeesInside::WithGuestAgent,
+    own_kernel: true,
+    console: true,
+    instance_store: true,
+    read_after_shutdown: true,
+    nodejoin_image: false,
+    weight: Weight::HalfTheHost,
+    one_scenario_at_a_time: true,
+};
+
+/// Every kind, in the order the book lists them.
+pub const KINDS: &[&MachineKind] = &[&CONTAINER, &VM, &OWN_DISK];
+
+/// What one group's machines can do: its kind's data with the group's own facts applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    pub kind: &'static MachineKind,
+    pub sees_inside: bool,
+}
+
+impl Capabilities {
+    /// `kind`'s, for a guest that runs (or not) QEMU's guest agent.
+    pub fn of(kind: &'static MachineKind, guest_agent: bool) -> Self {
+        Self {
+            kind,
+            sees_inside: match kind.sees_inside {
+                SeesInside::Always => true,
+                SeesInside::WithGuestAgent => guest_agent,
+            },
+        }
+    }
+
+    /// A machine seen from outside only: its boot is its bootstrap, its logs are read from its disk afterwards.
+    pub fn outside_only(&self) -> bool {
+        !self.sees_inside
+    }
+}
+
+/// What runs one node, whatever it is.
+pub trait Machine: Send + Sync {
+    /// How reports name it (`container`, `vm (tcg)`).
+    fn label(&self) -> String;
+    /// Starts a machine made but not started; nothing for one started when made.
+    fn power_on(&self) -> Result<()>;
+    fn powered(&self) -> bool;
+    /// Waits until it has booted far enough to be worked with, at most `timeout`; how long it took, or why not.
+    fn wait_booted(&self, timeout: Duration) -> BoxFuture<'_, std::result::Result<Duration, String>>;
+    fn exec_within<'a>(
+        &'a self,
+        cmd: &'a [&'a str],
+        env: &'a [String],
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<ExecOutput>>;
+    /// A file's bytes, binary-safe.
+    fn read_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, std::result::Result<Vec<u8>, String>>;
+    /// Its serial console as far as it is kept; nothing where there is none.
+    fn console_text(&self) -> String;
+    /// The last `lines` lines of what it printed (systemd's console).
+    fn console(&self, lines: usize) -> BoxFuture<'_, String>;
+    /// The CPU time it has used since it started.
+    fn cpu_time(&self) -> BoxFuture<'_, Option<Duration>>;
+    /// Why it no longer runs, if it does not.
+    fn exited(&self) -> BoxFuture<'_, Option<String>>;
+    /// Shut down and read from its disk (with `files`); `None` where the machine cannot be.
+    fn logs_after_shutdown<'a>(
+        &'a self,
+        docker: &'a Docker,
+        files: &'a [String],
+    ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>>;
+    /// Removes it now.
+    fn remove(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// A running node, whatever runs it; the pipeline asks the same of each.
+pub struct NodeMachine {
+    pub name: String,
+    pub id: String,
+    pub ip: Ipv4Addr,
+    /// The MAC address of its interface on the run network (IMDS reports it, as EC2 reports the ENI's).
+    pub mac: Option<String>,
+    /// The image it runs (`repository:tag`), or the disk it boots.
+    pub image: String,
+    pub capabilities: Capabilities,
+    docker: Docker,
+    machine: Box<dyn Machine>,
+    /// Dropped after the machine (field order).
+    journal: Option<super::journal::HostJournal>,
+}
+
+/// Its addresses and what it runs, for [`NodeMachine::new`].
+pub struct Identity {
+    pub name: String,
+    pub id: String,
+    pub ip: Ipv4Addr,
+    pub mac: Option<String>,
+    pub image: String,
+}
+
+impl NodeMachine {
+    pub fn new(
+        identity: Identity,
+        capabilities: Capabilities,
+        docker: &Docker,
+        machine: Box<dyn Machine>,
+        journal: Option<super::journal::HostJournal>,
+    ) -> Self {
+        Self {
+            name: identity.name,
+            id: identity.id,
+            ip: identity.ip,
+            mac: identity.mac,
+            image: identity.image,
+            capabilities,
+            docker: docker.clone(),
+            machine,
+            journal,
+        }
+    }
+
+    /// A machine's serial console as far as it is kept; nothing for a container.
+    pub fn console_text(&self) -> String {
+        self.machine.console_text()
+    }
+
+    /// Whether the harness can see inside the node: its files, its journal, the reports of what ran in it.
+    pub fn sees_inside(&self) -> bool {
+        self.capabilities.sees_inside
+    }
+
+    pub fn power_on(&self) -> Result<()> {
+        self.machine.power_on()
+    }
+
+    /// Whether the node runs (a machine not yet started does not).
+    pub fn powered(&self) -> bool {
+        self.machine.powered()
+    }
+
+    /// What runs the node: `container`, or `vm (kvm)` / `vm (tcg)` with the accelerator.
+    pub fn runtime(&self) -> String {
+        self.machine.label()
+    }
+
+    /// Waits until the node has booted far enough to be worked with.
+    pub async fn wait_systemd(&self, timeout: Duration) -> Result<Duration> {
+        self.machine
+            .wait_booted(timeout)
+            .await
+            .map_err(|why| crate::error::Error::node(&self.name, why))
+    }
+
+    /// A short command (bounded by `deadline::NODE_EXEC`): probes, file reads, journals.
+    pub async fn exec(&self, cmd: &[&str], env: &[String]) -> Result<ExecOutput> {
+        self.exec_within(cmd, env, crate::deadline::NODE_EXEC).await
+    }
+
+    /// A command that may run as long as `deadline` (a bootstrap, cloud-init), then an `Error::Timeout`.
+    pub async fn exec_within(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
+        self.machine.exec_within(cmd, env, deadline).await
+    }
+
+    /// A file's content, or `None` when it cannot be read.
+    pub async fn read_file(&self, path: &str) -> Option<String> {
+        let out = self.exec(&["cat", path], &[]).await.ok()?;
+        (out.exit_code == 0).then_some(out.stdout)
+    }
+
+    /// A file's bytes (binary-safe, unlike `cat` through exec).
+    pub async fn read_bytes(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        self.machine.read_bytes(path).await
+    }
+
+    /// The host directory its journal is kept in, which outlives the container ([`super::journal`]).
+    pub fn journal_on_host(&self) -> Option<&super::journal::HostJournal> {
+        self.journal.as_ref()
+    }
+
+    /// A machine observed from outside only: shut down, its logs read from its disk, with the `files` asked for;
+    /// `None` for a node the harness reads inside.
+    pub async fn logs_after_shutdown(
+        &self,
+        files: &[String],
+    ) -> Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>> {
+        if self.sees_inside() || !self.capabilities.kind.read_after_shutdown {
+            return None;
+        }
+        self.machine.logs_after_shutdown(&self.docker, files).await
+    }
+
+    /// The journal of a unit (or the whole journal for `None`).
+    pub async fn journal(&self, unit: Option<&str>) -> String {
+        let mut cmd = vec!["journalctl", "--no-pager", "-o", "short-precise"];
+        if let Some(u) = unit {
+            cmd.extend(["-u", u]);
+        }
+        self.exec(&cmd, &[])
+            .await
+            .map(|o| o.stdout)
+            .unwrap_or_else(|e| format!("(journal unavailable: {e})"))
+    }
+
+    /// The last `lines` lines of the node's console; it outlives the container, unlike the journal.
+    pub async fn console(&self, lines: usize) -> String {
+        self.machine.console(lines).await
+    }
+
+    /// The CPU time the node has used since it started (systemd, containerd, the kubelet, the bootstrap, pods).
+    pub async fn cpu_time(&self) -> Option<Duration> {
+        self.machine.cpu_time().await
+    }
+
+    /// Why the node is no longer running, if it is not; `None` while it runs, or when that cannot be said.
+    pub async fn exited(&self) -> Option<String> {
+        self.machine.exited().await
+    }
+
+    /// Removes the node now.
+    pub async fn remove(self) {
+        self.machine.remove().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_named_once_and_say_what_they_can_do() {
+        let mut names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len());
+        assert!(Capabilities::of(&CONTAINER, false).sees_inside);
+        assert!(!Capabilities::of(&OWN_DISK, false).sees_inside);
+        assert!(Capabilities::of(&OWN_DISK, true).sees_inside);
+        assert!(Capabilities::of(&OWN_DISK, false).outside_only());
+    }
+}

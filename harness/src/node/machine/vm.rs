@@ -1,0 +1,91 @@
+//! The VM kinds as machines: nodejoin's disk or the user's own, both run by [`crate::node::vm::VmNode`] (QEMU, its
+//! tap and rules, its guest agent where there is one).
+use super::{Capabilities, Identity, Machine, NodeMachine};
+use crate::docker::{Docker, ExecOutput};
+use crate::error::Result;
+use crate::node::vm::VmNode;
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+struct VmMachine(Box<VmNode>);
+
+/// A VM node (made; [`NodeMachine::power_on`] starts it); `image` names what it boots (the node image its disk
+/// was made from, or the user's disk), `capabilities` its kind's.
+pub fn node(docker: &Docker, vm: VmNode, image: String, capabilities: Capabilities) -> NodeMachine {
+    let identity = Identity {
+        name: vm.name.clone(),
+        id: vm.name.clone(),
+        ip: vm.ip,
+        mac: Some(vm.mac.clone()),
+        image,
+    };
+    NodeMachine::new(identity, capabilities, docker, Box::new(VmMachine(Box::new(vm))), None)
+}
+
+impl Machine for VmMachine {
+    fn label(&self) -> String {
+        format!("vm ({})", self.0.accel.name())
+    }
+
+    fn power_on(&self) -> Result<()> {
+        self.0.power_on()
+    }
+
+    fn powered(&self) -> bool {
+        self.0.powered()
+    }
+
+    /// A machine is up once its systemd has started the agent. Its boot transaction goes on, as on an instance:
+    /// cloud-init and nodeadm are in it, so "running" would mean the bootstrap is over.
+    fn wait_booted(&self, timeout: Duration) -> BoxFuture<'_, std::result::Result<Duration, String>> {
+        Box::pin(async move {
+            self.0.wait_agent(timeout).await.map_err(|why| {
+                format!(
+                    "the machine did not boot within {} ({why})",
+                    humantime::format_duration(timeout)
+                )
+            })
+        })
+    }
+
+    fn exec_within<'a>(
+        &'a self,
+        cmd: &'a [&'a str],
+        env: &'a [String],
+        deadline: Duration,
+    ) -> BoxFuture<'a, Result<ExecOutput>> {
+        Box::pin(self.0.exec_within(cmd, env, deadline))
+    }
+
+    fn read_bytes<'a>(&'a self, path: &'a str) -> BoxFuture<'a, std::result::Result<Vec<u8>, String>> {
+        Box::pin(self.0.read_bytes(path))
+    }
+
+    fn console_text(&self) -> String {
+        self.0.console_text()
+    }
+
+    fn console(&self, lines: usize) -> BoxFuture<'_, String> {
+        Box::pin(std::future::ready(self.0.console(lines)))
+    }
+
+    fn cpu_time(&self) -> BoxFuture<'_, Option<Duration>> {
+        Box::pin(std::future::ready(self.0.cpu_time()))
+    }
+
+    fn exited(&self) -> BoxFuture<'_, Option<String>> {
+        Box::pin(std::future::ready(self.0.exited()))
+    }
+
+    fn logs_after_shutdown<'a>(
+        &'a self,
+        docker: &'a Docker,
+        files: &'a [String],
+    ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>> {
+        Box::pin(async move { Some(self.0.logs_after_shutdown(docker, files).await) })
+    }
+
+    fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.0.remove().await })
+    }
+}
