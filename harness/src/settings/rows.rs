@@ -54,6 +54,36 @@ fn number<T: std::str::FromStr>(values: Vec<String>) -> Result<T, String> {
     v.parse().map_err(|_| format!("'{v}' is not a number"))
 }
 
+/// A setter of a text field (the one value given).
+macro_rules! text {
+    ($field:ident) => {
+        |s, v| {
+            s.$field = Some(one(v));
+            Ok(())
+        }
+    };
+}
+
+/// A setter of a path field.
+macro_rules! path {
+    ($field:ident) => {
+        |s, v| {
+            s.$field = Some(PathBuf::from(one(v)));
+            Ok(())
+        }
+    };
+}
+
+/// A setter of a number field; a value that is no number is refused.
+macro_rules! number {
+    ($field:ident) => {
+        |s, v| {
+            s.$field = Some(number(v)?);
+            Ok(())
+        }
+    };
+}
+
 /// The rows, in the order `--help` lists them.
 pub const ROWS: &[Row] = &[
     Row {
@@ -74,19 +104,13 @@ pub const ROWS: &[Row] = &[
         "providers",
         var::PROVIDERS,
         "providers the cargo-test trials are made for (comma-separated; default all)",
-        |s, v| {
-            s.providers = Some(one(v));
-            Ok(())
-        },
+        text!(providers),
     ),
     row(
         "require-providers",
         var::REQUIRE_PROVIDERS,
         "providers that must run: a trial that cannot is a failure, not a skip",
-        |s, v| {
-            s.require_providers = Some(one(v));
-            Ok(())
-        },
+        text!(require_providers),
     ),
     Row {
         list: Some(','),
@@ -103,10 +127,7 @@ pub const ROWS: &[Row] = &[
     Row {
         flag: true,
         profile: &["jobs"],
-        ..row("jobs", var::JOBS, "scenarios run at once (`run --jobs`)", |s, v| {
-            s.jobs = Some(number(v)?);
-            Ok(())
-        })
+        ..row("jobs", var::JOBS, "scenarios run at once (`run --jobs`)", number!(jobs))
     },
     Row {
         path: true,
@@ -114,10 +135,7 @@ pub const ROWS: &[Row] = &[
             "scenarios",
             var::SCENARIOS,
             "the folder the cargo-test trials are made from (default: the test's own)",
-            |s, v| {
-                s.scenarios = Some(PathBuf::from(one(v)));
-                Ok(())
-            },
+            path!(scenarios),
         )
     },
     Row {
@@ -126,10 +144,7 @@ pub const ROWS: &[Row] = &[
             "profile",
             var::PROFILE,
             "the profile of .config/nodejoin.toml a run uses (`run --profile`; default: default)",
-            |s, v| {
-                s.profile = Some(one(v));
-                Ok(())
-            },
+            text!(profile),
         )
     },
     Row {
@@ -139,10 +154,7 @@ pub const ROWS: &[Row] = &[
             "retries",
             var::RETRIES,
             "runs of a failed scenario again before it counts as failed (`run --retries`)",
-            |s, v| {
-                s.retries = Some(number(v)?);
-                Ok(())
-            },
+            number!(retries),
         )
     },
     Row {
@@ -166,10 +178,7 @@ pub const ROWS: &[Row] = &[
             "eks-ami",
             var::EKS_AMI,
             "amazon-eks-ami checkout for every group naming one (`run --eks-ami`)",
-            |s, v| {
-                s.eks_ami = Some(PathBuf::from(one(v)));
-                Ok(())
-            },
+            path!(eks_ami),
         )
     },
     Row {
@@ -193,10 +202,7 @@ pub const ROWS: &[Row] = &[
             "artifacts-dir",
             var::ARTIFACTS_DIR,
             "where runs write reports and artifacts (default target/nodejoin)",
-            |s, v| {
-                s.artifacts_dir = Some(PathBuf::from(one(v)));
-                Ok(())
-            },
+            path!(artifacts_dir),
         )
     },
     row(
@@ -212,10 +218,7 @@ pub const ROWS: &[Row] = &[
         "cache-dir",
         var::CACHE_DIR,
         "the cache of binaries and builds (default ~/.cache/nodejoin)",
-        |s, v| {
-            s.cache_dir = Some(PathBuf::from(one(v)));
-            Ok(())
-        },
+        path!(cache_dir),
     ),
     Row {
         flag: true,
@@ -223,101 +226,68 @@ pub const ROWS: &[Row] = &[
             "fixtures",
             var::FIXTURES,
             "a nodejoin checkout's fixtures/ to use instead of the files built into the binary (`--dev-checkout`)",
-            |s, v| {
-                s.fixtures = Some(PathBuf::from(one(v)));
-                Ok(())
-            },
+            path!(fixtures),
         )
     },
     row(
         "k8s-assets",
         var::K8S_ASSETS,
         "a directory holding etcd, kube-apiserver, kube-controller-manager and kubelet",
-        |s, v| {
-            s.k8s_assets = Some(PathBuf::from(one(v)));
-            Ok(())
-        },
+        path!(k8s_assets),
     ),
     row(
         "k8s-release-url",
         var::K8S_RELEASE_URL,
         "mirror of Kubernetes' release downloads",
-        |s, v| {
-            s.k8s_release_url = Some(one(v));
-            Ok(())
-        },
+        text!(k8s_release_url),
     ),
     row(
         "etcd-release-url",
         var::ETCD_RELEASE_URL,
         "mirror of etcd's release downloads",
-        |s, v| {
-            s.etcd_release_url = Some(one(v));
-            Ok(())
-        },
+        text!(etcd_release_url),
     ),
     row(
         "github-release-url",
         var::GITHUB_RELEASE_URL,
         "mirror of github.com's release downloads (containerd, runc, aws-iam-authenticator)",
-        |s, v| {
-            s.github_release_url = Some(one(v));
-            Ok(())
-        },
+        text!(github_release_url),
     ),
     row(
         "node-image",
         var::NODE_IMAGE,
         "a node image of the user's for every scenario",
-        |s, v| {
-            s.node_image = Some(one(v));
-            Ok(())
-        },
+        text!(node_image),
     ),
     row(
         "base-image",
         var::BASE_IMAGE,
         "the base image the node image is built on",
-        |s, v| {
-            s.base_image = Some(one(v));
-            Ok(())
-        },
+        text!(base_image),
     ),
     row(
         "debian-suite",
         var::DEBIAN_SUITE,
         "the Debian suite the base image is bootstrapped from",
-        |s, v| {
-            s.debian_suite = Some(one(v));
-            Ok(())
-        },
+        text!(debian_suite),
     ),
     row(
         "boot-concurrency",
         var::BOOT_CONCURRENCY,
         "node containers started at once",
-        |s, v| {
-            s.boot_concurrency = Some(number(v)?);
-            Ok(())
-        },
+        number!(boot_concurrency),
     ),
     row(
         "vm-accel",
         var::VM_ACCEL,
         "how VM nodes run: auto (KVM where it boots a stock kernel, else TCG), kvm or tcg",
-        |s, v| {
-            s.vm_accel = Some(one(v));
-            Ok(())
-        },
+        text!(vm_accel),
     ),
     row(
         "endpoints-ca",
         var::ENDPOINTS_CA,
         "a directory with the CA (ca.pem, ca-key.pem) AWS's names are served under, which a disk of your own trusts",
-        |s, v| {
-            s.endpoints_ca = Some(PathBuf::from(one(v)));
-            Ok(())
-        },
+        path!(endpoints_ca),
     ),
     row(
         "host-setup",
@@ -328,23 +298,14 @@ pub const ROWS: &[Row] = &[
             Ok(())
         },
     ),
-    row("kind-image", var::KIND_IMAGE, "the kind node image", |s, v| {
-        s.kind_image = Some(one(v));
-        Ok(())
-    }),
+    row("kind-image", var::KIND_IMAGE, "the kind node image", text!(kind_image)),
     row(
         "kind-restricted",
         var::KIND_RESTRICTED,
         "how kind's --privileged is replaced: always, never or sometimes",
-        |s, v| {
-            s.kind_restricted = Some(one(v));
-            Ok(())
-        },
+        text!(kind_restricted),
     ),
-    row("k3s-image", var::K3S_IMAGE, "the k3s image", |s, v| {
-        s.k3s_image = Some(one(v));
-        Ok(())
-    }),
+    row("k3s-image", var::K3S_IMAGE, "the k3s image", text!(k3s_image)),
     Row {
         var: None,
         flag: true,
@@ -353,10 +314,7 @@ pub const ROWS: &[Row] = &[
             "provider",
             "",
             "the cluster provider a run uses: local, k3s or kind (`run --provider`, a profile's `provider`)",
-            |s, v| {
-                s.provider = Some(one(v));
-                Ok(())
-            },
+            text!(provider),
         )
     },
     Row {
