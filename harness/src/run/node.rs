@@ -1,4 +1,4 @@
-//! A node of a scenario while it runs: its container, instance, what the bootstrap did and what the cluster saw,
+//! A node of a scenario while it runs: its machine, instance, what the bootstrap did and what the cluster saw,
 //! with the texts (bootstrap output, calls, IMDS requests) that evidence and artifacts quote.
 use super::env::Environment;
 use super::report::NodeTimeline;
@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A node of the scenario, from container start to teardown.
+/// A node of the scenario, from its machine's start to teardown.
 pub(crate) struct RunningNode {
     pub(crate) group: NodeGroup,
     /// The group's expectation, its placeholders filled in with this node's values once they are all known
     /// (before its bootstrap runs); until then, as the scenario wrote it.
     pub(crate) expect: Expect,
-    pub(crate) container: NodeMachine,
+    pub(crate) machine: NodeMachine,
     pub(crate) instance: Arc<Instance>,
     pub(crate) node_name: String,
     pub(crate) vars: BTreeMap<String, String>,

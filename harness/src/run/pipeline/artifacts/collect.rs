@@ -68,7 +68,7 @@ pub async fn collect_node(
     logs: &HarnessLogs,
     cluster: &SharedCluster,
 ) -> Option<String> {
-    let (node, instance, node_name) = (&n.container, &n.instance, n.node_name.as_str());
+    let (node, instance, node_name) = (&n.machine, &n.instance, n.node_name.as_str());
     let registered = n.node.is_some();
     let files = crate::run::pipeline::observe::disk::wanted(n);
     let _ = std::fs::create_dir_all(dir);

@@ -43,7 +43,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             }
             if let Some(want) = n.expect().local_storage {
                 let out = match n
-                    .container
+                    .machine
                     .exec(&["sh", "-c", &assert::local_storage::probe()], &[])
                     .await
                 {
@@ -103,7 +103,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 for n in &members {
                     outputs.push((
                         n.node_name.clone(),
-                        crate::run::pipeline::assertions::files::normalised_outputs(&n.container, &n.instance).await,
+                        crate::run::pipeline::assertions::files::normalised_outputs(&n.machine, &n.instance).await,
                     ));
                 }
                 report.checks.push(assert::files::determinism(&g.name, &outputs));
@@ -126,9 +126,9 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
 /// `/run/nodejoin/host-adaptations`, e.g. the kubelet's `--fail-cgroupv1=false` on a cgroup v1 host), so a
 /// report never passes off the harness's doing as the bootstrap's.
 async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
-    if !n.container.sees_inside() {
+    if !n.machine.sees_inside() {
         // Its kernel's own first line on the console (`Linux version …`) is all it says of itself.
-        let console = n.container.console_text();
+        let console = n.machine.console_text();
         let kernel = console
             .lines()
             .find_map(|l| {
@@ -140,25 +140,25 @@ async fn host_adaptations(n: &RunningNode, report: &mut ScenarioReport) {
             "{}: runtime {}: a disk of your own without a guest agent, observed from outside (the cluster, its \
              calls, its console): {}; guest kernel {kernel}; nothing read inside it while it runs",
             n.node_name,
-            n.container.runtime(),
-            n.container.image
+            n.machine.runtime(),
+            n.machine.image
         ));
         return;
     }
     let text = n
-        .container
+        .machine
         .read_file(crate::node::HOST_ADAPTATIONS)
         .await
         .unwrap_or_default();
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let runtime = n.container.runtime();
-    if n.container.capabilities.kind.own_kernel {
+    let runtime = n.machine.runtime();
+    if n.machine.capabilities.kind.own_kernel {
         // A machine says what it runs on: its own kernel and cgroup hierarchy, whatever the host's.
         // One line each: the kernel, the cgroup file system, and what cloud-init's ds-identify decided at boot.
         let script = "uname -r; stat -fc %T /sys/fs/cgroup; \
                       grep -E '^(Found |No ds found|single entry in datasource_list)' /run/cloud-init/ds-identify.log 2>/dev/null | tail -n 1";
         let probe = n
-            .container
+            .machine
             .exec(&["sh", "-c", script], &[])
             .await
             .map(|o| o.stdout)
@@ -242,7 +242,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
             reports_from_disk(env, n, report).await;
             return;
         }
-        if !n.container.sees_inside() {
+        if !n.machine.sees_inside() {
             report.notes.push(format!(
                 "{}: cloud-init's and nodeadm's reports not read: no guest agent (their lines on the console are \
                  evidence: `source: console`)",
@@ -267,7 +267,7 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
     if nodeadm_ok || n.expect().sandbox_image {
         report
             .checks
-            .push(userdata::sandbox_check(env, &n.container, &n.node_name, &n.instance.instance_id).await);
+            .push(userdata::sandbox_check(env, &n.machine, &n.node_name, &n.instance.instance_id).await);
     }
 }
 
@@ -333,7 +333,7 @@ async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut Sce
             Some((cmd, exec_env)) => report.checks.push(
                 crate::run::pipeline::assertions::files::idempotency(
                     &n.node_name,
-                    &n.container,
+                    &n.machine,
                     cmd,
                     exec_env,
                     n.expect().within,
@@ -375,7 +375,7 @@ async fn files(sc: &crate::scenario::Scenario, n: &RunningNode, report: &mut Sce
         contents.extend(files.iter().map(|f| read.as_ref().and_then(|l| l.file(&f.path))));
     } else {
         for f in &files {
-            contents.push(n.container.read_file(&f.path).await);
+            contents.push(n.machine.read_file(&f.path).await);
         }
     }
     report

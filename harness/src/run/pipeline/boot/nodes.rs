@@ -246,7 +246,7 @@ pub(crate) async fn boot_node(
             machine: container.capabilities.kind.own_kernel,
             ..Default::default()
         },
-        container,
+        machine: container,
         instance,
         node_name: expected_name,
         vars,
@@ -276,12 +276,12 @@ pub(crate) async fn boot_node(
     };
     // A machine whose bootstrap is its user data boots once that is in IMDS (`run_bootstrap`): an instance
     // reads it at its first boot.
-    if node.container.capabilities.kind.own_kernel && group.user_data.is_some() {
+    if node.machine.capabilities.kind.own_kernel && group.user_data.is_some() {
         drop(turn);
         return Ok(node);
     }
-    let booted = match node.container.power_on() {
-        Ok(()) => node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
+    let booted = match node.machine.power_on() {
+        Ok(()) => node.machine.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
         Err(e) => Err(e),
     };
     drop(turn);

@@ -20,7 +20,7 @@ pub(crate) async fn run_bootstrap(
     token: &BootstrapToken,
 ) -> Result<()> {
     let sc = &trial.scenario;
-    let label = node.container.name.clone();
+    let label = node.machine.name.clone();
     let group = node.group.clone();
     node.vars.extend(cluster_vars.clone());
     node.expect = group.expect.resolved(&node.vars).map_err(|e| Error::node(&label, e))?;
@@ -61,16 +61,9 @@ pub(crate) async fn run_bootstrap(
         }
         let printed = match &spec.command {
             Some(command) => Some(
-                super::command::generate(
-                    &env.docker,
-                    &env.run_id,
-                    &sc.roots,
-                    command,
-                    &node.container,
-                    &node.vars,
-                )
-                .await
-                .map_err(|e| Error::node(&label, e))?,
+                super::command::generate(&env.docker, &env.run_id, &sc.roots, command, &node.machine, &node.vars)
+                    .await
+                    .map_err(|e| Error::node(&label, e))?,
             ),
             None => None,
         };
@@ -89,22 +82,22 @@ pub(crate) async fn run_bootstrap(
         with_data.user_data = Some(served);
         node.instance = env.instances.register(with_data);
         node.user_data_note = Some(description);
-        if !node.container.powered() && !node.container.sees_inside() {
+        if !node.machine.powered() && !node.machine.sees_inside() {
             // A machine seen from outside only boots, and the cluster, its calls and its console tell the rest:
             // the wait for its join starts at power-on.
             node.booted = Instant::now();
-            if let Err(e) = node.container.power_on() {
+            if let Err(e) = node.machine.power_on() {
                 node.bootstrap_error = Some(e.to_string());
             }
             node.kubelet_start = Instant::now();
             return Ok(());
         }
-        if !node.container.powered() {
+        if !node.machine.powered() {
             // A machine boots now, its user data in place: cloud-init and nodeadm run at its boot.
             let t = Instant::now();
             node.booted = t;
-            let booted = match node.container.power_on() {
-                Ok(()) => node.container.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
+            let booted = match node.machine.power_on() {
+                Ok(()) => node.machine.wait_systemd(crate::deadline::SYSTEMD_BOOT).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = booted {
@@ -114,11 +107,11 @@ pub(crate) async fn run_bootstrap(
             node.timeline.container_up = Some(t.elapsed());
         }
         let t1 = Instant::now();
-        let own_kernel = node.container.capabilities.kind.own_kernel;
+        let own_kernel = node.machine.capabilities.kind.own_kernel;
         let wait = bootstrap_wait(own_kernel, &group.expect);
-        let cloud_init = super::userdata::run_cloud_init(&node.container, wait, nodeadm);
+        let cloud_init = super::userdata::run_cloud_init(&node.machine, wait, nodeadm);
         // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
-        let refused = super::trust::refused_certificate(env, &node.container.name, &node.instance);
+        let refused = super::trust::refused_certificate(env, &node.machine.name, &node.instance);
         let finished = if own_kernel {
             tokio::select! {
                 r = cloud_init => r,
@@ -146,7 +139,7 @@ pub(crate) async fn run_bootstrap(
     // --seccomp-bpf only execve stops the tracee; without it every syscall of every process does, and a Python
     // AWS CLI under ptrace is several times slower (the difference between 8 scenarios at once and 3).
     let traced = node
-        .container
+        .machine
         .exec(&["sh", "-c", "command -v strace"], &[])
         .await
         .is_ok_and(|o| o.exit_code == 0);
@@ -167,7 +160,7 @@ pub(crate) async fn run_bootstrap(
     }
     run.extend(cmd.iter().copied());
     let t1 = Instant::now();
-    match node.container.exec_within(&run, &exec_env, group.expect.within).await {
+    match node.machine.exec_within(&run, &exec_env, group.expect.within).await {
         Ok(out) => node.bootstrap = Some(out),
         Err(Error::Timeout { after, .. }) => {
             node.bootstrap_error = Some(format!(
@@ -178,7 +171,7 @@ pub(crate) async fn run_bootstrap(
         Err(e) => node.bootstrap_error = Some(e.to_string()),
     }
     node.executables = Some(if traced {
-        read_trace(&node.container).await
+        read_trace(&node.machine).await
     } else {
         Trace::Missing("the node image has no strace".into())
     });

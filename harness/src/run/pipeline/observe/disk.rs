@@ -17,7 +17,7 @@ pub(crate) type Reading = std::result::Result<(String, DiskLogs), String>;
 
 /// Whether `n` is a machine observed from outside only, whose inside is read from its disk after its shutdown.
 pub(crate) fn read_from_disk(n: &RunningNode) -> bool {
-    n.container.capabilities.kind.read_after_shutdown && !n.container.sees_inside()
+    n.machine.capabilities.kind.read_after_shutdown && !n.machine.sees_inside()
 }
 
 /// Whether evidence from `source` on `n` is judged from the machine's disk after its shutdown: the logs inside a
@@ -46,7 +46,7 @@ pub(crate) fn wanted(n: &RunningNode) -> Vec<String> {
 
 /// `n`'s disk as read after its shutdown (the machine is shut down for it); `None` for a node read inside.
 pub(crate) async fn reading(n: &RunningNode) -> Option<Reading> {
-    n.container.logs_after_shutdown(&wanted(n)).await
+    n.machine.logs_after_shutdown(&wanted(n)).await
 }
 
 /// [`reading`]'s logs alone, or why the disk could not be read (the sentence a note or check quotes).
@@ -67,7 +67,7 @@ pub(crate) fn bootstrap_over(n: &RunningNode) -> bool {
     if !read_from_disk(n) || n.group.user_data.is_none() || !asks {
         return true;
     }
-    finished_on_console(&n.container.console_text())
+    finished_on_console(&n.machine.console_text())
 }
 
 /// cloud-init's final message on a console.

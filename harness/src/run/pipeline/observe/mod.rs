@@ -30,7 +30,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             });
         }
         // What each node's start, bootstrap and join cost in CPU (one stats sample per container, in parallel).
-        let cpu = futures::future::join_all(cx.nodes.iter().map(|n| n.container.cpu_time())).await;
+        let cpu = futures::future::join_all(cx.nodes.iter().map(|n| n.machine.cpu_time())).await;
         for (n, cpu) in cx.nodes.iter_mut().zip(cpu) {
             n.timeline.cpu = cpu;
         }

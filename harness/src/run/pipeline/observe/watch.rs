@@ -100,18 +100,18 @@ pub(crate) async fn observe(env: &Environment, cluster: &SharedCluster, nodes: &
             if check_evidence && !n.expect().evidence.is_empty() {
                 gather_evidence(env, cluster, n).await;
             }
-            if check_evidence && !n.container.sees_inside() && n.bootstrap_error.is_none() {
+            if check_evidence && !n.machine.sees_inside() && n.bootstrap_error.is_none() {
                 // Seen from outside, a machine says it will not join only in its calls (a refused certificate)
                 // and on its console (no boot loader, a panic, emergency mode, nodeadm failed).
-                let refused = crate::run::pipeline::bootstrap::trust::refusal(env, &n.container.name, &n.instance);
+                let refused = crate::run::pipeline::bootstrap::trust::refusal(env, &n.machine.name, &n.instance);
                 n.bootstrap_error = refused.map(|e| e.to_string()).or_else(|| {
-                    crate::node::vm::console::decided_failure(&n.container.console_text())
-                        .map(|why| format!("node {}: {why}", n.container.name))
+                    crate::node::vm::console::decided_failure(&n.machine.console_text())
+                        .map(|why| format!("node {}: {why}", n.machine.name))
                 });
             }
             let probe_due = n.failure_probed_at.is_none_or(|t| t.elapsed() >= probe_every);
             if probe_due
-                && n.container.sees_inside()
+                && n.machine.sees_inside()
                 && n.expect().joins
                 && n.node.is_none()
                 && n.stopped.is_none()
@@ -187,10 +187,10 @@ pub(crate) async fn check_alive(n: &mut RunningNode) {
         return;
     }
     n.liveness_checked_at = Some(Instant::now());
-    if let Some(why) = n.container.exited().await {
+    if let Some(why) = n.machine.exited().await {
         n.container_exit = Some(why.clone());
         // What the node was doing when it died: its journal's last lines, from its disk.
-        let why = match n.container.journal_on_host() {
+        let why = match n.machine.journal_on_host() {
             Some(journal) => match journal.read(None, Some(DEAD_JOURNAL_LINES)).await {
                 Ok(tail) if tail.lines().any(|l| !l.starts_with("-- ")) => {
                     format!("{why}; the last lines of its journal:\n{}", tail.trim_end())
@@ -241,7 +241,7 @@ pub(crate) async fn probe_failure(n: &mut RunningNode) {
     let nodeadm_failure = n.nodeadm.as_ref().filter(|r| !r.succeeded()).map(|r| r.summary());
     let cloud_init = n.cloud_init.clone();
     let output = if user_data {
-        n.container
+        n.machine
             .read_file("/var/log/cloud-init-output.log")
             .await
             .unwrap_or_default()
@@ -275,7 +275,7 @@ pub(crate) async fn probe_failure(n: &mut RunningNode) {
     };
     let finished = (origin, n.kubelet_start.elapsed());
     if let Some(stop) =
-        crate::run::pipeline::observe::failfast::probe(&n.container, finished, nodeadm_failure, cause).await
+        crate::run::pipeline::observe::failfast::probe(&n.machine, finished, nodeadm_failure, cause).await
     {
         n.stopped = Some((stop, n.kubelet_start.elapsed()));
     }
@@ -302,29 +302,25 @@ pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
         let text = match e.source {
             EvidenceSource::Kubelet => {
                 if kubelet_log.is_none() {
-                    kubelet_log = Some(n.container.journal(Some("kubelet")).await);
+                    kubelet_log = Some(n.machine.journal(Some("kubelet")).await);
                 }
                 kubelet_log.clone().unwrap_or_default()
             }
             EvidenceSource::Bootstrap => bootstrap_text(n),
             EvidenceSource::Imds => imds_text(env, n),
             EvidenceSource::Calls => calls_text(env, n),
-            EvidenceSource::Console => n.container.console_text(),
+            EvidenceSource::Console => n.machine.console_text(),
             EvidenceSource::Authenticator => env.authenticator.decision_lines(&n.instance.instance_id),
             EvidenceSource::CloudInit => {
-                let log = n
-                    .container
-                    .read_file("/var/log/cloud-init.log")
-                    .await
-                    .unwrap_or_default();
+                let log = n.machine.read_file("/var/log/cloud-init.log").await.unwrap_or_default();
                 let output = n
-                    .container
+                    .machine
                     .read_file("/var/log/cloud-init-output.log")
                     .await
                     .unwrap_or_default();
                 format!("{log}\n{output}")
             }
-            EvidenceSource::Nodeadm => crate::run::pipeline::bootstrap::userdata::nodeadm_journal(&n.container).await,
+            EvidenceSource::Nodeadm => crate::run::pipeline::bootstrap::userdata::nodeadm_journal(&n.machine).await,
             EvidenceSource::Approver => {
                 let requester = format!("system:node:{}", n.node_name);
                 let decisions = cluster.approver.decisions();

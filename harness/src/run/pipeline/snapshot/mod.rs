@@ -125,9 +125,9 @@ async fn node(env: &Environment, cluster: &SharedCluster, n: &RunningNode, id: &
         }
     }
     s.kubelet_args = kubelet_args(n).await.iter().map(|a| id.normalise(a)).collect();
-    let mut files = crate::run::pipeline::assertions::files::read_outputs(&n.container).await;
+    let mut files = crate::run::pipeline::assertions::files::read_outputs(&n.machine).await;
     for f in MORE_FILES {
-        if let Some(content) = n.container.read_file(f).await {
+        if let Some(content) = n.machine.read_file(f).await {
             files.insert(f.to_string(), content);
         }
     }
@@ -205,7 +205,7 @@ fn fields(node: Option<&Node>, id: &Identity) -> NodeFields {
 /// The running kubelet's argv, the program as its file name (empty when no kubelet runs).
 async fn kubelet_args(n: &RunningNode) -> Vec<String> {
     let script = "p=$(systemctl show -p MainPID --value kubelet.service); [ \"${p:-0}\" -gt 0 ] && tr '\\0' '\\n' < /proc/$p/cmdline";
-    match n.container.exec(&["sh", "-c", script], &[]).await {
+    match n.machine.exec(&["sh", "-c", script], &[]).await {
         Ok(out) if out.exit_code == 0 => out
             .stdout
             .lines()

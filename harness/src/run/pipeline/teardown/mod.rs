@@ -32,7 +32,7 @@ pub(crate) async fn run(cx: &mut Context<'_>) {
         env.calls.forget(&n.instance.instance_id);
         env.authenticator.forget(&n.instance.instance_id);
         node_names.push(n.node_name.clone());
-        removals.push(n.container.remove());
+        removals.push(n.machine.remove());
     }
     // Containers go in parallel with the API clean-up, which is itself parallel and bounded as a whole.
     let api_cleanup = async {
@@ -99,6 +99,6 @@ pub(crate) fn in_background(cx: &mut Context<'_>) {
     };
     for n in nodes {
         cx.env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
-        handle.spawn(async move { n.container.remove().await });
+        handle.spawn(async move { n.machine.remove().await });
     }
 }

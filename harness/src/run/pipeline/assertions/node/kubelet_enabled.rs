@@ -26,7 +26,7 @@ impl NodeCheck for KubeletEnabled {
     fn check<'a>(&'a self, f: &'a NodeFacts<'a>) -> BoxFuture<'a, Finding> {
         Box::pin(async move {
             let n = f.n;
-            if !n.container.sees_inside() {
+            if !n.machine.sees_inside() {
                 return Finding::Note("kubelet enabled not checked: no guest agent to ask systemd".into());
             }
             if n.nodeadm.is_some() {
@@ -40,7 +40,7 @@ impl NodeCheck for KubeletEnabled {
             let asked = match &n.container_exit {
                 Some(why) => Err(format!("not asked: {why}")),
                 None => n
-                    .container
+                    .machine
                     .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
                     .await
                     .map_err(|e| format!("cannot ask systemd: {e}")),

@@ -97,7 +97,7 @@ pub(crate) async fn check_node(
     let exit = n.bootstrap.as_ref().map(|b| b.exit_code);
     let exit_expectation = match (e.bootstrap_exit, e.joins) {
         // Seen from outside, a bootstrap has no exit to judge, unless the harness learnt why it could not go on.
-        _ if !n.container.sees_inside() && n.bootstrap_error.is_none() => {
+        _ if !n.machine.sees_inside() && n.bootstrap_error.is_none() => {
             report.notes.push(format!(
                 "{name}: bootstrap exit not checked: no guest agent; its join is judged by the cluster"
             ));
@@ -181,7 +181,7 @@ pub(crate) async fn check_node(
         };
         // Why the kubelet did not get there, in its own words (x509, Unauthorized, connection refused...).
         let mut cause =
-            match crate::run::pipeline::observe::journal::last_error(&n.container.journal(Some("kubelet")).await) {
+            match crate::run::pipeline::observe::journal::last_error(&n.machine.journal(Some("kubelet")).await) {
                 Some(line) => format!("; the kubelet's last error: {line}"),
                 None => String::new(),
             };
