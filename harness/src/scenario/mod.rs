@@ -6,6 +6,7 @@ pub mod expect;
 pub mod flavors;
 pub mod group_image;
 mod iam_rules;
+mod instance;
 pub mod load;
 pub mod model;
 pub mod names;

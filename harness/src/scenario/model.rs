@@ -8,6 +8,7 @@ use std::time::Duration;
 pub use super::expect::*;
 
 pub use super::group_image::{AmazonEksAmi, GitPin, GroupImage, ENV_EKS_AMI};
+pub use super::instance::{InstanceTypeInfo, Lifecycle};
 pub use super::user_data::{FileEncoding, UserDataSpec};
 
 /// One scenario file.
@@ -230,14 +231,6 @@ fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum Lifecycle {
-    #[default]
-    OnDemand,
-    Spot,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
 pub enum ImdsTokens {
     /// IMDSv2 only (`http-tokens=required`), the EKS default for new launch templates.
     #[default]
@@ -301,19 +294,6 @@ pub struct NodeGroup {
     pub faults: Vec<FaultSpec>,
     #[serde(default)]
     pub expect: Expect,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct InstanceTypeInfo {
-    pub maximum_network_interfaces: u32,
-    pub ipv4_addresses_per_interface: u32,
-    /// `DefaultVCpus`, for a type nodejoin has no size of (Karpenter's `vcpus`, podsPerCore).
-    #[serde(default)]
-    pub vcpus: Option<u32>,
-    /// `MemoryInfo.SizeInMiB`, for a type nodejoin has no size of (Karpenter's `memory_mib`).
-    #[serde(default)]
-    pub memory_mib: Option<u32>,
 }
 
 fn one() -> u32 {

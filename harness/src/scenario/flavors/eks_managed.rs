@@ -2,7 +2,7 @@
 //! template's own parts merged with the NodeConfig EKS adds (cluster, maxPods, clusterDNS, EKS's labels), in
 //! either order; with `customAmi` EKS adds nothing.
 use super::{Flavor, FlavorSpec, GenerateInput, Generated};
-use crate::scenario::model::Lifecycle;
+use crate::scenario::instance::Lifecycle;
 use crate::userdata::generate;
 use crate::userdata::producers::eks_managed::{EksManaged, PartOrder};
 use crate::userdata::producers::UserPart;
@@ -82,9 +82,9 @@ pub(super) fn managed_group(
     ids: &GroupIds<'_>,
     taints: Vec<String>,
 ) -> Result<generate::EksManaged, String> {
-    let group = input.group;
+    let group = &input.group;
     Ok(generate::EksManaged {
-        nodegroup: ids.nodegroup.clone().unwrap_or_else(|| group.name.clone()),
+        nodegroup: ids.nodegroup.clone().unwrap_or_else(|| group.name.to_string()),
         ami_id: input.ami_id.to_string(),
         capacity_type: match group.lifecycle {
             Lifecycle::OnDemand => "ON_DEMAND".into(),

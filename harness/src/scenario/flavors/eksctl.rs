@@ -49,7 +49,7 @@ impl Flavor for EksctlSpec {
         labels.insert("alpha.eksctl.io/cluster-name".into(), input.facts.name.clone());
         labels.insert(
             "alpha.eksctl.io/nodegroup-name".into(),
-            self.nodegroup.clone().unwrap_or_else(|| input.group.name.clone()),
+            self.nodegroup.clone().unwrap_or_else(|| input.group.name.to_string()),
         );
         let eksctl = Eksctl {
             labels,

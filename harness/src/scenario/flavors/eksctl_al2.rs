@@ -41,7 +41,7 @@ impl Flavor for EksctlAl2Spec {
         let helper =
             std::fs::read_to_string(&helper_path).map_err(|err| format!("{}: {err}", helper_path.display()))?;
         let ng = generate::Eksctl {
-            nodegroup: self.nodegroup.clone().unwrap_or_else(|| input.group.name.clone()),
+            nodegroup: self.nodegroup.clone().unwrap_or_else(|| input.group.name.to_string()),
             labels: input.render_map(&self.labels)?,
             taints: input.render_list(&self.taints)?,
             max_pods: self.max_pods,

@@ -110,7 +110,7 @@ impl Flavor for KarpenterSpec {
         let taints = |l: &[String]| -> Result<Vec<Taint>, String> {
             input.render_list(l)?.iter().map(|t| Taint::parse(t)).collect()
         };
-        let facts = instance_facts(input.group, &self.kubelet)?;
+        let facts = instance_facts(&input.group, &self.kubelet)?;
         let karpenter = Karpenter {
             nodepool: self.node_pool.clone(),
             nodeclass: self.node_class.clone(),
@@ -137,10 +137,10 @@ impl Flavor for KarpenterSpec {
 /// Karpenter's view of the group's instance type: its ENI limits and, when the kubelet needs them (an expression,
 /// podsPerCore), its vCPUs and memory.
 fn instance_facts(
-    group: &crate::scenario::model::NodeGroup,
+    group: &super::GroupFacts<'_>,
     kubelet: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<karpenter_kubelet::InstanceFacts, String> {
-    let ty = &group.instance_type;
+    let ty = group.instance_type;
     let info = group.instance_type_info;
     let limits = super::eni_limits(group, KarpenterSpec::KEY)?;
     let needs_size = karpenter_kubelet::has_expressions(kubelet) || kubelet.contains_key("podsPerCore");
@@ -155,7 +155,7 @@ fn instance_facts(
         None => (0, 0),
     };
     Ok(karpenter_kubelet::InstanceFacts {
-        instance_type: ty.clone(),
+        instance_type: ty.to_string(),
         vcpus,
         memory_mib,
         default_enis: limits.enis,

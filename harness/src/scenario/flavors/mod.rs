@@ -3,7 +3,7 @@
 //! `eksManagedAl2`, `cloudFormationAl2`, `eksctlAl2`): each one file here (its YAML spec, the texts whose placeholders are checked when the scenario
 //! loads, and the user data it writes) plus one line in [`registry!`]. The loader reads a flavor's spec as the
 //! typed struct it is, so a mistake in it is reported at its own line and column; the schema lists them all.
-use super::model::NodeGroup;
+use super::instance::{InstanceTypeInfo, Lifecycle};
 
 /// The AutoScalingGroup resource a stack's instances signal, by default (a flavor's and a file's stack).
 pub(crate) fn default_resource() -> String {
@@ -26,13 +26,23 @@ impl Generated {
     }
 }
 
-/// What a generator works from: the cluster as EKS or the template fills it in, the node group, the instance's
-/// AMI, and the node's placeholder values.
+/// What a generator works from: the cluster as EKS or the template fills it in, the node group's facts, the
+/// instance's AMI, and the node's placeholder values.
 pub struct GenerateInput<'a> {
     pub facts: &'a ClusterFacts,
-    pub group: &'a NodeGroup,
+    pub group: GroupFacts<'a>,
     pub ami_id: &'a str,
     pub vars: &'a BTreeMap<String, String>,
+}
+
+/// What the flavors read of their node group, taken from it by the caller: the node group (`model`) holds the
+/// flavor's settings, so the flavors do not name it back.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupFacts<'a> {
+    pub name: &'a str,
+    pub instance_type: &'a str,
+    pub instance_type_info: Option<InstanceTypeInfo>,
+    pub lifecycle: Lifecycle,
 }
 
 impl GenerateInput<'_> {
@@ -51,13 +61,13 @@ impl GenerateInput<'_> {
 
 /// maxPods for the group's instance type by the ENI formula (what EKS and Karpenter compute), from the ENI table
 /// or the group's `instanceTypeInfo`.
-pub fn eni_max_pods(group: &NodeGroup, flavor: &str) -> Result<u32, String> {
+pub fn eni_max_pods(group: &GroupFacts<'_>, flavor: &str) -> Result<u32, String> {
     eni_limits(group, flavor).map(|l| l.max_pods())
 }
 
 /// The group's instance type's ENI limits, from the ENI table or the group's `instanceTypeInfo`.
-pub fn eni_limits(group: &NodeGroup, flavor: &str) -> Result<crate::eks::max_pods::EniLimits, String> {
-    crate::eks::max_pods::limits(&group.instance_type)
+pub fn eni_limits(group: &GroupFacts<'_>, flavor: &str) -> Result<crate::eks::max_pods::EniLimits, String> {
+    crate::eks::max_pods::limits(group.instance_type)
         .or_else(|| {
             group.instance_type_info.map(|i| crate::eks::max_pods::EniLimits {
                 enis: i.maximum_network_interfaces,

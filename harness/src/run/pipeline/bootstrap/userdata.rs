@@ -47,7 +47,12 @@ pub fn build(
     } else if let Some(g) = &spec.generator {
         let input = crate::scenario::flavors::GenerateInput {
             facts: &facts,
-            group,
+            group: crate::scenario::flavors::GroupFacts {
+                name: &group.name,
+                instance_type: &group.instance_type,
+                instance_type_info: group.instance_type_info,
+                lifecycle: group.lifecycle,
+            },
             ami_id: &instance.ami_id,
             vars,
         };
