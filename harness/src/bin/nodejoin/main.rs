@@ -27,7 +27,10 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            eprintln!("  hint: `nodejoin run --help` lists the flags and variables; the book's page on running from your repository the profile keys");
+            eprintln!(
+                "  hint: see `nodejoin run --help` for the flags and variables, and the book's \"From your \
+                 repository\" page for the profile keys"
+            );
             return ExitCode::from(session::EXIT_BAD_INPUT);
         }
     };
