@@ -13,7 +13,6 @@ pub use values::{ContainerdLine, FlakyResult};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The prefix of every variable, and of the tool overrides (`NODEJOIN_<TOOL>`, `NODEJOIN_<TOOL>_VERSION`).
 const PREFIX: &str = "NODEJOIN_";
@@ -182,21 +181,10 @@ impl Settings {
     }
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
-
-/// [`install`] came after the settings were read.
-#[derive(Debug)]
-pub struct AlreadyRead;
-
-/// The process's settings: those [`install`]ed, else the environment's, read on first use.
-pub fn get() -> &'static Settings {
-    SETTINGS.get_or_init(|| resolve::from_process(&Flags::default()).unwrap_or_default())
-}
-
-/// Makes `settings` the process's, before anything has read them (the CLI, once its flags are parsed). Refused
-/// once they have been read: a process never sees two.
-pub fn install(settings: Settings) -> Result<(), AlreadyRead> {
-    SETTINGS.set(settings).map_err(|_| AlreadyRead)
+/// This process's environment's settings, for unit tests (a test that cannot resolve them gets the defaults).
+#[cfg(test)]
+pub(crate) fn for_tests() -> Settings {
+    resolve::from_process(&Flags::default()).unwrap_or_default()
 }
 
 /// Every variable a user may set, with what it does: the rows', then the tool overrides.

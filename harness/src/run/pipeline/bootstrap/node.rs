@@ -68,6 +68,7 @@ pub(crate) async fn run_bootstrap(
             None => None,
         };
         let (served, description) = super::userdata::build(
+            &env.settings,
             sc,
             &group,
             spec,

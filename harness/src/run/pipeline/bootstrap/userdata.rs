@@ -14,6 +14,7 @@ use std::time::Duration;
 
 /// The bytes IMDS serves for `spec`, and a one-line description of their format.
 pub fn build(
+    settings: &crate::settings::Settings,
     sc: &Scenario,
     group: &NodeGroup,
     spec: &UserDataSpec,
@@ -46,6 +47,7 @@ pub fn build(
         }
     } else if let Some(g) = &spec.generator {
         let input = crate::scenario::flavors::GenerateInput {
+            settings,
             facts: &facts,
             group: crate::scenario::flavors::GroupFacts {
                 name: &group.name,
