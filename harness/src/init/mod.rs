@@ -290,7 +290,7 @@ mod tests {
         let repo = git_repo();
         let ami = repo.path().join("ami");
         std::fs::create_dir_all(ami.join("etc/eks")).unwrap();
-        let al2 = crate::paths::fixtures_dir().join("ami-al2/etc/eks/bootstrap.sh");
+        let al2 = crate::paths::fixtures_dir(&crate::settings::for_tests()).join("ami-al2/etc/eks/bootstrap.sh");
         std::fs::copy(&al2, ami.join("etc/eks/bootstrap.sh")).unwrap();
         let mut o = opts(repo.path());
         o.overlay = Some(ami);
@@ -314,7 +314,7 @@ mod tests {
         let repo = git_repo();
         let file = repo.path().join("rendered/al2023.mime");
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        let text = std::fs::read_to_string(crate::paths::fixtures_dir().join("user-data/al2023/terraform-mime.txt"))
+        let text = std::fs::read_to_string(crate::paths::fixtures_dir(&crate::settings::for_tests()).join("user-data/al2023/terraform-mime.txt"))
             .unwrap()
             .replace("{{cluster.name}}", "acme-prod")
             .replace(

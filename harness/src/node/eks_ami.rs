@@ -310,7 +310,6 @@ mod tests {
     #[test]
     fn a_checkout_in_one_top_directory_is_found() {
         let t = tempfile::tempdir().unwrap();
-        let settings = &crate::settings::for_tests();
         checkout_in(&t.path().join("amazon-eks-ami"));
         assert_eq!(find_root(t.path()), Some(t.path().join("amazon-eks-ami")));
     }
