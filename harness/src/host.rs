@@ -2,8 +2,8 @@
 //! node image build needs, a running Docker engine, and inotify limits large enough for many kubelets. Each is
 //! done only when missing; what cannot be done (not root, no apt-get, no dockerd) is an error saying exactly what
 //! to run. The host setup setting (`never`) turns the changes off (then a missing piece is only reported).
-use crate::settings::Settings;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

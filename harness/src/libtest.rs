@@ -182,8 +182,8 @@ pub fn main(dir: &Path) -> ! {
     let required = trials::required(settings.require_providers.as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
     // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
     // before exiting.
-    let env =
-        LazyEnvironment::new(rt.clone(), settings.clone()).unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
+    let env = LazyEnvironment::new(rt.clone(), settings.clone())
+        .unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
     // Each file on each Kubernetes version the settings name; a scenario that names its own is loaded once.
     let mut loaded: Vec<(PathBuf, crate::Result<Scenario>)> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();

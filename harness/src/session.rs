@@ -1,7 +1,8 @@
 //! A `nodejoin run` session, from the files given to the exit code (nextest's runner and its `finish()`): the
 //! scenarios loaded as trials on one provider, the decision that the provider is required and can run, the
 //! environment started (signal handlers first), the reporters assembled, the run, the reports ended even when a
-//! signal cuts it short, and the exit code. The CLI only parses its flags into a [`RunRequest`].
+//! signal cuts it short, and the exit code. The CLI only parses its flags into a [`RunRequest`] and resolves the
+//! settings, which it passes in.
 use crate::cluster::Provider;
 use crate::reporter::{Format, ReporterBuilder};
 use crate::run::events::Event;
@@ -10,9 +11,9 @@ use crate::run::trial::Trial;
 use crate::run::verdict::{Required, Verdict};
 use crate::run::{Environment, LazyEnvironment, Outcome};
 use crate::scenario::{Defaults, Scenario};
-use crate::settings::Settings;
 use crate::select::rerun::{self, Record};
 use crate::select::{Listed, Selection};
+use crate::settings::Settings;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
@@ -100,7 +101,10 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
             return (EXIT_BAD_INPUT, false);
         }
     };
-    let record_at = rerun::path(&crate::paths::artifacts_root(&settings), request.selection.partition.as_ref());
+    let record_at = rerun::path(
+        &crate::paths::artifacts_root(&settings),
+        request.selection.partition.as_ref(),
+    );
     let mut selection = request.selection.clone();
     if request.rerun_failed {
         match Record::read(&record_at) {
@@ -170,7 +174,10 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
     };
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {}: fakes {}", env.run_id, fakes.join(", "));
-    let jobs = settings.jobs.unwrap_or_else(|| crate::run::runner::default_jobs(&settings)).max(1);
+    let jobs = settings
+        .jobs
+        .unwrap_or_else(|| crate::run::runner::default_jobs(&settings))
+        .max(1);
     let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
     let started = std::time::Instant::now();
     end_reports_on_signal(&reporters, &trials, started, (record_at.clone(), env.run_id.clone()));

@@ -249,7 +249,10 @@ impl SysctlGuard {
                 "set the host sysctls the kubelet needs (restored by the last run out)"
             );
         }
-        SysctlGuard { run: run.to_string(), dir }
+        SysctlGuard {
+            run: run.to_string(),
+            dir,
+        }
     }
 }
 

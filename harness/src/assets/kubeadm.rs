@@ -37,7 +37,9 @@ impl KubeadmBinaries {
 
 /// `<cache>/k8s/<version>-kubeadm/`.
 pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
-    crate::paths::cache_dir(settings).join("k8s").join(format!("{version}-kubeadm"))
+    crate::paths::cache_dir(settings)
+        .join("k8s")
+        .join(format!("{version}-kubeadm"))
 }
 
 /// Only what needs no work: the env directory (when it holds them) and the cache.
@@ -71,7 +73,10 @@ pub async fn resolve(settings: &Settings, version: &str) -> Result<KubeadmBinari
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
     let downloaded = download(&ReleaseUrls::from_settings(settings), version, &staging).await;
-    super::download_else_build(version, &staging, tried, downloaded, || go_build(settings, version, &staging)).await?;
+    super::download_else_build(version, &staging, tried, downloaded, || {
+        go_build(settings, version, &staging)
+    })
+    .await?;
     super::stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;

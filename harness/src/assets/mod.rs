@@ -143,7 +143,10 @@ pub async fn resolve(settings: &Settings, version: &str) -> Result<K8sAssets> {
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
     let downloaded = download(&ReleaseUrls::from_settings(settings), version, &staging).await;
-    let source = download_else_build(version, &staging, tried, downloaded, || go_build(settings, version, &staging)).await?;
+    let source = download_else_build(version, &staging, tried, downloaded, || {
+        go_build(settings, version, &staging)
+    })
+    .await?;
     stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
@@ -446,7 +449,10 @@ mod go_env_tests {
     fn a_builds_temporary_directory_is_the_reapers_to_find() {
         let settings = crate::settings::for_tests();
         let dir = super::go_work_dir(&settings).unwrap();
-        assert_eq!(dir.path().parent(), Some(crate::paths::scratch_root(&settings).as_path()));
+        assert_eq!(
+            dir.path().parent(),
+            Some(crate::paths::scratch_root(&settings).as_path())
+        );
         let name = dir.path().file_name().unwrap().to_string_lossy().to_string();
         assert_eq!(
             crate::paths::owner_of_scratch(&name),

@@ -7,8 +7,8 @@
 //!   cri-tools is not on the Go module proxy this project's machines reach;
 //! - containerd and runc at the versions the current EKS AMI ships (fixtures/runtime-build): a distribution's
 //!   packages lag years behind (Debian bookworm has containerd 1.6, which no current AMI runs).
-use crate::settings::Settings;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -320,7 +320,8 @@ impl GoTool {
         let downloaded = match super::releases::asset(self.name) {
             Some(_) => {
                 let steps = crate::progress::Steps::new(&format!("download {} {version}", self.name), 1);
-                let got = super::releases::download(settings, self.name, &version, &staging, &CONTAINERD_BINARIES).await;
+                let got =
+                    super::releases::download(settings, self.name, &version, &staging, &CONTAINERD_BINARIES).await;
                 steps.finish(if got.is_ok() {
                     "downloaded, checksum verified"
                 } else {
@@ -354,8 +355,16 @@ impl GoTool {
         } else {
             vec![self.module, self.package]
         };
-        if let Err(e) =
-            super::run_go_build_script(settings, self.build_dir, &title, self.steps, (&args, &[]), &version, &staging).await
+        if let Err(e) = super::run_go_build_script(
+            settings,
+            self.build_dir,
+            &title,
+            self.steps,
+            (&args, &[]),
+            &version,
+            &staging,
+        )
+        .await
         {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(self.unavailable(

@@ -302,10 +302,16 @@ mod tests {
         std::fs::write(repo.path().join("nodejoin/a.yaml"), "new").unwrap();
         let root;
         {
-            let (wt, mapped) = Worktree::checkout(&crate::settings::for_tests(), "HEAD", &[repo.path().join("nodejoin")]).unwrap();
+            let (wt, mapped) =
+                Worktree::checkout(&crate::settings::for_tests(), "HEAD", &[repo.path().join("nodejoin")]).unwrap();
             root = wt.root();
             assert_eq!(std::fs::read_to_string(mapped[0].join("a.yaml")).unwrap(), "old");
-            assert!(Worktree::checkout(&crate::settings::for_tests(), "no-such-rev", &[repo.path().join("nodejoin")]).is_err());
+            assert!(Worktree::checkout(
+                &crate::settings::for_tests(),
+                "no-such-rev",
+                &[repo.path().join("nodejoin")]
+            )
+            .is_err());
         }
         assert!(!root.exists(), "the worktree is removed when dropped");
         assert!(!git(repo.path(), &["worktree", "list"])

@@ -279,7 +279,8 @@ pub async fn run(
             return broken(why);
         }
         let settings = env.settings.as_ref();
-        let planted = load(settings, &file).and_then(|sc| plant(settings, m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
+        let planted =
+            load(settings, &file).and_then(|sc| plant(settings, m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
         let trial = match planted {
             Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),

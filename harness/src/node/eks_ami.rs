@@ -144,7 +144,9 @@ async fn git_state(root: &Path) -> Option<(String, bool)> {
 /// Unpacks a checkout archive into `<cache>/eks-ami-src/<digest>/` once.
 async fn unpack(settings: &Settings, archive: &Path) -> Result<PathBuf> {
     let digest = super::image::file_digest(archive)?;
-    let dir = crate::paths::cache_dir(settings).join("eks-ami-src").join(&digest[..16]);
+    let dir = crate::paths::cache_dir(settings)
+        .join("eks-ami-src")
+        .join(&digest[..16]);
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
@@ -196,7 +198,8 @@ pub async fn build_nodeadm(settings: &Settings, checkout: &Checkout) -> Result<P
     let source = checkout.nodeadm.display().to_string();
     let title = format!("build nodeadm from {source}");
     // The script's arguments are NODEADM_DIR OUT_DIR (the shared runner passes the first as "VERSION").
-    if let Err(e) = crate::assets::run_go_build_script(settings, "nodeadm-build", &title, 2, (&[], &[]), &source, &staging).await
+    if let Err(e) =
+        crate::assets::run_go_build_script(settings, "nodeadm-build", &title, 2, (&[], &[]), &source, &staging).await
     {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(Error::ToolUnavailable {
@@ -219,7 +222,12 @@ const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
 /// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
 /// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
-pub async fn ensure_image(settings: &Settings, docker: &crate::docker::Docker, base: &NodeImage, checkout: &Checkout) -> Result<NodeImage> {
+pub async fn ensure_image(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    base: &NodeImage,
+    checkout: &Checkout,
+) -> Result<NodeImage> {
     let bins = build_nodeadm(settings, checkout).await?;
     let (inputs, base_tag, owned) = (checkout.clone(), base.tag.clone(), settings.clone());
     let hash = super::inputs::off_runtime(move || {

@@ -15,7 +15,8 @@ pub enum GroupSource<'a> {
 
 /// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
 /// an amazon-eks-ami checkout, or an overlay directory over `base`.
-pub async fn for_group(settings: &crate::settings::Settings, 
+pub async fn for_group(
+    settings: &crate::settings::Settings,
     docker: &crate::docker::Docker,
     base: &super::image::NodeImage,
     source: GroupSource<'_>,

@@ -6,11 +6,11 @@ pub(crate) use super::inputs::{copy_tree, file_digest, hash_path, hash_path_skip
 use crate::assets::tools::NodeTools;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
-use crate::settings::Settings;
-use std::sync::Arc;
 use crate::progress::Steps;
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::process::Command;
 
 /// Tags of the images a run uses.
@@ -48,7 +48,8 @@ pub async fn user_supplied(docker: &crate::docker::Docker, tag: &str, source: &s
 
 /// The node image for `assets` on containerd `line`: the user's (the node image setting, checked to exist), else
 /// ours, built when missing.
-pub async fn for_assets(settings: &Settings, 
+pub async fn for_assets(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     assets: &K8sAssets,
     line: crate::assets::tools::ContainerdLine,
@@ -151,7 +152,12 @@ pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(settings: &Settings, docker: &crate::docker::Docker, assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
+pub async fn ensure(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    assets: &K8sAssets,
+    tools: &NodeTools,
+) -> Result<NodeImage> {
     let image = expected(settings, assets, tools)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
@@ -168,7 +174,12 @@ pub async fn ensure(settings: &Settings, docker: &crate::docker::Docker, assets:
 
 /// Makes sure the base image `tag` exists, building it with debootstrap in `work` (ours) or failing with what to
 /// do (a user's base image setting).
-pub(crate) async fn ensure_base(settings: &Settings, docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
+pub(crate) async fn ensure_base(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    tag: &str,
+    work: &Path,
+) -> Result<()> {
     if exists(docker, tag).await {
         return Ok(());
     }
@@ -209,7 +220,8 @@ pub fn prewarm_base(settings: &Arc<Settings>, docker: &crate::docker::Docker) ->
 /// `etc/eks/bootstrap.sh`, `usr/bin/nodeadm`) and becomes one more layer, so the suite runs against their branch
 /// without a registry. Tagged `tag`, or `nodejoin-overlay:<hash of the base and the files>`; rebuilt only when
 /// either changes. Earlier builds from the same directory are pruned.
-pub async fn ensure_overlay(settings: &Settings, 
+pub async fn ensure_overlay(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     base: &NodeImage,
     dir: &Path,
@@ -275,7 +287,8 @@ const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
 
 /// A build of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
 /// labelled `io.nodejoin.image=<kind>` plus `labels`, through the Docker API.
-pub(crate) async fn docker_build(settings: &Settings, 
+pub(crate) async fn docker_build(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     tag: &str,
     kind: &str,
@@ -419,7 +432,8 @@ async fn build_pause(settings: &Settings, docker: &crate::docker::Docker, work: 
     saved.map(|()| out)
 }
 
-async fn build_node(settings: &Settings, 
+async fn build_node(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     image: &NodeImage,
     assets: &K8sAssets,
@@ -444,7 +458,8 @@ async fn build_node(settings: &Settings,
         (VERSIONS_LABEL, versions(settings, assets, tools)),
         (NODEADM_LABEL, nodeadm_source(settings, tools)),
     ];
-    docker_build(settings, 
+    docker_build(
+        settings,
         docker,
         &image.tag,
         "node",

@@ -17,7 +17,12 @@ pub(crate) fn hash_path(settings: &Settings, h: &mut Sha256, path: &Path) -> Res
 }
 
 /// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
-pub(crate) fn hash_path_skipping(settings: &Settings, h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
+pub(crate) fn hash_path_skipping(
+    settings: &Settings,
+    h: &mut Sha256,
+    path: &Path,
+    skip: &dyn Fn(&Path) -> bool,
+) -> Result<()> {
     Walk::new(settings, path).hash(h, path, Path::new(""), skip)
 }
 
@@ -323,7 +328,9 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let err = hash(&src).unwrap_err().to_string();
         assert!(err.contains("pipe") && err.contains("neither"), "{err}");
-        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx2")).unwrap_err().to_string();
+        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx2"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pipe"), "{err}");
     }
 
@@ -357,7 +364,9 @@ mod tests {
         std::os::unix::fs::symlink("..", src.join("etc/loop/up")).unwrap();
         let err = hash(&src).unwrap_err().to_string();
         assert!(err.contains("symlink loop"), "{err}");
-        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx-loop")).unwrap_err().to_string();
+        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx-loop"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("symlink loop"), "{err}");
     }
 

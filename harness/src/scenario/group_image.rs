@@ -107,7 +107,9 @@ impl AmazonEksAmi {
     pub fn fetch(&mut self) {
         if let Self::Git(pin) = self {
             if pin.unavailable.is_none() && !std::path::Path::new(&pin.checkout).join(".git").is_dir() {
-                if let Err(why) = crate::node::eks_ami_git::ensure(std::path::Path::new(&pin.checkout), &pin.git, &pin.rev) {
+                if let Err(why) =
+                    crate::node::eks_ami_git::ensure(std::path::Path::new(&pin.checkout), &pin.git, &pin.rev)
+                {
                     pin.unavailable = Some(why);
                 }
             }

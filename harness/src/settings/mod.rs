@@ -2,7 +2,8 @@
 //! (testcontainers' `core/env/config.rs` is the model). One table says what each setting is ([`rows::ROWS`]) and
 //! one function resolves them all ([`resolve::resolve`]: flag > variable > profile > default); the CLI, the
 //! cargo-test trials and `compare` call it. It is the only place a variable's name is written: the rest of the
-//! harness reads fields, and `--help` and the book's command-line page list the rows.
+//! harness reads fields, and `--help` and the book's command-line page list the rows. No global holds the
+//! value: its resolver passes it down (`&Settings`, or an `Arc` in `run::Environment`).
 pub mod config;
 pub mod resolve;
 pub mod rows;

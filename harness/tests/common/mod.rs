@@ -258,7 +258,10 @@ pub fn kind_ready() -> Option<String> {
     rt.block_on(async {
         let docker = nodejoin::docker::connect().await.ok();
         let kind = nodejoin::cluster::Provider::KIND.get();
-        match kind.probe(&settings(), nodejoin::assets::DEFAULT_VERSION, docker.as_ref()).await {
+        match kind
+            .probe(&settings(), nodejoin::assets::DEFAULT_VERSION, docker.as_ref())
+            .await
+        {
             nodejoin::cluster::Availability::Ready => None,
             nodejoin::cluster::Availability::Fetchable(why) | nodejoin::cluster::Availability::Unavailable(why) => {
                 Some(why)

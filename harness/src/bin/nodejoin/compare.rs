@@ -59,7 +59,14 @@ pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args
     let provider = Provider::parse(&args.provider).unwrap_or_default();
     let mut sides = Vec::new();
     for (label, text) in [("base", &args.base), ("head", &args.head)] {
-        match load_side(settings, label, text, &args.scenarios, provider, &args.select.selection()) {
+        match load_side(
+            settings,
+            label,
+            text,
+            &args.scenarios,
+            provider,
+            &args.select.selection(),
+        ) {
             Ok(side) => sides.push(side),
             Err(code) => return code,
         }
@@ -73,7 +80,10 @@ pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args
         env.run_id,
         env.run_dir.display()
     );
-    let jobs = args.jobs.unwrap_or_else(|| nodejoin::run::runner::default_jobs(settings)).max(1);
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| nodejoin::run::runner::default_jobs(settings))
+        .max(1);
     for side in &sides {
         eprintln!("[nodejoin] {}: {}", side.label, side.variant.describe());
     }

@@ -90,9 +90,9 @@ pub(crate) async fn main(settings: &nodejoin::settings::Settings, command: Image
                 let docker = nodejoin::host::prepare(settings).await?;
                 let node = nodejoin::node::image::ensure(settings, &docker, &assets, &tools).await?;
                 let over = match &overlay {
-                    Some(dir) => {
-                        Some(nodejoin::node::image::ensure_overlay(settings, &docker, &node, dir, tag.as_deref()).await?)
-                    }
+                    Some(dir) => Some(
+                        nodejoin::node::image::ensure_overlay(settings, &docker, &node, dir, tag.as_deref()).await?,
+                    ),
                     None => None,
                 };
                 Ok::<_, nodejoin::Error>((node, over))

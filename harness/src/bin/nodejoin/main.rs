@@ -56,7 +56,12 @@ fn main() -> ExitCode {
                 rerun_failed: args.rerun_failed,
             },
         ),
-        Command::List(args) => session::list(&settings, args.scenarios, &args.select.selection(), args.format == "json"),
+        Command::List(args) => session::list(
+            &settings,
+            args.scenarios,
+            &args.select.selection(),
+            args.format == "json",
+        ),
         Command::Compare(args) => compare::main(rt, &settings, args),
         Command::Init(args) => init::main(args),
         Command::Schema => {

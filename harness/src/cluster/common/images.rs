@@ -52,7 +52,11 @@ pub fn remembered_failure(path: &Path, now: SystemTime, ttl: Duration) -> Option
 const INSPECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The list-time look at `image`: present locally, a failed pull remembered, or neither (only a pull can tell).
-pub async fn probe(settings: &crate::settings::Settings, docker: Option<&Docker>, image: &str) -> crate::cluster::Availability {
+pub async fn probe(
+    settings: &crate::settings::Settings,
+    docker: Option<&Docker>,
+    image: &str,
+) -> crate::cluster::Availability {
     use crate::cluster::Availability;
     let Some(docker) = docker else {
         return Availability::Unavailable(format!(
@@ -210,7 +214,9 @@ mod tests {
         let docker =
             Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
         let image = format!("nodejoin.invalid/never:{}", std::process::id());
-        let err = ensure(&crate::settings::for_tests(), &docker, &image).await.unwrap_err();
+        let err = ensure(&crate::settings::for_tests(), &docker, &image)
+            .await
+            .unwrap_err();
         assert!(err.contains(&image) && err.contains("docker pull"), "{err}");
         let _ = std::fs::remove_file(marker(&crate::settings::for_tests(), &image));
     }

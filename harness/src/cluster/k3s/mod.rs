@@ -22,9 +22,7 @@ const API_PORT: u16 = 6443;
 
 /// The k3s image for a Kubernetes version.
 pub fn image_for(settings: &crate::settings::Settings, version: &str) -> String {
-    crate::cluster::common::images::override_or(settings.k3s_image.as_deref(), || {
-        format!("rancher/k3s:{version}-k3s1")
-    })
+    crate::cluster::common::images::override_or(settings.k3s_image.as_deref(), || format!("rancher/k3s:{version}-k3s1"))
 }
 
 fn k3s_err(message: impl Into<String>) -> Error {
@@ -77,7 +75,9 @@ impl ClusterProvider for K3sProvider {
         version: &'a str,
         docker: Option<&'a crate::docker::Docker>,
     ) -> BoxFuture<'a, crate::cluster::Availability> {
-        Box::pin(async move { crate::cluster::common::images::probe(settings, docker, &image_for(settings, version)).await })
+        Box::pin(
+            async move { crate::cluster::common::images::probe(settings, docker, &image_for(settings, version)).await },
+        )
     }
 
     fn unavailable<'a>(

@@ -9,8 +9,8 @@ use crate::assets::tools::COREDNS;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
 use crate::node::image::{self, image_err};
-use crate::settings::Settings;
 use crate::progress::Steps;
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio::process::Command;
@@ -189,7 +189,11 @@ impl Inputs {
         let mut h = Sha256::new();
         h.update(self.base.as_bytes());
         image::hash_path(settings, &mut h, &recipe_dir(settings))?;
-        image::hash_path(settings, &mut h, &crate::paths::fixtures_dir(settings).join("node-image").join("pause.c"))?;
+        image::hash_path(
+            settings,
+            &mut h,
+            &crate::paths::fixtures_dir(settings).join("node-image").join("pause.c"),
+        )?;
         for i in &self.images {
             h.update(i.reference.as_bytes());
             if let Some(bin) = self.binary(&i.component) {
@@ -261,7 +265,8 @@ async fn build(settings: &Settings, docker: &crate::docker::Docker, inputs: &Inp
         for (n, i) in inputs.images.iter().enumerate() {
             steps.step(n as u64, &format!("image {}", i.reference));
             let build_ref = format!("nodejoin-kind-build/{}:{suffix}", i.component);
-            component_image(settings, 
+            component_image(
+                settings,
                 docker,
                 inputs,
                 i,
@@ -325,7 +330,8 @@ async fn preload(docker: &crate::docker::Docker, stage: &str, ctx: &Path, tag: &
 }
 
 /// Builds one component image FROM scratch in `dir`, tagged `build_ref`.
-async fn component_image(settings: &Settings, 
+async fn component_image(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     inputs: &Inputs,
     i: &ComponentImage,

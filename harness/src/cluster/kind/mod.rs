@@ -12,8 +12,8 @@ pub mod host;
 pub mod image;
 use crate::cluster::common::container::ContainerControlPlane;
 use crate::cluster::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
-use crate::settings::Settings;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -121,7 +121,10 @@ pub fn render_config(template: &str, name: &str, spec: &ClusterSpec, image: &str
 /// `kind` on PATH, else the one built into the cache.
 pub fn find_kind(settings: &Settings) -> Option<PathBuf> {
     crate::assets::which("kind").or_else(|| {
-        let p = crate::paths::cache_dir(settings).join("kind").join(KIND_VERSION).join("kind");
+        let p = crate::paths::cache_dir(settings)
+            .join("kind")
+            .join(KIND_VERSION)
+            .join("kind");
         p.is_file().then_some(p)
     })
 }
@@ -469,7 +472,8 @@ mod tests {
     use super::*;
 
     fn template() -> String {
-        std::fs::read_to_string(crate::paths::kind_config_dir(&crate::settings::for_tests()).join("cluster.yaml")).unwrap()
+        std::fs::read_to_string(crate::paths::kind_config_dir(&crate::settings::for_tests()).join("cluster.yaml"))
+            .unwrap()
     }
 
     fn spec(version: &str) -> ClusterSpec {

@@ -9,8 +9,8 @@
 use super::kernel::{short_hash, Kernel, INITRAMFS_MODULES};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
-use crate::settings::Settings;
 use crate::node::image::NodeImage;
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 /// The version of what is kept per disk (the disk, its `.boot` directory and how the initramfs is made): a change
@@ -63,7 +63,8 @@ pub async fn ensure(settings: &Settings, docker: &Docker, image: &NodeImage) -> 
     steps.step(1, "docker build (Debian's kernel by apt, the VM layer)");
     let context = build_context(settings, docker, &kernel_from, work.path()).await?;
     let tag = format!("nodejoin-vm:{key}");
-    crate::docker::images::build(settings, 
+    crate::docker::images::build(
+        settings,
         docker,
         &context,
         &tag,
@@ -150,7 +151,12 @@ impl Recipe {
 
 /// `fixtures/vm-disk/` (its Dockerfile and files) as a build context under `work`, with the base image its
 /// kernel's stage is built over in place (a user's node image need not have been built over it).
-pub(super) async fn build_context(settings: &Settings, docker: &Docker, kernel_from: &str, work: &Path) -> Result<PathBuf> {
+pub(super) async fn build_context(
+    settings: &Settings,
+    docker: &Docker,
+    kernel_from: &str,
+    work: &Path,
+) -> Result<PathBuf> {
     let layer = crate::paths::fixtures_dir(settings).join("vm-disk");
     let context = work.join("context");
     let (to, owned) = (context.clone(), settings.clone());

@@ -259,7 +259,9 @@ mod tests {
     /// machine's disk is found inside the disk's tree, never the reader's own.
     #[test]
     fn the_readers_resolve_follows_links_inside_the_disks_tree() {
-        let init = std::fs::read_to_string(crate::paths::fixtures_dir(&crate::settings::for_tests()).join("vm-disk/init")).unwrap();
+        let init =
+            std::fs::read_to_string(crate::paths::fixtures_dir(&crate::settings::for_tests()).join("vm-disk/init"))
+                .unwrap();
         let start = init.find("\ntop=/root\n").unwrap();
         let end = start + init[start..].find("\n}\n").unwrap() + 3;
         let function = &init[start..end];

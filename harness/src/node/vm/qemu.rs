@@ -70,7 +70,12 @@ pub async fn accel_bios(settings: &Settings) -> Result<Accel> {
         "-fw_cfg".into(),
         format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
     ];
-    Ok(accel_probed(settings, "kvm-bios", probe_kvm_with(settings, &boot, &["SeaBIOS"], None)).await)
+    Ok(accel_probed(
+        settings,
+        "kvm-bios",
+        probe_kvm_with(settings, &boot, &["SeaBIOS"], None),
+    )
+    .await)
 }
 
 /// The setting's accelerator, or TCG where `/dev/kvm` cannot be used or a kept verdict says KVM failed, else the
@@ -129,7 +134,12 @@ async fn probe_kvm_firmware(settings: &Settings, code: &Path, vars: &Path) -> bo
 
 /// Starts QEMU under KVM with `boot` (and firmware, if given) and no disk: true once its serial console shows
 /// one of `markers` within [`KVM_PROBE`]; false if it exits first (a KVM that cannot run a vCPU aborts QEMU).
-async fn probe_kvm_with(settings: &Settings, boot: &[String], markers: &[&str], firmware: Option<(&Path, &Path)>) -> bool {
+async fn probe_kvm_with(
+    settings: &Settings,
+    boot: &[String],
+    markers: &[&str],
+    firmware: Option<(&Path, &Path)>,
+) -> bool {
     let Ok(dir) = tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix("kvm-probe"))
         .tempdir_in(crate::paths::scratch_root(settings))

@@ -108,7 +108,8 @@ pub async fn kernel(settings: &Settings, docker: &Docker) -> Result<Kernel> {
     steps.step(1, "docker build (the kernel's stage: Debian's kernel by apt)");
     let context = build_context(settings, docker, &recipe.kernel_from, work.path()).await?;
     let tag = format!("nodejoin-vm:reader-{key}");
-    crate::docker::images::build_stage(settings, 
+    crate::docker::images::build_stage(
+        settings,
         docker,
         &context,
         &tag,
@@ -230,7 +231,14 @@ pub async fn read(settings: &Settings, docker: &Docker, r: Read<'_>) -> Result<D
         read.kubelet = render(settings, docker, &dir, "short-precise", &["-u", "kubelet"]).await?;
         read.nodeadm = render(settings, docker, &dir, "short-precise", &nodeadm[2..]).await?;
         read.nodeadm_entries = render(settings, docker, &dir, "json", &nodeadm).await?;
-        read.cloud_final = render(settings, docker, &dir, "short-iso-precise", &["-u", "cloud-final.service"]).await?;
+        read.cloud_final = render(
+            settings,
+            docker,
+            &dir,
+            "short-iso-precise",
+            &["-u", "cloud-final.service"],
+        )
+        .await?;
     }
     Ok(read)
 }

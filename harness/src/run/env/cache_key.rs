@@ -54,7 +54,10 @@ fn tools_and_versions(s: &crate::settings::Settings) -> Vec<(String, String)> {
         .into_iter()
         .filter(|l| *l != tools::ContainerdLine::V2_2)
     {
-        out.push((format!("containerd-{}", line.as_str()), tools::containerd_version(s, line)));
+        out.push((
+            format!("containerd-{}", line.as_str()),
+            tools::containerd_version(s, line),
+        ));
     }
     out
 }

@@ -41,7 +41,7 @@ pub use clusters::SharedCluster;
 
 /// Everything the scenarios of one run share.
 pub struct Environment {
-    /// The process's settings, as every scenario of the run reads them.
+    /// The run's settings, as its caller resolved them; every scenario of the run reads them here.
     pub settings: Arc<crate::settings::Settings>,
     pub run_id: String,
     pub run_dir: PathBuf,
@@ -408,9 +408,8 @@ impl Environment {
             });
         }
         let n = self.cluster_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let id = format!("control-plane-{n}");
+        let (id, start) = (format!("control-plane-{n}"), Instant::now());
         let dir = self.run_dir.join(&id);
-        let start = Instant::now();
         let cp = provider
             .create(
                 spec,

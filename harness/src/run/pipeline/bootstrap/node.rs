@@ -69,8 +69,7 @@ pub(crate) async fn run_bootstrap(
         };
         let (served, description) = super::userdata::build(
             &env.settings,
-            sc,
-            &group,
+            (sc, &group),
             spec,
             &node.instance,
             &node.vars,

@@ -12,11 +12,10 @@ use crate::userdata::generate::ClusterFacts;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The bytes IMDS serves for `spec`, and a one-line description of their format.
+/// The bytes IMDS serves for `spec` of `group` in `sc`, and a one-line description of their format.
 pub fn build(
     settings: &crate::settings::Settings,
-    sc: &Scenario,
-    group: &NodeGroup,
+    (sc, group): (&Scenario, &NodeGroup),
     spec: &UserDataSpec,
     instance: &Instance,
     vars: &BTreeMap<String, String>,
