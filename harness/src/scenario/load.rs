@@ -16,8 +16,8 @@ pub struct Defaults {
     pub eks_ami: Option<PathBuf>,
     /// The caller's directories a scenario's paths may lead into besides its repository (`scenario::confine`).
     pub allow_paths: Vec<PathBuf>,
-    /// The cache directory, where pinned amazon-eks-ami commits are kept.
-    pub cache_dir: PathBuf,
+    /// The cache directory, where pinned amazon-eks-ami commits are kept; without one none is fetched.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Defaults {
@@ -46,7 +46,7 @@ impl Defaults {
                 .as_ref()
                 .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             allow_paths: settings.allow_paths.clone(),
-            cache_dir: crate::paths::cache_dir(settings),
+            cache_dir: Some(crate::paths::cache_dir(settings)),
         })
     }
 }
@@ -73,7 +73,7 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
             message,
         }
     })?;
-    absolute_paths(&mut scenario, &defaults.cache_dir);
+    absolute_paths(&mut scenario, defaults.cache_dir.as_deref());
     scenario.roots = super::confine::Roots::of_dir(&dir, &defaults.allow_paths);
     apply(&mut scenario, text, defaults);
     if scenario.name.is_empty() {
@@ -90,7 +90,7 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
 
 /// Every path of the scenario made absolute against the scenario file's directory (the user-data file already is,
 /// see `user_data.rs`), so the runner, the image builder and `compare` never guess again.
-fn absolute_paths(s: &mut Scenario, cache_dir: &Path) {
+fn absolute_paths(s: &mut Scenario, cache_dir: Option<&Path>) {
     let abs = |p: &mut String| *p = super::relative::resolve(p).to_string_lossy().into_owned();
     for n in &mut s.nodes {
         n.bootstrap.script.as_mut().map(abs);
@@ -102,9 +102,13 @@ fn absolute_paths(s: &mut Scenario, cache_dir: &Path) {
             match &mut img.amazon_eks_ami {
                 Some(super::model::AmazonEksAmi::Path(p)) => abs(p),
                 Some(super::model::AmazonEksAmi::Git(pin)) => {
-                    pin.checkout = crate::node::eks_ami_git::cached(cache_dir, &pin.rev)
-                        .to_string_lossy()
-                        .into_owned();
+                    pin.checkout = cache_dir
+                        .map(|c| {
+                            crate::node::eks_ami_git::cached(c, &pin.rev)
+                                .to_string_lossy()
+                                .into_owned()
+                        })
+                        .unwrap_or_default();
                 }
                 None => {}
             }
