@@ -12,7 +12,7 @@ pub struct Finding {
     pub optional: bool,
 }
 
-pub async fn check(version: &str) -> Vec<Finding> {
+pub async fn check(settings: &crate::settings::Settings, version: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut add = |what: &str, ok: bool, detail: String, fix: &str| {
         out.push(Finding {
@@ -23,11 +23,11 @@ pub async fn check(version: &str) -> Vec<Finding> {
             optional: false,
         });
     };
-    let share = crate::paths::fixtures_dir();
+    let share = crate::paths::fixtures_dir(settings);
     add(
         "nodejoin's own files (fixtures, kind config)",
         share.join("bootstrap/bootstrap.sh").is_file(),
-        crate::paths::share_source(),
+        crate::paths::share_source(settings),
         &format!(
             "set {} to a nodejoin checkout's fixtures/, or reinstall nodejoin",
             crate::settings::var::FIXTURES
@@ -53,7 +53,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
         },
         "apt-get install docker.io && (dockerd >/var/log/dockerd.log 2>&1 &)",
     );
-    let found = assets::find(version);
+    let found = assets::find(settings, version);
     add(
         &format!("Kubernetes {version} binaries"),
         found.is_some(),
@@ -61,20 +61,20 @@ pub async fn check(version: &str) -> Vec<Finding> {
             Some(a) => format!("{} ({})", a.dir.display(), a.source),
             None => format!(
                 "not in {} and {} unset",
-                assets::cache_dir(version).display(),
+                assets::cache_dir(settings, version).display(),
                 assets::ENV_DIR
             ),
         },
         "nodejoin assets --version <v>  (downloads, or builds from Go modules: needs `go`)",
     );
     for tool in assets::tools::ALL {
-        let found = tool.find();
+        let found = tool.find(settings);
         add(
-            &format!("{} {}", tool.name, tool.version()),
+            &format!("{} {}", tool.name, tool.version(settings)),
             found.is_some(),
             match &found {
                 Some(p) => p.display().to_string(),
-                None => tool.missing_detail(),
+                None => tool.missing_detail(settings),
             },
             &match assets::releases::asset(tool.name) {
                 Some(a) => format!(
@@ -82,8 +82,8 @@ pub async fn check(version: &str) -> Vec<Finding> {
                     tool.name,
                     assets::releases::urls(
                         a,
-                        &assets::releases::base_url(),
-                        &tool.version(),
+                        &assets::releases::base_url(settings),
+                        &tool.version(settings),
                         assets::releases::arch()
                     )
                     .0,
@@ -96,9 +96,9 @@ pub async fn check(version: &str) -> Vec<Finding> {
             },
         );
     }
-    let tools = assets::tools::NodeTools::find(crate::settings::get().containerd());
+    let tools = assets::tools::NodeTools::find(settings, settings.containerd());
     let image_present = match (&docker, &found, &tools) {
-        (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(a, n) {
+        (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(settings, a, n) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
                 add("node image", present, img.tag.clone(), "nodejoin image build");
@@ -174,7 +174,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
     if let Ok(d) = &docker {
         for r in crate::cluster::REGISTRY.iter().filter(|r| r.name != "local") {
             let provider = r.provider;
-            let (ok, detail, fix) = match provider.probe(version, Some(d)).await {
+            let (ok, detail, fix) = match provider.probe(settings, version, Some(d)).await {
                 crate::cluster::Availability::Ready => (true, "ready".to_string(), String::new()),
                 crate::cluster::Availability::Fetchable(what) => (
                     false,
@@ -226,7 +226,7 @@ pub async fn check(version: &str) -> Vec<Finding> {
             fix: apt_fix(&own_missing),
             optional: true,
         });
-        let kind_cli = crate::cluster::kind::find_kind();
+        let kind_cli = crate::cluster::kind::find_kind(settings);
         out.push(Finding {
             what: "kind CLI".into(),
             ok: kind_cli.is_some(),

@@ -3,6 +3,7 @@
 //! done only when missing; what cannot be done (not root, no apt-get, no dockerd) is an error saying exactly what
 //! to run. The host setup setting (`never`) turns the changes off (then a missing piece is only reported).
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -172,8 +173,8 @@ fn missing_of(list: &[Package]) -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-fn may_change_host() -> bool {
-    !crate::settings::get().no_host_setup
+fn may_change_host(settings: &Settings) -> bool {
+    !settings.no_host_setup
 }
 
 fn is_root() -> bool {
@@ -183,42 +184,42 @@ fn is_root() -> bool {
 
 /// Installs missing packages with apt-get when it may (root, apt-get present, not turned off); otherwise an
 /// error naming the command to run.
-pub async fn ensure_packages() -> Result<()> {
-    ensure_of(PACKAGES).await
+pub async fn ensure_packages(settings: &Settings) -> Result<()> {
+    ensure_of(settings, PACKAGES).await
 }
 
 /// [`ensure_packages`] for what VM nodes need.
-pub async fn ensure_vm_packages() -> Result<()> {
-    ensure_of(VM_PACKAGES).await
+pub async fn ensure_vm_packages(settings: &Settings) -> Result<()> {
+    ensure_of(settings, VM_PACKAGES).await
 }
 
 /// [`ensure_packages`] for a VM that boots a disk of its own.
-pub async fn ensure_own_disk_packages() -> Result<()> {
-    ensure_of(OWN_DISK_PACKAGES).await
+pub async fn ensure_own_disk_packages(settings: &Settings) -> Result<()> {
+    ensure_of(settings, OWN_DISK_PACKAGES).await
 }
 
 /// [`ensure_packages`] for `nodejoin image export-disk`.
-pub async fn ensure_export_packages() -> Result<()> {
-    ensure_of(EXPORT_PACKAGES).await
+pub async fn ensure_export_packages(settings: &Settings) -> Result<()> {
+    ensure_of(settings, EXPORT_PACKAGES).await
 }
 
-async fn ensure_of(list: &[Package]) -> Result<()> {
+async fn ensure_of(settings: &Settings, list: &[Package]) -> Result<()> {
     let missing = missing_of(list);
     if missing.is_empty() {
         return Ok(());
     }
     let names: Vec<&str> = missing.iter().map(|(n, _)| *n).collect();
     let command = format!("apt-get install -y --no-install-recommends {}", names.join(" "));
-    if !(may_change_host() && is_root() && on_path("apt-get")) {
+    if !(may_change_host(settings) && is_root() && on_path("apt-get")) {
         let why: Vec<String> = missing.iter().map(|(n, w)| format!("{n} ({w})")).collect();
         return Err(Error::Host {
             what: format!("missing packages: {}", why.join(", ")),
             fix: format!("run as root: {command}"),
         });
     }
-    let _lock = crate::paths::CacheLock::acquire("host-setup")
+    let _lock = crate::paths::CacheLock::acquire(settings, "host-setup")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
     let missing: Vec<&str> = missing_of(list).iter().map(|(n, _)| *n).collect();
     if missing.is_empty() {
         return Ok(());
@@ -254,7 +255,7 @@ async fn apt(args: &[&str]) -> Result<()> {
 
 /// A Docker engine that answers: the running one, else a `dockerd` started now (detached, logging to
 /// [`DOCKERD_LOG`]; it keeps running after nodejoin exits, like one started by systemd).
-pub async fn ensure_docker() -> Result<crate::docker::Docker> {
+pub async fn ensure_docker(settings: &Settings) -> Result<crate::docker::Docker> {
     let refused = match crate::docker::connect().await {
         Ok(d) => return Ok(d),
         Err(e) => e,
@@ -270,7 +271,7 @@ pub async fn ensure_docker() -> Result<crate::docker::Docker> {
             fix,
         });
     }
-    if !(may_change_host() && is_root()) {
+    if !(may_change_host(settings) && is_root()) {
         return Err(Error::Host {
             what: format!(
                 "no Docker engine answers (nodejoin starts dockerd only as root, unless {ENV_HOST_SETUP}=never)"
@@ -278,9 +279,9 @@ pub async fn ensure_docker() -> Result<crate::docker::Docker> {
             fix,
         });
     }
-    let _lock = crate::paths::CacheLock::acquire("host-setup")
+    let _lock = crate::paths::CacheLock::acquire(settings, "host-setup")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
     if let Ok(d) = crate::docker::connect().await {
         return Ok(d);
     }
@@ -343,7 +344,7 @@ fn start_dockerd() -> Result<()> {
 /// inotify limits for many kubelets (each node's systemd, containerd and kubelet hold inotify instances; the
 /// default 128 per user holds about a dozen nodes, then cAdvisor fails with "too many open files"). Raised, never
 /// lowered; a limit that cannot be raised is a warning naming the command.
-pub fn ensure_inotify(nodes: usize) {
+pub fn ensure_inotify(settings: &Settings, nodes: usize) {
     let want_instances = (nodes as u64 * 16).max(8192);
     for (key, want) in [
         ("fs/inotify/max_user_instances", want_instances),
@@ -357,7 +358,7 @@ pub fn ensure_inotify(nodes: usize) {
         if have >= want {
             continue;
         }
-        let raised = may_change_host() && std::fs::write(&path, want.to_string()).is_ok();
+        let raised = may_change_host(settings) && std::fs::write(&path, want.to_string()).is_ok();
         if raised {
             eprintln!("[nodejoin] host: {} {have} -> {want}", key.replace('/', "."));
         } else {
@@ -412,10 +413,10 @@ pub fn own_cpu_time() -> Option<std::time::Duration> {
 }
 
 /// All of it, before a run: packages, the Docker engine, inotify limits.
-pub async fn prepare() -> Result<crate::docker::Docker> {
-    ensure_packages().await?;
-    let docker = ensure_docker().await?;
-    ensure_inotify(0);
+pub async fn prepare(settings: &Settings) -> Result<crate::docker::Docker> {
+    ensure_packages(settings).await?;
+    let docker = ensure_docker(settings).await?;
+    ensure_inotify(settings, 0);
     Ok(docker)
 }
 

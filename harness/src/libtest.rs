@@ -112,6 +112,7 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
 /// Probes each (provider, version) once, without pulling or building anything; says on stderr, once, why
 /// trials are ignored or failing.
 fn probe_all(
+    settings: &crate::settings::Settings,
     rt: &tokio::runtime::Runtime,
     pairs: impl IntoIterator<Item = (Provider, String)>,
     required: &[Provider],
@@ -133,7 +134,7 @@ fn probe_all(
         if out.contains_key(&key) {
             continue;
         }
-        let availability = rt.block_on(provider.get().probe(&version, docker.as_ref()));
+        let availability = rt.block_on(provider.get().probe(settings, &version, docker.as_ref()));
         match trials::plan(provider, None, &availability, required.contains(&provider)) {
             Plan::Run => {}
             Plan::Ignore(why) => eprintln!("[nodejoin] {} {version} trials are ignored: {why}", provider.as_str()),
@@ -155,15 +156,15 @@ pub fn main(dir: &Path) -> ! {
     crate::init_crypto();
     crate::init_tracing();
     // The settings resolved as the CLI resolves them (variables over the profile found from the working
-    // directory, e.g. NODEJOIN_PROFILE=ci), before anything reads them.
-    let settings = crate::settings::resolve::from_process(&crate::settings::Flags::default())
-        .unwrap_or_else(|e| exit_with(format!("error: {e}")));
-    if crate::settings::install(settings).is_err() {
-        exit_with("error: the settings were read before they were resolved (a harness bug)");
-    }
+    // directory, e.g. NODEJOIN_PROFILE=ci), and passed to everything that reads them.
+    let settings = Arc::new(
+        crate::settings::resolve::from_process(&crate::settings::Flags::default())
+            .unwrap_or_else(|e| exit_with(format!("error: {e}"))),
+    );
     let mut args = Arguments::from_args();
     // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
-    args.test_threads.get_or_insert_with(crate::run::runner::trial_threads);
+    args.test_threads
+        .get_or_insert_with(|| crate::run::runner::trial_threads(&settings));
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => exit_with(format!("cannot start a tokio runtime: {e}")),
@@ -171,26 +172,25 @@ pub fn main(dir: &Path) -> ! {
     // A fresh machine: README's test command prepares the host itself (missing packages, the Docker engine)
     // before the cheap probes decide what can run; listing alone changes nothing.
     if !args.list {
-        if let Err(e) = rt.block_on(crate::host::prepare()) {
+        if let Err(e) = rt.block_on(crate::host::prepare(&settings)) {
             eprintln!("[nodejoin] host not ready: {e}\n  hint: {}", e.hint());
         }
     }
-    let settings = crate::settings::get();
     let dir = settings.scenarios.clone().unwrap_or_else(|| dir.to_path_buf());
     let files = crate::scenario::discover(&[dir]).unwrap_or_else(|e| exit_with(e));
     let enabled = trials::enabled(settings.providers.as_deref()).unwrap_or_else(|e| exit_with(e));
     let required = trials::required(settings.require_providers.as_deref(), &enabled).unwrap_or_else(|e| exit_with(e));
     // SIGINT, SIGTERM, SIGHUP: destructors will not run, so this run's processes and containers are removed
     // before exiting.
-    let env =
-        LazyEnvironment::new(rt.clone()).unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
+    let env = LazyEnvironment::new(rt.clone(), settings.clone())
+        .unwrap_or_else(|e| exit_with(format!("cannot install signal handlers: {e}")));
     // Each file on each Kubernetes version the settings name; a scenario that names its own is loaded once.
     let mut loaded: Vec<(PathBuf, crate::Result<Scenario>)> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for (pass, version) in settings.versions().into_iter().enumerate() {
         let defaults = crate::scenario::Defaults::from_settings(&crate::settings::Settings {
             kubernetes_version: version,
-            ..settings.clone()
+            ..settings.as_ref().clone()
         })
         .unwrap_or_else(|e| exit_with(e));
         let these: Vec<(PathBuf, crate::Result<Scenario>)> = files
@@ -216,7 +216,7 @@ pub fn main(dir: &Path) -> ! {
             .into_iter()
             .map(|p| (p, s.cluster.kubernetes_version.clone()))
     });
-    let availability = probe_all(&rt, pairs, &required);
+    let availability = probe_all(&settings, &rt, pairs, &required);
     let several_versions = trials::on_several_versions(
         loaded
             .iter()

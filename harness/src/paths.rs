@@ -2,15 +2,16 @@
 //! its own files (`fixtures/`, `kind-config/`): in a checkout, or packed into the binary.
 mod embedded;
 
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 /// The cache directory setting, else `$XDG_CACHE_HOME/nodejoin`, else `~/.cache/nodejoin` (home from `$HOME`, else the
 /// user's passwd entry). Never a shared fallback such as `/tmp`, where another local user could create the
 /// directory first and so plant the binaries a run executes; with no home at all, `/nonexistent`, which fails
 /// with its path named.
-pub fn cache_dir() -> PathBuf {
+pub fn cache_dir(settings: &Settings) -> PathBuf {
     cache_dir_from(
-        crate::settings::get().cache_dir.clone().map(Into::into),
+        settings.cache_dir.clone().map(Into::into),
         std::env::var_os("XDG_CACHE_HOME"),
         std::env::var_os("HOME"),
         passwd_home,
@@ -85,16 +86,16 @@ pub fn workspace_root() -> PathBuf {
 /// unpacked into `<cache>/share/<hash>/` on first use; or the checkout whose `fixtures/` the fixtures setting
 /// names (a nodejoin developer's edits, at once). Never a checkout found from the working directory: their build
 /// scripts and the kind docker shim run as root, and a repository handed to nodejoin could merely look like one.
-pub fn share_root() -> PathBuf {
-    match &crate::settings::get().fixtures {
+pub fn share_root(settings: &Settings) -> PathBuf {
+    match &settings.fixtures {
         Some(fixtures) => fixtures.parent().map_or_else(|| fixtures.clone(), Path::to_path_buf),
-        None => embedded::unpacked(),
+        None => embedded::unpacked(settings),
     }
 }
 
 /// Where [`share_root`] comes from, for `nodejoin doctor`.
-pub fn share_source() -> String {
-    match &crate::settings::get().fixtures {
+pub fn share_source(settings: &Settings) -> String {
+    match &settings.fixtures {
         Some(fixtures) => format!(
             "the checkout named by --dev-checkout or {} ({})",
             crate::settings::var::FIXTURES,
@@ -102,27 +103,27 @@ pub fn share_source() -> String {
         ),
         None => format!(
             "the copy built into this binary, unpacked at {}",
-            embedded::unpacked().display()
+            embedded::unpacked(settings).display()
         ),
     }
 }
 
 /// `fixtures/` (or the fixtures setting).
-pub fn fixtures_dir() -> PathBuf {
-    crate::settings::get()
+pub fn fixtures_dir(settings: &Settings) -> PathBuf {
+    settings
         .fixtures
         .clone()
-        .unwrap_or_else(|| share_root().join("fixtures"))
+        .unwrap_or_else(|| share_root(settings).join("fixtures"))
 }
 
 /// `kind-config/` (the kind cluster template and the restricted-host docker shim).
-pub fn kind_config_dir() -> PathBuf {
-    share_root().join("kind-config")
+pub fn kind_config_dir(settings: &Settings) -> PathBuf {
+    share_root(settings).join("kind-config")
 }
 
 /// `target/nodejoin/` (honours the artifacts setting, else `CARGO_TARGET_DIR`).
-pub fn artifacts_root() -> PathBuf {
-    if let Some(dir) = &crate::settings::get().artifacts_dir {
+pub fn artifacts_root(settings: &Settings) -> PathBuf {
+    if let Some(dir) = &settings.artifacts_dir {
         return dir.clone();
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -152,16 +153,16 @@ pub fn resolve(path: &Path) -> PathBuf {
 
 /// Our reference bootstrap (`fixtures/bootstrap/bootstrap.sh`): what a node runs when its scenario names no
 /// script and its image brings none.
-pub fn reference_bootstrap() -> PathBuf {
-    fixtures_dir().join("bootstrap").join("bootstrap.sh")
+pub fn reference_bootstrap(settings: &Settings) -> PathBuf {
+    fixtures_dir(settings).join("bootstrap").join("bootstrap.sh")
 }
 
 /// An exclusive lock on `<cache>/<name>.lock`, held until dropped: provisioning (downloads, builds, image
 /// creation) is serialised across processes, so parallel runs (nextest, CI jobs) never clobber each other's
 /// staging directories or image tags; the second one finds the first one's result.
 /// `<cache>/tmp`: builds' work directories, each named by [`owned_prefix`].
-pub fn scratch_root() -> PathBuf {
-    cache_dir().join("tmp")
+pub fn scratch_root(settings: &Settings) -> PathBuf {
+    cache_dir(settings).join("tmp")
 }
 
 /// `<pid>_<start>-<what>-`: a work directory's name starts with its owner's identity.
@@ -218,9 +219,9 @@ pub struct CacheLock {
 impl CacheLock {
     /// Waits for the lock without blocking a runtime thread, up to `deadline::CACHE_LOCK` (its holder may be
     /// building what it guards, itself bounded by `deadline::GO_BUILD`); then a `TimedOut` error naming it.
-    pub async fn acquire(name: &str) -> std::io::Result<Self> {
+    pub async fn acquire(settings: &Settings, name: &str) -> std::io::Result<Self> {
         use std::os::unix::io::AsRawFd;
-        let dir = cache_dir();
+        let dir = cache_dir(settings);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{name}.lock"));
         let file = std::fs::OpenOptions::new()

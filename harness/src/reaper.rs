@@ -4,6 +4,7 @@
 use crate::docker;
 use crate::error::{Error, Result};
 use crate::process::Identity;
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 /// The on-disk record of a live run; removed when dropped.
@@ -12,15 +13,15 @@ pub struct RunState {
     pub dir: PathBuf,
 }
 
-fn runs_dir() -> PathBuf {
-    crate::paths::cache_dir().join("runs")
+fn runs_dir(settings: &Settings) -> PathBuf {
+    crate::paths::cache_dir(settings).join("runs")
 }
 
 impl RunState {
     /// The run directory appears whole, owner and artifacts directory recorded, by a rename: a reaper never sees
     /// it without its owner, and redacts the artifacts wherever the run wrote them.
-    pub fn create(run_id: &str, artifacts: &Path) -> Result<Self> {
-        let runs = runs_dir();
+    pub fn create(settings: &Settings, run_id: &str, artifacts: &Path) -> Result<Self> {
+        let runs = runs_dir(settings);
         let dir = runs.join(run_id);
         let staging = runs.join(format!(".new-{run_id}"));
         std::fs::create_dir_all(staging.join("pids")).map_err(|e| Error::io(&staging, e))?;
@@ -56,12 +57,12 @@ const ARTIFACTS_FILE: &str = "artifacts";
 /// Redacts the keys and tokens in the artifacts of the run whose record is `dir` (named `run`): where the record
 /// says, else under this process's artifacts root. Only a real directory is walked (never a link), and
 /// `redact_tree` follows no link below it.
-fn redact_artifacts(dir: &Path, run: &str) -> usize {
+fn redact_artifacts(artifacts_root: &Path, dir: &Path, run: &str) -> usize {
     let recorded = std::fs::read(dir.join(ARTIFACTS_FILE))
         .ok()
         .map(|b| PathBuf::from(std::ffi::OsString::from(String::from_utf8_lossy(&b).into_owned())))
         .filter(|p| p.is_absolute());
-    let artifacts = recorded.unwrap_or_else(|| crate::paths::artifacts_root().join(run));
+    let artifacts = recorded.unwrap_or_else(|| artifacts_root.join(run));
     if std::fs::symlink_metadata(&artifacts).is_ok_and(|m| m.is_dir()) {
         crate::redact::redact_tree(&artifacts)
     } else {
@@ -114,12 +115,12 @@ pub struct Reaped {
 
 /// Builds of owners that are gone: their marked processes killed, their work directories in `<cache>/tmp`
 /// unmounted and removed. Returns how many processes were killed.
-fn reap_builds() -> usize {
+fn reap_builds(settings: &Settings) -> usize {
     let orphans = crate::process::orphans_of_dead_owners();
     for pid in &orphans {
         crate::process::kill_tree(*pid);
     }
-    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root()) else {
+    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root(settings)) else {
         return orphans.len();
     };
     for e in entries.flatten() {
@@ -137,12 +138,12 @@ fn reap_builds() -> usize {
 
 /// On a termination signal's exit (no destructor runs): this process's builds stopped and its work
 /// directories removed, as the next start-up would for a killed process.
-pub fn leave_own_work() {
+pub fn leave_own_work(settings: &Settings) {
     for pid in crate::process::marked_by_self() {
         crate::process::kill_tree(pid);
     }
     let me = crate::process::Identity::own();
-    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root()) else {
+    let Ok(entries) = std::fs::read_dir(crate::paths::scratch_root(settings)) else {
         return;
     };
     for e in entries.flatten() {
@@ -191,10 +192,10 @@ pub(crate) fn unmount_below(dir: &Path) {
 }
 
 /// Reaps runs whose owner process is gone. `docker` may be absent (then only processes are reaped).
-pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
+pub async fn reap_stale(settings: &Settings, docker: Option<&crate::docker::Docker>) -> Reaped {
     let mut reaped = Reaped::default();
-    reaped.processes += reap_builds();
-    if let Ok(entries) = std::fs::read_dir(runs_dir()) {
+    reaped.processes += reap_builds(settings);
+    if let Ok(entries) = std::fs::read_dir(runs_dir(settings)) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
             if owner_of(&entry.path()).is_some_and(|o| o.alive()) {
@@ -211,7 +212,7 @@ pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
             reaped.processes += kill_recorded(&entry.path());
             crate::hostnet::remove_leftovers(&name);
             // Its artifacts lose their keys and tokens, wherever it wrote them.
-            redact_artifacts(&entry.path(), &name);
+            redact_artifacts(&crate::paths::artifacts_root(settings), &entry.path(), &name);
             let run = name;
             remove_scratch(&run);
             reaped.runs.push(run);
@@ -237,7 +238,7 @@ pub async fn reap_stale(docker: Option<&crate::docker::Docker>) -> Reaped {
             }
         }
     }
-    crate::sysctl::restore_if_last();
+    crate::sysctl::restore_if_last(settings);
     if !reaped.runs.is_empty() {
         tracing::info!(runs = ?reaped.runs, processes = reaped.processes, docker_objects = reaped.docker_objects, "reaped leftovers of killed runs");
     }
@@ -277,9 +278,9 @@ pub fn interrupted() -> bool {
 
 /// Kills this run's recorded processes and removes its Docker objects: the Ctrl-C path, where destructors
 /// will not run.
-pub async fn emergency_cleanup(run_id: &str) {
+pub async fn emergency_cleanup(settings: &Settings, run_id: &str) {
     INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-    let dir = runs_dir().join(run_id);
+    let dir = runs_dir(settings).join(run_id);
     kill_recorded(&dir);
     crate::hostnet::remove_leftovers(run_id);
     if let Ok(d) = docker::connect().await {
@@ -288,12 +289,13 @@ pub async fn emergency_cleanup(run_id: &str) {
     // Last: a node being started while the clean-up began may still have made its scratch directory (a journal's)
     // meanwhile; none is made once `interrupted()` reads true.
     remove_scratch(run_id);
-    crate::sysctl::leave(run_id);
+    crate::sysctl::leave(settings, run_id);
     // The artifacts get uploaded however the run ends: its keys, kubeconfigs and tokens go first. Off the
     // runtime (a journal may be large); the record stays if the deadline cuts this short, for the next reaper.
     let record = dir.clone();
     let run = run_id.to_string();
-    let _ = tokio::task::spawn_blocking(move || redact_artifacts(&record, &run)).await;
+    let root = crate::paths::artifacts_root(settings);
+    let _ = tokio::task::spawn_blocking(move || redact_artifacts(&root, &record, &run)).await;
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -1,7 +1,8 @@
 //! A `nodejoin run` session, from the files given to the exit code (nextest's runner and its `finish()`): the
 //! scenarios loaded as trials on one provider, the decision that the provider is required and can run, the
 //! environment started (signal handlers first), the reporters assembled, the run, the reports ended even when a
-//! signal cuts it short, and the exit code. The CLI only parses its flags into a [`RunRequest`].
+//! signal cuts it short, and the exit code. The CLI only parses its flags into a [`RunRequest`] and resolves the
+//! settings, which it passes in.
 use crate::cluster::Provider;
 use crate::reporter::{Format, ReporterBuilder};
 use crate::run::events::Event;
@@ -12,6 +13,7 @@ use crate::run::{Environment, LazyEnvironment, Outcome};
 use crate::scenario::{Defaults, Scenario};
 use crate::select::rerun::{self, Record};
 use crate::select::{Listed, Selection};
+use crate::settings::Settings;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
@@ -54,8 +56,11 @@ pub fn fail(e: &crate::Error) -> u8 {
 
 /// The run's environment (signal handlers installed first: a signal at any point removes what the run has
 /// created so far), started now so start-up errors come before any output.
-pub fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), u8> {
-    let lazy = LazyEnvironment::new(rt.clone()).map_err(|e| {
+pub fn start_environment(
+    rt: &Arc<Runtime>,
+    settings: Arc<Settings>,
+) -> Result<(Arc<LazyEnvironment>, Arc<Environment>), u8> {
+    let lazy = LazyEnvironment::new(rt.clone(), settings).map_err(|e| {
         eprintln!("error: cannot install signal handlers: {e}");
         EXIT_BAD_INPUT
     })?;
@@ -70,9 +75,9 @@ pub fn start_environment(rt: &Arc<Runtime>) -> Result<(Arc<LazyEnvironment>, Arc
 }
 
 /// Runs `request`; the exit code.
-pub fn run(rt: Arc<Runtime>, request: RunRequest) -> u8 {
+pub fn run(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -> u8 {
     let json = request.reporters.format == Format::Json;
-    let (code, reported) = run_session(rt, request);
+    let (code, reported) = run_session(rt, settings, request);
     // `--format json` always ends with run_finished, even when the run stopped before its reporters existed.
     if json && !reported {
         println!("{}", crate::reporter::json::aborted_line());
@@ -81,9 +86,8 @@ pub fn run(rt: Arc<Runtime>, request: RunRequest) -> u8 {
 }
 
 /// The session; also whether its reporters were given the run's end (they always are, once they exist).
-fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
-    let settings = crate::settings::get();
-    let provider = match chosen_provider(settings) {
+fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -> (u8, bool) {
+    let provider = match chosen_provider(&settings) {
         Ok(p) => p,
         Err(code) => return (code, false),
     };
@@ -97,7 +101,10 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
             return (EXIT_BAD_INPUT, false);
         }
     };
-    let record_at = rerun::path(&crate::paths::artifacts_root(), request.selection.partition.as_ref());
+    let record_at = rerun::path(
+        &crate::paths::artifacts_root(&settings),
+        request.selection.partition.as_ref(),
+    );
     let mut selection = request.selection.clone();
     if request.rerun_failed {
         match Record::read(&record_at) {
@@ -119,7 +126,7 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
             }
         }
     }
-    let (files, trials) = match load_trials(request.paths, provider) {
+    let (files, trials) = match load_trials(&settings, request.paths, provider) {
         Ok(loaded) => loaded,
         Err(code) => return (code, false),
     };
@@ -147,7 +154,7 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
         return (EXIT_NOTHING_RAN, false);
     }
     if required {
-        match rt.block_on(provider_unavailable(provider, &applicable)) {
+        match rt.block_on(provider_unavailable(&settings, provider, &applicable)) {
             Ok(None) => {}
             Ok(Some(why)) => {
                 eprintln!("error: provider {} cannot run here: {why}", provider.as_str());
@@ -161,13 +168,16 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
             Err(e) => return (fail(&e), false),
         }
     }
-    let (lazy, env) = match start_environment(&rt) {
+    let (lazy, env) = match start_environment(&rt, settings.clone()) {
         Ok(started) => started,
         Err(code) => return (code, false),
     };
     let fakes: Vec<String> = env.fake_urls().iter().map(|(n, u)| format!("{n} {u}")).collect();
     eprintln!("[nodejoin] run {}: fakes {}", env.run_id, fakes.join(", "));
-    let jobs = settings.jobs.unwrap_or_else(crate::run::runner::default_jobs).max(1);
+    let jobs = settings
+        .jobs
+        .unwrap_or_else(|| crate::run::runner::default_jobs(&settings))
+        .max(1);
     let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
     let started = std::time::Instant::now();
     end_reports_on_signal(&reporters, &trials, started, (record_at.clone(), env.run_id.clone()));
@@ -181,7 +191,7 @@ fn run_session(rt: Arc<Runtime>, request: RunRequest) -> (u8, bool) {
     // The base image every node image is built over, built beside the first builds (it waits on the network).
     let needs_node_image = trials.iter().any(|t| t.scenario.nodes.iter().any(|g| g.disk.is_none()));
     let prewarm = needs_node_image
-        .then(|| rt.block_on(async { crate::node::image::prewarm_base(&env.docker) }))
+        .then(|| rt.block_on(async { crate::node::image::prewarm_base(&env.settings, &env.docker) }))
         .flatten();
     let reports = rt.block_on(crate::run::runner::run_all_retried(
         &env,
@@ -262,12 +272,12 @@ fn write_record(at: &std::path::Path, run_id: &str, reports: &[ScenarioReport]) 
 }
 
 /// `nodejoin list`: the trials a run with the same paths, provider and selection would take, as text or JSON.
-pub fn list(paths: Vec<PathBuf>, selection: &Selection, json: bool) -> u8 {
-    let provider = match chosen_provider(crate::settings::get()) {
+pub fn list(settings: &Settings, paths: Vec<PathBuf>, selection: &Selection, json: bool) -> u8 {
+    let provider = match chosen_provider(settings) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let (_, trials) = match load_trials(paths, provider) {
+    let (_, trials) = match load_trials(settings, paths, provider) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
@@ -329,8 +339,11 @@ fn end_reports_on_signal(
 /// `provider`, one per Kubernetes version the settings name (a scenario that names its own version is one
 /// trial); those that run only on other providers are skipped with a line on stderr. Also returns every file
 /// found. An error has been printed; its exit code is returned.
-pub fn load_trials(paths: Vec<PathBuf>, provider: Provider) -> Result<(Vec<PathBuf>, Vec<Trial>), u8> {
-    let settings = crate::settings::get();
+pub fn load_trials(
+    settings: &Settings,
+    paths: Vec<PathBuf>,
+    provider: Provider,
+) -> Result<(Vec<PathBuf>, Vec<Trial>), u8> {
     let paths = if paths.is_empty() {
         vec![PathBuf::from("scenarios")]
     } else {
@@ -424,7 +437,11 @@ pub fn exit_code(reports: &[ScenarioReport], required: bool, flaky_fails: bool) 
 
 /// Why `provider` cannot run one of `scenarios` here (the full check: it may pull the provider's image), if it
 /// cannot; each Kubernetes version is checked once.
-async fn provider_unavailable(provider: Provider, scenarios: &[&Scenario]) -> crate::Result<Option<String>> {
+async fn provider_unavailable(
+    settings: &Settings,
+    provider: Provider,
+    scenarios: &[&Scenario],
+) -> crate::Result<Option<String>> {
     let p = provider.get();
     let docker = crate::docker::connect().await?;
     let mut checked = std::collections::BTreeSet::new();
@@ -438,7 +455,7 @@ async fn provider_unavailable(provider: Provider, scenarios: &[&Scenario]) -> cr
             service_cidr: s.cluster.service_cidr(),
             iam_lane: None,
         };
-        if let Some(why) = p.unavailable(&spec, &docker).await {
+        if let Some(why) = p.unavailable(settings, &spec, &docker).await {
             return Ok(Some(why));
         }
     }

@@ -2,6 +2,7 @@
 //! same way: destructors will not run, so this run's processes, containers, network and host sysctls are
 //! removed by `reaper::emergency_cleanup`, and the process exits with 128 + the signal's number, as a shell
 //! reports a process killed by it. The CLI and the scenario trials share this, so neither can forget one.
+use crate::settings::Settings;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -88,7 +89,7 @@ pub type RunIdSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP now (so none is missed once this returns) and spawns the
 /// task that, on the first of them, cleans up the run `run_id` names and exits with `exit_code()`. Must be
 /// called inside a tokio runtime.
-pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
+pub fn exit_on_termination(settings: Arc<Settings>, run_id: RunIdSource) -> std::io::Result<()> {
     let mut streams = Vec::new();
     for t in Termination::ALL {
         streams.push((t, signal(SignalKind::from_raw(t.number()))?));
@@ -113,7 +114,7 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
                     "\n{}: removing run {run}'s processes, containers and network",
                     signal.name()
                 ));
-                let cleanup = crate::reaper::emergency_cleanup(&run);
+                let cleanup = crate::reaper::emergency_cleanup(&settings, &run);
                 if tokio::time::timeout(crate::deadline::CLEANUP, cleanup).await.is_err() {
                     say(format!(
                         "clean-up of run {run} did not finish within {}; `nodejoin reap` removes the rest",
@@ -124,7 +125,7 @@ pub fn exit_on_termination(run_id: RunIdSource) -> std::io::Result<()> {
             None => say(format!("\n{}: no run started yet", signal.name())),
         }
         // Builds under way and work directories (a compare worktree among them) go too.
-        crate::reaper::leave_own_work();
+        crate::reaper::leave_own_work(&settings);
         let finishers = BEFORE_EXIT
             .lock()
             .map(|mut f| std::mem::take(&mut *f))

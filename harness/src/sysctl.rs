@@ -8,6 +8,7 @@
 //! sysctls), never per cache directory, so runs with different caches and users overlapping in any order leave
 //! the host as the first found it.
 use crate::process::Identity;
+use crate::settings::Settings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -23,12 +24,12 @@ pub const KUBELET_VALUES: &[(&str, &str)] = &[
 
 /// Where the host-wide record lives: `/run/nodejoin` when this process may write there (root), else the cache
 /// directory (a user who cannot write `/run` cannot change the host's sysctls either).
-pub fn host_state_dir() -> PathBuf {
+pub fn host_state_dir(settings: &Settings) -> PathBuf {
     let run = Path::new("/run/nodejoin");
     if std::fs::create_dir_all(run).is_ok() && owned_by_root(run) {
         return run.to_path_buf();
     }
-    crate::paths::cache_dir()
+    crate::paths::cache_dir(settings)
 }
 
 /// Whether `dir` is a real directory of root's (not a link, not a directory someone else made first).
@@ -181,14 +182,14 @@ fn write_values(at: &Path, values: impl IntoIterator<Item = (String, String)>) -
 
 /// The values a live run recorded before it set the kubelet's (leak checks compare them with [`current`] after
 /// the last run ends).
-pub fn baseline() -> Option<BTreeMap<String, String>> {
-    let state = HostState::new(host_state_dir());
+pub fn baseline(settings: &Settings) -> Option<BTreeMap<String, String>> {
+    let state = HostState::new(host_state_dir(settings));
     std::fs::read_to_string(state.baseline_file()).ok().map(|t| parse(&t))
 }
 
 /// How many runs registered with the host-wide record are alive.
-pub fn live_runs() -> usize {
-    let state = HostState::new(host_state_dir());
+pub fn live_runs(settings: &Settings) -> usize {
+    let state = HostState::new(host_state_dir(settings));
     match state.lock() {
         Ok(_lock) => state.others_alive(None),
         Err(_) => 0,
@@ -197,9 +198,9 @@ pub fn live_runs() -> usize {
 
 /// Whether a run of another nodejoin process is registered and alive (what it may be about to start from must
 /// not be pruned under it).
-pub fn other_processes_run() -> bool {
+pub fn other_processes_run(settings: &Settings) -> bool {
     let me = std::process::id();
-    HostState::new(host_state_dir())
+    HostState::new(host_state_dir(settings))
         .registered()
         .into_iter()
         .filter_map(|(_, _, owner)| owner)
@@ -212,16 +213,20 @@ pub fn current() -> BTreeMap<String, String> {
 }
 
 /// Restores the baseline if no registered run is alive any more (the reaper, after a killed run).
-pub fn restore_if_last() {
-    let restored = HostState::new(host_state_dir()).leave(None, Path::new("/proc/sys"));
+pub fn restore_if_last(settings: &Settings) {
+    let restored = HostState::new(host_state_dir(settings)).leave(None, Path::new("/proc/sys"));
     if !restored.is_empty() {
         tracing::info!(?restored, "restored the host sysctls nodejoin set for the kubelet");
     }
 }
 
 /// Unregisters `run` and restores if it was the last (the Ctrl-C path, where destructors do not run).
-pub fn leave(run: &str) {
-    let restored = HostState::new(host_state_dir()).leave(Some(run), Path::new("/proc/sys"));
+pub fn leave(settings: &Settings, run: &str) {
+    leave_in(host_state_dir(settings), run);
+}
+
+fn leave_in(dir: PathBuf, run: &str) {
+    let restored = HostState::new(dir).leave(Some(run), Path::new("/proc/sys"));
     if !restored.is_empty() {
         tracing::info!(?restored, "restored the host sysctls nodejoin set for the kubelet");
     }
@@ -231,24 +236,29 @@ pub fn leave(run: &str) {
 /// recorded ones back.
 pub struct SysctlGuard {
     run: String,
+    dir: PathBuf,
 }
 
 impl SysctlGuard {
-    pub fn enter(run: &str) -> Self {
-        let changed = HostState::new(host_state_dir()).enter(run, Path::new("/proc/sys"));
+    pub fn enter(settings: &Settings, run: &str) -> Self {
+        let dir = host_state_dir(settings);
+        let changed = HostState::new(dir.clone()).enter(run, Path::new("/proc/sys"));
         if !changed.is_empty() {
             tracing::info!(
                 ?changed,
                 "set the host sysctls the kubelet needs (restored by the last run out)"
             );
         }
-        SysctlGuard { run: run.to_string() }
+        SysctlGuard {
+            run: run.to_string(),
+            dir,
+        }
     }
 }
 
 impl Drop for SysctlGuard {
     fn drop(&mut self) {
-        leave(&self.run);
+        leave_in(self.dir.clone(), &self.run);
     }
 }
 

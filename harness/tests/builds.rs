@@ -223,7 +223,7 @@ fn killed_node_image_builds_are_reaped_and_built_again() {
         "this test needs a running Docker engine (see `nodejoin doctor`)"
     );
     let suite = [("NODEJOIN_DEBIAN_SUITE", "bookworm")];
-    let base = nodejoin::node::image::debootstrap_base_tag("bookworm").expect("the base recipe");
+    let base = nodejoin::node::image::debootstrap_base_tag(&common::settings(), "bookworm").expect("the base recipe");
     let built = node_images_on(&base);
     let _ = Command::new("docker").arg("rmi").arg(&base).args(&built).output();
     let cache = common::hardlinked_cache();
@@ -315,7 +315,7 @@ fn a_failed_api_build_quotes_the_engine_and_its_step() {
     let err = rt
         .block_on(async {
             let docker = nodejoin::docker::connect().await?;
-            nodejoin::docker::images::build(&docker, ctx.path(), &tag, &[], &[]).await
+            nodejoin::docker::images::build(&common::settings(), &docker, ctx.path(), &tag, &[], &[]).await
         })
         .expect_err("a COPY of a missing file fails");
     let text = err.to_string();

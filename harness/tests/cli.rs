@@ -148,7 +148,7 @@ fn an_explicit_provider_that_cannot_run_exits_4() {
     let run = ["run", "--provider", "k3s", "scenarios/basic-bootstrap-token.yaml"];
     let text = expect_failure(&run, &env, 4, &["provider k3s cannot run here", &image, "hint:"]);
     assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
-    let _ = std::fs::remove_file(nodejoin::cluster::common::images::marker(&image));
+    let _ = std::fs::remove_file(nodejoin::cluster::common::images::marker(&common::settings(), &image));
     expect_failure(
         &["run", "scenarios/basic-bootstrap-token.yaml"],
         &[("NODEJOIN_REQUIRE_PROVIDERS", "local,minikube")],

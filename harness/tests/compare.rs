@@ -223,7 +223,7 @@ fn a_compare_worktree_goes_with_its_process_however_it_ends() {
             "{name}: the compare worktree is still registered:\n{log}"
         );
         let prefix = format!("{pid}_");
-        let left: Vec<String> = std::fs::read_dir(nodejoin::paths::scratch_root())
+        let left: Vec<String> = std::fs::read_dir(nodejoin::paths::scratch_root(&common::settings()))
             .into_iter()
             .flatten()
             .flatten()

@@ -324,7 +324,7 @@ fn pinned_commit_is_fetched_and_joins() -> Result<(), Failed> {
     git(&repo, &["config", "uploadpack.allowAnySHA1InWant", "true"])?;
     let rev = git(&repo, &["rev-parse", "HEAD"])?;
     // This commit is this test's own: start without it in the cache, so the fetch is what is tested.
-    let cached = nodejoin::node::eks_ami_git::cached(&rev);
+    let cached = nodejoin::node::eks_ami_git::cached(&nodejoin::paths::cache_dir(&common::settings()), &rev);
     let _ = std::fs::remove_dir_all(&cached);
     let served = serve(&dir.path().join("served"))?;
     let scenario = pinned_scenario(dir.path(), &served.url, &rev)?;

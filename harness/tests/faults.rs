@@ -108,7 +108,7 @@ fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &
             f.log
         );
     }
-    let scenario_dir = nodejoin::paths::artifacts_root()
+    let scenario_dir = nodejoin::paths::artifacts_root(&common::settings())
         .join(&f.run)
         .join("basic-bootstrap-token");
     assert!(
@@ -210,7 +210,9 @@ fn a_killed_controller_manager_is_an_error_with_every_nodes_logs() {
         "the verdict is not an ERROR naming kube-controller-manager:\n{}",
         f.log
     );
-    let dir = nodejoin::paths::artifacts_root().join(&f.run).join("slow-join");
+    let dir = nodejoin::paths::artifacts_root(&common::settings())
+        .join(&f.run)
+        .join("slow-join");
     let kept = files_under(&dir);
     assert!(
         kept.iter()

@@ -9,10 +9,17 @@ use std::sync::{Arc, Mutex};
 fn main() {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
+    let settings = match nodejoin::settings::resolve::from_process(&nodejoin::settings::Flags::default()) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(101);
+        }
+    };
     let mut args = Arguments::from_args();
     // Several trials at once, like `nodejoin run -j` (`--test-threads`, RUST_TEST_THREADS or NODEJOIN_JOBS).
     args.test_threads
-        .get_or_insert_with(nodejoin::run::runner::trial_threads);
+        .get_or_insert_with(|| nodejoin::run::runner::trial_threads(&settings));
     let only: Vec<String> = std::env::var("NODEJOIN_MUTATIONS")
         .unwrap_or_default()
         .split(',')
@@ -41,7 +48,7 @@ fn main() {
         }
     };
     let scenarios = nodejoin::paths::workspace_root().join("scenarios");
-    let env = match LazyEnvironment::new(rt) {
+    let env = match LazyEnvironment::new(rt, settings) {
         Ok(env) => env,
         Err(e) => {
             eprintln!("cannot install signal handlers: {e}");

@@ -28,9 +28,12 @@ fn create(kind_bin: &std::path::Path, config: &str, name: &str) -> String {
 
 #[tokio::test]
 async fn kind_cli_accepts_the_rendered_config() {
-    let kind_bin = kind::ensure_kind()
-        .await
-        .expect("the kind CLI (PATH, cache, or Go build)");
+    let kind_bin = kind::ensure_kind(
+        &nodejoin::settings::resolve::from_process(&nodejoin::settings::Flags::default())
+            .expect("the settings resolve"),
+    )
+    .await
+    .expect("the kind CLI (PATH, cache, or Go build)");
     let template = std::fs::read_to_string(nodejoin::paths::workspace_root().join("kind-config/cluster.yaml")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let name = format!("nj-cfgcheck-{}", std::process::id());

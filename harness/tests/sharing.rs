@@ -104,7 +104,7 @@ fn overlapping_runs_with_their_own_caches_and_users_leave_each_other_alone() {
     );
     let _turn = take_turn();
     assert_eq!(
-        nodejoin::sysctl::live_runs(),
+        nodejoin::sysctl::live_runs(&common::settings()),
         0,
         "another nodejoin run is alive on this host: the host's sysctls before this test are not known"
     );

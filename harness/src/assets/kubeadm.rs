@@ -5,6 +5,7 @@
 use super::{check_version, is_executable, ReleaseUrls, ENV_DIR};
 use crate::error::{Error, Result};
 use crate::progress::Steps;
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 pub const BINARIES: [&str; 4] = ["kubeadm", "kubectl", "kube-scheduler", "kube-proxy"];
@@ -17,8 +18,8 @@ pub struct KubeadmBinaries {
 }
 
 impl KubeadmBinaries {
-    fn from_dir(version: &str, dir: &Path) -> Option<Self> {
-        let ok = match dir == cache_dir(version) {
+    fn from_dir(settings: &Settings, version: &str, dir: &Path) -> Option<Self> {
+        let ok = match dir == cache_dir(settings, version) {
             // The cache is trusted only as its build left it (assets::stamp).
             true => super::stamp::matches(dir, &BINARIES),
             false => BINARIES.iter().all(|b| is_executable(&dir.join(b))),
@@ -35,31 +36,33 @@ impl KubeadmBinaries {
 }
 
 /// `<cache>/k8s/<version>-kubeadm/`.
-pub fn cache_dir(version: &str) -> PathBuf {
-    crate::paths::cache_dir().join("k8s").join(format!("{version}-kubeadm"))
+pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
+    crate::paths::cache_dir(settings)
+        .join("k8s")
+        .join(format!("{version}-kubeadm"))
 }
 
 /// Only what needs no work: the env directory (when it holds them) and the cache.
-pub fn find(version: &str) -> Option<KubeadmBinaries> {
-    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
-        if let Some(b) = KubeadmBinaries::from_dir(version, Path::new(&dir)) {
+pub fn find(settings: &Settings, version: &str) -> Option<KubeadmBinaries> {
+    if let Some(dir) = settings.k8s_assets.clone() {
+        if let Some(b) = KubeadmBinaries::from_dir(settings, version, Path::new(&dir)) {
             return Some(b);
         }
     }
-    KubeadmBinaries::from_dir(version, &cache_dir(version))
+    KubeadmBinaries::from_dir(settings, version, &cache_dir(settings, version))
 }
 
 /// Resolves the binaries, downloading or building them into the cache when needed.
-pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
+pub async fn resolve(settings: &Settings, version: &str) -> Result<KubeadmBinaries> {
     check_version(version)?;
-    if let Some(b) = find(version) {
+    if let Some(b) = find(settings, version) {
         return Ok(b);
     }
-    let cache = cache_dir(version);
-    let _lock = crate::paths::CacheLock::acquire("k8s")
+    let cache = cache_dir(settings, version);
+    let _lock = crate::paths::CacheLock::acquire(settings, "k8s")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
-    if let Some(b) = find(version) {
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
+    if let Some(b) = find(settings, version) {
         return Ok(b);
     }
     let tried = vec![
@@ -69,12 +72,15 @@ pub async fn resolve(version: &str) -> Result<KubeadmBinaries> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let downloaded = download(&ReleaseUrls::from_settings(), version, &staging).await;
-    super::download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
+    let downloaded = download(&ReleaseUrls::from_settings(settings), version, &staging).await;
+    super::download_else_build(version, &staging, tried, downloaded, || {
+        go_build(settings, version, &staging)
+    })
+    .await?;
     super::stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
-    KubeadmBinaries::from_dir(version, &cache).ok_or_else(|| Error::AssetsUnavailable {
+    KubeadmBinaries::from_dir(settings, version, &cache).ok_or_else(|| Error::AssetsUnavailable {
         version: version.into(),
         tried: format!("provisioning finished but {} lacks a binary", cache.display()),
     })
@@ -89,8 +95,9 @@ async fn download(urls: &ReleaseUrls, version: &str, out: &Path) -> std::result:
 }
 
 /// `fixtures/k8s-build/build.sh VERSION OUT kubeadm kubectl kube-scheduler kube-proxy`.
-async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
+async fn go_build(settings: &Settings, version: &str, out: &Path) -> std::result::Result<(), String> {
     super::run_go_build_script(
+        settings,
         "k8s-build",
         &format!("build kubeadm binaries {version} from Go modules"),
         BINARIES.len() as u64,
@@ -114,15 +121,15 @@ mod tests {
             std::fs::write(&p, b"#!/bin/sh\n").unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        assert!(KubeadmBinaries::from_dir("v1.36.3", dir.path()).is_none());
+        assert!(KubeadmBinaries::from_dir(&crate::settings::for_tests(), "v1.36.3", dir.path()).is_none());
         let p = dir.path().join(BINARIES[3]);
         std::fs::write(&p, b"#!/bin/sh\n").unwrap();
         assert!(
-            KubeadmBinaries::from_dir("v1.36.3", dir.path()).is_none(),
+            KubeadmBinaries::from_dir(&crate::settings::for_tests(), "v1.36.3", dir.path()).is_none(),
             "not executable yet"
         );
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let b = KubeadmBinaries::from_dir("v1.36.3", dir.path()).unwrap();
+        let b = KubeadmBinaries::from_dir(&crate::settings::for_tests(), "v1.36.3", dir.path()).unwrap();
         assert_eq!(b.path("kubeadm"), dir.path().join("kubeadm"));
     }
 }

@@ -3,6 +3,7 @@
 //! build from Go modules through the wrapper module in `fixtures/k8s-build/`.
 use crate::error::{Error, Result};
 use crate::progress::Steps;
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -59,8 +60,8 @@ pub(crate) fn is_executable(p: &Path) -> bool {
 }
 
 /// `<cache>/k8s/<version>/`.
-pub fn cache_dir(version: &str) -> PathBuf {
-    crate::paths::cache_dir().join("k8s").join(version)
+pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
+    crate::paths::cache_dir(settings).join("k8s").join(version)
 }
 
 /// Validates a version string like `v1.36.3`.
@@ -85,18 +86,18 @@ pub fn check_version(version: &str) -> Result<()> {
 }
 
 /// Only the sources that need no work: the env directory and the cache.
-pub fn find(version: &str) -> Option<K8sAssets> {
-    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
+pub fn find(settings: &Settings, version: &str) -> Option<K8sAssets> {
+    if let Some(dir) = settings.k8s_assets.clone() {
         return K8sAssets::from_dir(version, Path::new(&dir), "env");
     }
-    K8sAssets::from_dir(version, &cache_dir(version), "cache")
+    K8sAssets::from_dir(version, &cache_dir(settings, version), "cache")
 }
 
 /// Resolves the binaries, provisioning them (download, else Go build) into the cache when needed.
-pub async fn resolve(version: &str) -> Result<K8sAssets> {
+pub async fn resolve(settings: &Settings, version: &str) -> Result<K8sAssets> {
     check_version(version)?;
     let mut tried = Vec::new();
-    if let Some(dir) = crate::settings::get().k8s_assets.clone() {
+    if let Some(dir) = settings.k8s_assets.clone() {
         let assets = K8sAssets::from_dir(version, &dir, "env").ok_or_else(|| Error::AssetsUnavailable {
             version: version.into(),
             tried: format!(
@@ -126,13 +127,13 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
         return Ok(assets);
     }
     tried.push(format!("{ENV_DIR} (unset)"));
-    let cache = cache_dir(version);
+    let cache = cache_dir(settings, version);
     if let Some(a) = K8sAssets::from_dir(version, &cache, "cache") {
         return Ok(a);
     }
-    let _lock = crate::paths::CacheLock::acquire("k8s")
+    let _lock = crate::paths::CacheLock::acquire(settings, "k8s")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
     // Another process may have provisioned this version while we waited for the lock.
     if let Some(a) = K8sAssets::from_dir(version, &cache, "cache") {
         return Ok(a);
@@ -141,8 +142,11 @@ pub async fn resolve(version: &str) -> Result<K8sAssets> {
     let staging = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
-    let downloaded = download(&ReleaseUrls::from_settings(), version, &staging).await;
-    let source = download_else_build(version, &staging, tried, downloaded, || go_build(version, &staging)).await?;
+    let downloaded = download(&ReleaseUrls::from_settings(settings), version, &staging).await;
+    let source = download_else_build(version, &staging, tried, downloaded, || {
+        go_build(settings, version, &staging)
+    })
+    .await?;
     stamp::write(&staging, &BINARIES).map_err(|e| Error::io(&staging, e))?;
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::rename(&staging, &cache).map_err(|e| Error::io(&cache, e))?;
@@ -205,8 +209,7 @@ pub struct ReleaseUrls {
 }
 
 impl ReleaseUrls {
-    pub fn from_settings() -> Self {
-        let s = crate::settings::get();
+    pub fn from_settings(s: &Settings) -> Self {
         Self {
             kubernetes: s
                 .k8s_release_url
@@ -295,8 +298,9 @@ fn write_executable(path: &Path, data: &[u8]) -> std::result::Result<(), String>
 }
 
 /// Builds the binaries with Go through `fixtures/k8s-build/build.sh` (about 4–8 minutes cold on 2 cores).
-async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> {
+async fn go_build(settings: &Settings, version: &str, out: &Path) -> std::result::Result<(), String> {
     run_go_build_script(
+        settings,
         "k8s-build",
         &format!("build Kubernetes {version} from Go modules"),
         4,
@@ -310,6 +314,7 @@ async fn go_build(version: &str, out: &Path) -> std::result::Result<(), String> 
 /// Runs `fixtures/<dir>/build.sh [BEFORE...] VERSION OUT [AFTER...]` with Go on PATH, its `step N/M` lines shown
 /// as progress and its output kept in `<out>.build.log`.
 pub(crate) async fn run_go_build_script(
+    settings: &Settings,
     dir: &str,
     title: &str,
     steps: u64,
@@ -317,7 +322,7 @@ pub(crate) async fn run_go_build_script(
     version: &str,
     out: &Path,
 ) -> std::result::Result<(), String> {
-    let script = crate::paths::fixtures_dir().join(dir).join("build.sh");
+    let script = crate::paths::fixtures_dir(settings).join(dir).join("build.sh");
     if !script.is_file() {
         return Err(format!("{} is missing", script.display()));
     }
@@ -329,7 +334,7 @@ pub(crate) async fn run_go_build_script(
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg(&script).args(before).arg(version).arg(out).args(after);
     go_env(cmd.as_std_mut());
-    let work = go_work_dir().map_err(|e| format!("a work directory for the build: {e}"))?;
+    let work = go_work_dir(settings).map_err(|e| format!("a work directory for the build: {e}"))?;
     cmd.env("TMPDIR", work.path());
     crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::GO_BUILD)
         .await
@@ -398,8 +403,8 @@ fn go_at_least(a: &str, b: &str) -> bool {
 /// A Go build's temporary directory (its `TMPDIR`: the build script's work tree and Go's own): in
 /// `<cache>/tmp`, named after this process, so a build killed with its owner is removed by the next reaper
 /// instead of staying in `/tmp`. Removed when dropped.
-pub(crate) fn go_work_dir() -> std::io::Result<tempfile::TempDir> {
-    let root = crate::paths::scratch_root();
+pub(crate) fn go_work_dir(settings: &Settings) -> std::io::Result<tempfile::TempDir> {
+    let root = crate::paths::scratch_root(settings);
     std::fs::create_dir_all(&root)?;
     tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix("go-build"))
@@ -442,8 +447,12 @@ mod go_env_tests {
     /// A build's temporary files are where the reaper looks, named after their owner (a killed build's go).
     #[test]
     fn a_builds_temporary_directory_is_the_reapers_to_find() {
-        let dir = super::go_work_dir().unwrap();
-        assert_eq!(dir.path().parent(), Some(crate::paths::scratch_root().as_path()));
+        let settings = crate::settings::for_tests();
+        let dir = super::go_work_dir(&settings).unwrap();
+        assert_eq!(
+            dir.path().parent(),
+            Some(crate::paths::scratch_root(&settings).as_path())
+        );
         let name = dir.path().file_name().unwrap().to_string_lossy().to_string();
         assert_eq!(
             crate::paths::owner_of_scratch(&name),

@@ -34,8 +34,8 @@ pub fn asset(tool: &str) -> Option<Asset> {
 }
 
 /// Release downloads' host: the mirror setting, else github.com.
-pub fn base_url() -> String {
-    crate::settings::get()
+pub fn base_url(settings: &crate::settings::Settings) -> String {
+    settings
         .github_release_url
         .clone()
         .unwrap_or_else(|| GITHUB.into())
@@ -90,8 +90,14 @@ pub fn expected_sum(sums: &str, name: &str) -> Option<String> {
 
 /// Downloads `tool` at `version` into `out` (its binaries under their own names; from a tarball, the `bin/` ones
 /// `wanted` names), checksum checked; the error says which URL failed or which sum did not match.
-pub(crate) async fn download(tool: &str, version: &str, out: &Path, wanted: &[&str]) -> Result<(), String> {
-    download_from(&base_url(), tool, version, out, wanted).await
+pub(crate) async fn download(
+    settings: &crate::settings::Settings,
+    tool: &str,
+    version: &str,
+    out: &Path,
+    wanted: &[&str],
+) -> Result<(), String> {
+    download_from(&base_url(settings), tool, version, out, wanted).await
 }
 
 async fn download_from(base: &str, tool: &str, version: &str, out: &Path, wanted: &[&str]) -> Result<(), String> {

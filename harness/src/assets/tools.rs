@@ -8,6 +8,7 @@
 //! - containerd and runc at the versions the current EKS AMI ships (fixtures/runtime-build): a distribution's
 //!   packages lag years behind (Debian bookworm has containerd 1.6, which no current AMI runs).
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -126,9 +127,9 @@ pub use crate::settings::ContainerdLine;
 
 /// The containerd module version built for `line`: for 2.2 and 1.7 the newest the AMI's CHANGELOG names, for the
 /// lines ahead of the AMI the newest patch release the Go module proxy serves (2026-11).
-pub fn containerd_version(line: ContainerdLine) -> String {
+pub fn containerd_version(settings: &Settings, line: ContainerdLine) -> String {
     match line {
-        ContainerdLine::V2_2 => CONTAINERD.version(),
+        ContainerdLine::V2_2 => CONTAINERD.version(settings),
         ContainerdLine::V1_7 => "v1.7.29".to_string(),
         ContainerdLine::V2_3 => "v2.3.7".to_string(),
         ContainerdLine::V2_4 => "v2.4.2".to_string(),
@@ -165,27 +166,29 @@ impl NodeTools {
     }
 
     /// Resolves every tool for nodes on `line`, building the missing ones.
-    pub async fn resolve(line: ContainerdLine) -> Result<Self> {
-        let containerd = CONTAINERD.resolve_version(&containerd_version(line)).await?;
+    pub async fn resolve(settings: &Settings, line: ContainerdLine) -> Result<Self> {
+        let containerd = CONTAINERD
+            .resolve_version(settings, &containerd_version(settings, line))
+            .await?;
         Ok(Self {
-            nodeadm: NODEADM.resolve().await?,
-            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.resolve().await?,
-            crictl: CRICTL.resolve().await?,
+            nodeadm: NODEADM.resolve(settings).await?,
+            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.resolve(settings).await?,
+            crictl: CRICTL.resolve(settings).await?,
             containerd: containerd.parent().map(Path::to_path_buf).unwrap_or_default(),
-            runc: RUNC.resolve().await?,
+            runc: RUNC.resolve(settings).await?,
             containerd_line: line,
         })
     }
 
     /// Only what needs no work (environment and cache); `None` if any tool is missing.
-    pub fn find(line: ContainerdLine) -> Option<Self> {
-        let containerd = CONTAINERD.find_version(&containerd_version(line))?;
+    pub fn find(settings: &Settings, line: ContainerdLine) -> Option<Self> {
+        let containerd = CONTAINERD.find_version(settings, &containerd_version(settings, line))?;
         Some(Self {
-            nodeadm: NODEADM.find()?,
-            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.find()?,
-            crictl: CRICTL.find()?,
+            nodeadm: NODEADM.find(settings)?,
+            aws_iam_authenticator: AWS_IAM_AUTHENTICATOR.find(settings)?,
+            crictl: CRICTL.find(settings)?,
             containerd: containerd.parent().map(Path::to_path_buf).unwrap_or_default(),
-            runc: RUNC.find()?,
+            runc: RUNC.find(settings)?,
             containerd_line: line,
         })
     }
@@ -193,23 +196,23 @@ impl NodeTools {
 
 impl GoTool {
     /// The version asked for: the environment, the default, or (our own sources) `src-<hash>`.
-    pub fn version(&self) -> String {
+    pub fn version(&self, settings: &Settings) -> String {
         if let Some(v) = self
             .versioned
-            .then(|| crate::settings::get().tool_versions.get(self.setting))
+            .then(|| settings.tool_versions.get(self.setting))
             .flatten()
         {
             return v.clone();
         }
         if self.default_version.is_empty() {
-            return format!("src-{}", self.source_hash());
+            return format!("src-{}", self.source_hash(settings));
         }
         self.default_version.to_string()
     }
 
     /// A hash of our own sources' files (`*.go`, go.mod, go.sum, build.sh) in fixtures/<build_dir>.
-    fn source_hash(&self) -> String {
-        let dir = crate::paths::fixtures_dir().join(self.build_dir);
+    fn source_hash(&self, settings: &Settings) -> String {
+        let dir = crate::paths::fixtures_dir(settings).join(self.build_dir);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|r| r.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
             .unwrap_or_default();
@@ -227,8 +230,8 @@ impl GoTool {
     }
 
     /// `<cache>/<name>/<version>/`.
-    pub fn cache_dir(&self, version: &str) -> PathBuf {
-        crate::paths::cache_dir().join(self.name).join(version)
+    pub fn cache_dir(&self, settings: &Settings, version: &str) -> PathBuf {
+        crate::paths::cache_dir(settings).join(self.name).join(version)
     }
 
     fn unavailable(&self, version: &str, tried: impl Into<String>) -> Error {
@@ -241,16 +244,16 @@ impl GoTool {
     }
 
     /// Only the sources that need no work: the environment and the cache.
-    pub fn find(&self) -> Option<PathBuf> {
-        self.find_version(&self.version())
+    pub fn find(&self, settings: &Settings) -> Option<PathBuf> {
+        self.find_version(settings, &self.version(settings))
     }
 
     /// [`find`](Self::find) for `version`.
-    pub fn find_version(&self, version: &str) -> Option<PathBuf> {
-        if let Some(p) = self.env_binary() {
+    pub fn find_version(&self, settings: &Settings, version: &str) -> Option<PathBuf> {
+        if let Some(p) = self.env_binary(settings) {
             return super::is_executable(&p).then_some(p);
         }
-        let dir = self.cache_dir(version);
+        let dir = self.cache_dir(settings, version);
         super::stamp::matches(&dir, &[self.name]).then(|| dir.join(self.name))
     }
 
@@ -260,34 +263,34 @@ impl GoTool {
     }
 
     /// Whether the settings name a binary of this tool.
-    pub fn given(&self) -> bool {
-        crate::settings::get().tool_bins.contains_key(self.setting)
+    pub fn given(&self, settings: &Settings) -> bool {
+        settings.tool_bins.contains_key(self.setting)
     }
 
     /// The binary the settings name (containerd's names the directory holding its three binaries).
-    fn env_binary(&self) -> Option<PathBuf> {
-        let p = crate::settings::get().tool_bins.get(self.setting)?.clone();
+    fn env_binary(&self, settings: &Settings) -> Option<PathBuf> {
+        let p = settings.tool_bins.get(self.setting)?.clone();
         Some(if p.is_dir() { p.join(self.name) } else { p })
     }
 
     /// Where `find` looks, for doctor: "not in <cache> and <ENV> unset".
-    pub fn missing_detail(&self) -> String {
+    pub fn missing_detail(&self, settings: &Settings) -> String {
         format!(
             "not in {} and {} unset",
-            self.cache_dir(&self.version()).display(),
+            self.cache_dir(settings, &self.version(settings)).display(),
             self.env_bin()
         )
     }
 
     /// Resolves the binary, building it into the cache when needed.
-    pub async fn resolve(&self) -> Result<PathBuf> {
-        self.resolve_version(&self.version()).await
+    pub async fn resolve(&self, settings: &Settings) -> Result<PathBuf> {
+        self.resolve_version(settings, &self.version(settings)).await
     }
 
     /// Resolves the binary of `version` (the environment's binary still wins), building it when needed.
-    pub async fn resolve_version(&self, version: &str) -> Result<PathBuf> {
+    pub async fn resolve_version(&self, settings: &Settings, version: &str) -> Result<PathBuf> {
         let version = version.to_string();
-        if let Some(p) = self.env_binary() {
+        if let Some(p) = self.env_binary(settings) {
             return if super::is_executable(&p) {
                 Ok(p)
             } else {
@@ -298,15 +301,15 @@ impl GoTool {
             };
         }
         check_version(&version).map_err(|e| self.unavailable(&version, e))?;
-        let cache = self.cache_dir(&version);
+        let cache = self.cache_dir(settings, &version);
         let bin = cache.join(self.name);
         // The cache is trusted only as its build left it (assets::stamp).
         if super::stamp::matches(&cache, &[self.name]) {
             return Ok(bin);
         }
-        let _lock = crate::paths::CacheLock::acquire(self.name)
+        let _lock = crate::paths::CacheLock::acquire(settings, self.name)
             .await
-            .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+            .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
         if super::stamp::matches(&cache, &[self.name]) {
             return Ok(bin);
         }
@@ -317,7 +320,8 @@ impl GoTool {
         let downloaded = match super::releases::asset(self.name) {
             Some(_) => {
                 let steps = crate::progress::Steps::new(&format!("download {} {version}", self.name), 1);
-                let got = super::releases::download(self.name, &version, &staging, &CONTAINERD_BINARIES).await;
+                let got =
+                    super::releases::download(settings, self.name, &version, &staging, &CONTAINERD_BINARIES).await;
                 steps.finish(if got.is_ok() {
                     "downloaded, checksum verified"
                 } else {
@@ -351,8 +355,16 @@ impl GoTool {
         } else {
             vec![self.module, self.package]
         };
-        if let Err(e) =
-            super::run_go_build_script(self.build_dir, &title, self.steps, (&args, &[]), &version, &staging).await
+        if let Err(e) = super::run_go_build_script(
+            settings,
+            self.build_dir,
+            &title,
+            self.steps,
+            (&args, &[]),
+            &version,
+            &staging,
+        )
+        .await
         {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(self.unavailable(
@@ -407,9 +419,10 @@ mod tests {
 
     #[test]
     fn our_own_sources_are_versioned_by_their_hash() {
-        let v = CRICTL.version();
+        let settings = crate::settings::for_tests();
+        let v = CRICTL.version(&settings);
         assert!(v.starts_with("src-") && v.len() == 16, "{v}");
-        assert_eq!(v, CRICTL.version());
-        assert_eq!(AWS_IAM_AUTHENTICATOR.version(), "v0.6.13");
+        assert_eq!(v, CRICTL.version(&settings));
+        assert_eq!(AWS_IAM_AUTHENTICATOR.version(&settings), "v0.6.13");
     }
 }

@@ -35,6 +35,7 @@ pub struct TokenWebhook {
 
 /// What a provider gets to work with.
 pub struct ProviderContext<'a> {
+    pub settings: &'a crate::settings::Settings,
     pub docker: &'a crate::docker::Docker,
     pub assets: Option<&'a K8sAssets>,
     pub network: &'a RunNetwork,
@@ -77,11 +78,17 @@ pub trait ClusterProvider: Send + Sync {
     /// The list-time probe: only looks (is the image present locally, is a failed pull remembered, is the CLI
     /// there), so listing trials stays fast and never touches a registry. `docker` is `None` when the engine
     /// cannot be reached.
-    fn probe<'a>(&'a self, version: &'a str, docker: Option<&'a crate::docker::Docker>) -> BoxFuture<'a, Availability>;
+    fn probe<'a>(
+        &'a self,
+        settings: &'a crate::settings::Settings,
+        version: &'a str,
+        docker: Option<&'a crate::docker::Docker>,
+    ) -> BoxFuture<'a, Availability>;
     /// Why this provider cannot run `spec` on this machine, if it cannot (the trial is then reported ignored,
     /// with this reason): a missing image that cannot be pulled, a missing tool.
     fn unavailable<'a>(
         &'a self,
+        settings: &'a crate::settings::Settings,
         spec: &'a ClusterSpec,
         docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>>;

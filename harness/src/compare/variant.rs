@@ -154,7 +154,11 @@ pub struct Worktree {
 
 impl Worktree {
     /// Checks `rev` out into a temporary worktree of the repository holding `paths`, and maps each path into it.
-    pub fn checkout(rev: &str, paths: &[PathBuf]) -> Result<(Self, Vec<PathBuf>), String> {
+    pub fn checkout(
+        settings: &crate::settings::Settings,
+        rev: &str,
+        paths: &[PathBuf],
+    ) -> Result<(Self, Vec<PathBuf>), String> {
         let first = paths.first().ok_or("no scenario paths")?;
         let abs_first = std::path::absolute(first).map_err(|e| e.to_string())?;
         let start = if abs_first.is_dir() {
@@ -167,7 +171,7 @@ impl Worktree {
         let repo = std::fs::canonicalize(&repo).unwrap_or(repo);
         // A work directory named after this process, with the repository it belongs to written first: however
         // this process ends, the next start-up (or a signal's exit) removes it and prunes its registration.
-        let scratch = crate::paths::scratch_root();
+        let scratch = crate::paths::scratch_root(settings);
         std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
         let dir = tempfile::Builder::new()
             .prefix(&crate::paths::owned_prefix("compare"))
@@ -298,10 +302,16 @@ mod tests {
         std::fs::write(repo.path().join("nodejoin/a.yaml"), "new").unwrap();
         let root;
         {
-            let (wt, mapped) = Worktree::checkout("HEAD", &[repo.path().join("nodejoin")]).unwrap();
+            let (wt, mapped) =
+                Worktree::checkout(&crate::settings::for_tests(), "HEAD", &[repo.path().join("nodejoin")]).unwrap();
             root = wt.root();
             assert_eq!(std::fs::read_to_string(mapped[0].join("a.yaml")).unwrap(), "old");
-            assert!(Worktree::checkout("no-such-rev", &[repo.path().join("nodejoin")]).is_err());
+            assert!(Worktree::checkout(
+                &crate::settings::for_tests(),
+                "no-such-rev",
+                &[repo.path().join("nodejoin")]
+            )
+            .is_err());
         }
         assert!(!root.exists(), "the worktree is removed when dropped");
         assert!(!git(repo.path(), &["worktree", "list"])

@@ -4,6 +4,7 @@
 //! an image. Each call is bounded by `deadline::IMAGE_BUILD` and fails with the engine's own words.
 use super::Docker;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use futures::{StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,10 +53,10 @@ fn is_ignored(name: &str, patterns: &[String]) -> bool {
 /// `context` as a tar file (symlinks kept as links; what `.dockerignore` names left out), built off the async
 /// runtime, in a work directory of this process's under `<cache>/tmp` (removed when dropped; the reaper removes it
 /// if the process is killed). Returns the directory and the file.
-async fn context_tar(context: &Path) -> Result<(tempfile::TempDir, std::path::PathBuf)> {
+async fn context_tar(settings: &Settings, context: &Path) -> Result<(tempfile::TempDir, std::path::PathBuf)> {
     let context = context.to_path_buf();
+    let scratch = crate::paths::scratch_root(settings);
     tokio::task::spawn_blocking(move || {
-        let scratch = crate::paths::scratch_root();
         std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
         let dir = tempfile::Builder::new()
             .prefix(&crate::paths::owned_prefix("context"))
@@ -92,18 +93,20 @@ async fn context_tar(context: &Path) -> Result<(tempfile::TempDir, std::path::Pa
 /// Builds `context` with the classic builder (no registry, no BuildKit frontend image to pull), tagged `tag`,
 /// with `labels` and `build_args`.
 pub async fn build(
+    settings: &Settings,
     docker: &Docker,
     context: &Path,
     tag: &str,
     labels: &[(&str, String)],
     build_args: &[(&str, String)],
 ) -> Result<()> {
-    build_stage(docker, context, tag, None, labels, build_args).await
+    build_stage(settings, docker, context, tag, None, labels, build_args).await
 }
 
 /// [`build`] up to the stage `target` (`FROM … AS target`) when one is named: a stage another build shares, had
 /// alone.
 pub async fn build_stage(
+    settings: &Settings,
     docker: &Docker,
     context: &Path,
     tag: &str,
@@ -113,7 +116,7 @@ pub async fn build_stage(
 ) -> Result<()> {
     let what = format!("build of {tag}");
     bounded(&what, async {
-        let (_work, tar) = context_tar(context).await?;
+        let (_work, tar) = context_tar(settings, context).await?;
         let labels: HashMap<&str, &str> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let args: HashMap<&str, &str> = build_args.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let options = BuildImageOptionsBuilder::new()
@@ -386,7 +389,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/shadow", ctx.join("files/etc/link")).unwrap();
         std::fs::create_dir_all(ctx.join("rootfs")).unwrap();
         std::fs::write(ctx.join(".dockerignore"), "rootfs\n").unwrap();
-        let (_work, tar) = context_tar(&ctx).await.unwrap();
+        let (_work, tar) = context_tar(&crate::settings::for_tests(), &ctx).await.unwrap();
         let mut archive = tar::Archive::new(std::fs::File::open(&tar).unwrap());
         let mut names = Vec::new();
         for e in archive.entries().unwrap() {

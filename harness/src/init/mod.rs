@@ -290,7 +290,7 @@ mod tests {
         let repo = git_repo();
         let ami = repo.path().join("ami");
         std::fs::create_dir_all(ami.join("etc/eks")).unwrap();
-        let al2 = crate::paths::fixtures_dir().join("ami-al2/etc/eks/bootstrap.sh");
+        let al2 = crate::paths::fixtures_dir(&crate::settings::for_tests()).join("ami-al2/etc/eks/bootstrap.sh");
         std::fs::copy(&al2, ami.join("etc/eks/bootstrap.sh")).unwrap();
         let mut o = opts(repo.path());
         o.overlay = Some(ami);
@@ -314,15 +314,17 @@ mod tests {
         let repo = git_repo();
         let file = repo.path().join("rendered/al2023.mime");
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        let text = std::fs::read_to_string(crate::paths::fixtures_dir().join("user-data/al2023/terraform-mime.txt"))
-            .unwrap()
-            .replace("{{cluster.name}}", "acme-prod")
-            .replace(
-                "{{cluster.endpoint}}",
-                "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
-            )
-            .replace("{{cluster.caBase64}}", CA)
-            .replace("{{cluster.serviceIpv4Cidr}}", "172.20.0.0/16");
+        let text = std::fs::read_to_string(
+            crate::paths::fixtures_dir(&crate::settings::for_tests()).join("user-data/al2023/terraform-mime.txt"),
+        )
+        .unwrap()
+        .replace("{{cluster.name}}", "acme-prod")
+        .replace(
+            "{{cluster.endpoint}}",
+            "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+        )
+        .replace("{{cluster.caBase64}}", CA)
+        .replace("{{cluster.serviceIpv4Cidr}}", "172.20.0.0/16");
         std::fs::write(&file, &text).unwrap();
         let mut o = opts(repo.path());
         o.user_data = Some(file);

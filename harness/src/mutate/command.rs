@@ -5,7 +5,13 @@ use std::sync::Arc;
 use tokio::runtime::Runtime;
 
 /// Runs `nodejoin mutate`; the exit code.
-pub fn command(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &Path) -> u8 {
+pub fn command(
+    rt: Arc<Runtime>,
+    settings: Arc<crate::settings::Settings>,
+    only: &[String],
+    list: bool,
+    scenarios: &Path,
+) -> u8 {
     let selected = match super::select(only) {
         Ok(m) => m,
         Err(e) => {
@@ -31,7 +37,7 @@ pub fn command(rt: Arc<Runtime>, only: &[String], list: bool, scenarios: &Path) 
             return crate::session::EXIT_BAD_INPUT;
         }
     };
-    let (lazy, env) = match crate::session::start_environment(&rt) {
+    let (lazy, env) = match crate::session::start_environment(&rt, settings) {
         Ok(started) => started,
         Err(code) => return code,
     };

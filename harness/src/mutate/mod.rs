@@ -111,8 +111,8 @@ pub fn select(only: &[String]) -> std::result::Result<Vec<Mutation>, String> {
 }
 
 /// The mutated reference bootstrap, written under `dir`.
-fn mutated_bootstrap(m: &Mutation, dir: &Path) -> Result<PathBuf> {
-    let source = crate::paths::reference_bootstrap();
+fn mutated_bootstrap(settings: &crate::settings::Settings, m: &Mutation, dir: &Path) -> Result<PathBuf> {
+    let source = crate::paths::reference_bootstrap(settings);
     let text = std::fs::read_to_string(&source).map_err(|e| Error::io(&source, e))?;
     let patched = TextPatch::new(m.find, m.replace)
         .apply(&text)
@@ -132,7 +132,7 @@ fn same_file_key(p: &Path) -> PathBuf {
 
 /// `sc` with `m` planted: node groups running the reference bootstrap get the mutated copy, or the user data
 /// generators get the patch. An error when the scenario has nothing the mutation applies to.
-pub fn plant(m: &Mutation, trial: &Trial, scratch: &Path) -> Result<Trial> {
+pub fn plant(settings: &crate::settings::Settings, m: &Mutation, trial: &Trial, scratch: &Path) -> Result<Trial> {
     let mut trial = trial.clone();
     let sc = &mut trial.scenario;
     sc.name = format!("mutant-{}-{}", m.name, sc.name);
@@ -142,10 +142,10 @@ pub fn plant(m: &Mutation, trial: &Trial, scratch: &Path) -> Result<Trial> {
     };
     match m.target {
         Target::ReferenceBootstrap => {
-            let script = mutated_bootstrap(m, scratch)?;
+            let script = mutated_bootstrap(settings, m, scratch)?;
             // Planted by nodejoin in its scratch directory, outside the scenario's repository.
             sc.roots.allow(&script);
-            let reference = same_file_key(&crate::paths::reference_bootstrap());
+            let reference = same_file_key(&crate::paths::reference_bootstrap(settings));
             let mut planted = 0;
             for g in &mut sc.nodes {
                 let runs_reference = match &g.bootstrap.script {
@@ -203,7 +203,7 @@ impl Controls {
         };
         let report = cell
             .get_or_init(|| async {
-                match load(file) {
+                match load(&env.settings, file) {
                     Ok(mut sc) => {
                         sc.name = format!("control-{}", sc.name);
                         run_scenario(env, &Trial::new(file, sc, Provider::LOCAL)).await
@@ -237,8 +237,8 @@ impl Controls {
 }
 
 /// A catcher's scenario, with the run's defaults (the settings' Kubernetes version and containerd line).
-fn load(file: &Path) -> Result<crate::scenario::Scenario> {
-    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
+fn load(settings: &crate::settings::Settings, file: &Path) -> Result<crate::scenario::Scenario> {
+    let defaults = crate::scenario::Defaults::from_settings(settings)?;
     crate::scenario::load_file(file, &defaults)
 }
 
@@ -278,7 +278,9 @@ pub async fn run(
         if let Some(why) = controls.refutes(env, catcher, &file).await {
             return broken(why);
         }
-        let planted = load(&file).and_then(|sc| plant(m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
+        let settings = env.settings.as_ref();
+        let planted =
+            load(settings, &file).and_then(|sc| plant(settings, m, &Trial::new(&file, sc, Provider::LOCAL), scratch));
         let trial = match planted {
             Ok(trial) => trial,
             Err(e) => return broken(e.to_string()),
@@ -343,7 +345,7 @@ mod tests {
     /// Every anchor occurs exactly once in what it patches, so no mutation silently tests nothing.
     #[test]
     fn every_bootstrap_anchor_occurs_once() {
-        let text = std::fs::read_to_string(crate::paths::reference_bootstrap()).unwrap();
+        let text = std::fs::read_to_string(crate::paths::reference_bootstrap(&crate::settings::for_tests())).unwrap();
         for m in CATALOGUE.iter().filter(|m| m.target == Target::ReferenceBootstrap) {
             let patched = TextPatch::new(m.find, m.replace).apply(&text);
             assert!(patched.is_ok(), "{}: {patched:?}", m.name);
@@ -369,14 +371,14 @@ mod tests {
         let sc = crate::scenario::load::parse("nodes:\n  - name: a\n    bootstrap: {}\n", file).unwrap();
         let sc = Trial::new(file, sc, Provider::LOCAL);
         let m = select(&["wrong-ca".into()]).unwrap()[0];
-        let planted = plant(&m, &sc, dir.path()).unwrap();
+        let planted = plant(&crate::settings::for_tests(), &m, &sc, dir.path()).unwrap();
         let script = planted.scenario.nodes[0].bootstrap.script.clone().unwrap();
         let text = std::fs::read_to_string(script).unwrap();
         assert!(text.contains("cp /etc/ssl/certs/ca-certificates.crt"));
         assert!(planted.scenario.name.starts_with("mutant-wrong-ca-"));
         assert!(planted.user_data_patch.is_none());
         let ud = select(&["user-data-no-signal".into()]).unwrap()[0];
-        assert!(plant(&ud, &sc, dir.path())
+        assert!(plant(&crate::settings::for_tests(), &ud, &sc, dir.path())
             .unwrap_err()
             .to_string()
             .contains("no user data"));

@@ -4,6 +4,7 @@
 //! tree, unmodified.
 use super::image::{copy_tree, hash_path_skipping, image_err, run, NodeImage, NODEADM_LABEL};
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio::process::Command;
@@ -64,10 +65,10 @@ fn not_a_checkout(path: &Path) -> Error {
 
 impl Checkout {
     /// Finds the parts of the checkout at `path` (unpacking an archive into the cache once).
-    pub async fn open(path: &Path) -> Result<Self> {
+    pub async fn open(settings: &Settings, path: &Path) -> Result<Self> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let dir = if meta.is_file() {
-            unpack(path).await?
+            unpack(settings, path).await?
         } else {
             path.to_path_buf()
         };
@@ -91,9 +92,9 @@ impl Checkout {
     }
 
     /// A hash of nodeadm's sources (what its binaries are cached by), without build output.
-    pub fn nodeadm_hash(&self) -> Result<String> {
+    pub fn nodeadm_hash(&self, settings: &Settings) -> Result<String> {
         let mut h = Sha256::new();
-        hash_path_skipping(&mut h, &self.nodeadm, &|rel| {
+        hash_path_skipping(settings, &mut h, &self.nodeadm, &|rel| {
             rel.starts_with("_bin") || rel.starts_with(".git") || rel.starts_with("vendor/.cache")
         })?;
         Ok(hex::encode(h.finalize())[..12].to_string())
@@ -141,15 +142,17 @@ async fn git_state(root: &Path) -> Option<(String, bool)> {
 }
 
 /// Unpacks a checkout archive into `<cache>/eks-ami-src/<digest>/` once.
-async fn unpack(archive: &Path) -> Result<PathBuf> {
+async fn unpack(settings: &Settings, archive: &Path) -> Result<PathBuf> {
     let digest = super::image::file_digest(archive)?;
-    let dir = crate::paths::cache_dir().join("eks-ami-src").join(&digest[..16]);
+    let dir = crate::paths::cache_dir(settings)
+        .join("eks-ami-src")
+        .join(&digest[..16]);
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
-    let _lock = crate::paths::CacheLock::acquire("eks-ami-src")
+    let _lock = crate::paths::CacheLock::acquire(settings, "eks-ami-src")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
     if dir.join(".complete").exists() {
         return Ok(dir);
     }
@@ -174,18 +177,18 @@ async fn unpack(archive: &Path) -> Result<PathBuf> {
 
 /// nodeadm and nodeadm-internal built from the checkout, cached by the hash of nodeadm's sources: a second run
 /// of the same tree builds nothing.
-pub async fn build_nodeadm(checkout: &Checkout) -> Result<PathBuf> {
-    let hash = checkout.nodeadm_hash()?;
-    let dir = crate::paths::cache_dir().join("nodeadm-src").join(&hash);
+pub async fn build_nodeadm(settings: &Settings, checkout: &Checkout) -> Result<PathBuf> {
+    let hash = checkout.nodeadm_hash(settings)?;
+    let dir = crate::paths::cache_dir(settings).join("nodeadm-src").join(&hash);
     let ready = |d: &Path| {
         crate::assets::is_executable(&d.join("nodeadm")) && crate::assets::is_executable(&d.join("nodeadm-internal"))
     };
     if ready(&dir) {
         return Ok(dir);
     }
-    let _lock = crate::paths::CacheLock::acquire("nodeadm-src")
+    let _lock = crate::paths::CacheLock::acquire(settings, "nodeadm-src")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
     if ready(&dir) {
         return Ok(dir);
     }
@@ -195,7 +198,8 @@ pub async fn build_nodeadm(checkout: &Checkout) -> Result<PathBuf> {
     let source = checkout.nodeadm.display().to_string();
     let title = format!("build nodeadm from {source}");
     // The script's arguments are NODEADM_DIR OUT_DIR (the shared runner passes the first as "VERSION").
-    if let Err(e) = crate::assets::run_go_build_script("nodeadm-build", &title, 2, (&[], &[]), &source, &staging).await
+    if let Err(e) =
+        crate::assets::run_go_build_script(settings, "nodeadm-build", &title, 2, (&[], &[]), &source, &staging).await
     {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(Error::ToolUnavailable {
@@ -218,15 +222,20 @@ const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
 /// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
 /// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
-pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, checkout: &Checkout) -> Result<NodeImage> {
-    let bins = build_nodeadm(checkout).await?;
-    let (inputs, base_tag) = (checkout.clone(), base.tag.clone());
+pub async fn ensure_image(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    base: &NodeImage,
+    checkout: &Checkout,
+) -> Result<NodeImage> {
+    let bins = build_nodeadm(settings, checkout).await?;
+    let (inputs, base_tag, owned) = (checkout.clone(), base.tag.clone(), settings.clone());
     let hash = super::inputs::off_runtime(move || {
         let mut h = Sha256::new();
         h.update(base_tag.as_bytes());
-        h.update(inputs.nodeadm_hash()?.as_bytes());
+        h.update(inputs.nodeadm_hash(&owned)?.as_bytes());
         if let Some(runtime) = &inputs.runtime {
-            hash_path_skipping(&mut h, runtime, &|_| false)?;
+            hash_path_skipping(&owned, &mut h, runtime, &|_| false)?;
         }
         Ok(hex::encode(h.finalize())[..12].to_string())
     })
@@ -238,9 +247,9 @@ pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, chec
     if super::image::built_from(docker, &image.tag, HASH_LABEL, &hash).await {
         return Ok(image);
     }
-    let _lock = super::image::image_lock().await?;
+    let _lock = super::image::image_lock(settings).await?;
     let steps = crate::progress::Steps::new(&format!("AL2023 image {} from {}", image.tag, checkout.describe()), 2);
-    let work = super::image::work_dir("al2023")?;
+    let work = super::image::work_dir(settings, "al2023")?;
     steps.step(0, "build context");
     let ctx = work.path();
     for b in ["nodeadm", "nodeadm-internal"] {
@@ -251,8 +260,8 @@ pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, chec
         for part in ["rootfs", "bin"] {
             let from = runtime.join(part);
             if from.is_dir() {
-                let to = ctx.join(part);
-                super::inputs::off_runtime(move || copy_tree(&from, &to)).await?;
+                let (to, owned) = (ctx.join(part), settings.clone());
+                super::inputs::off_runtime(move || copy_tree(&owned, &from, &to)).await?;
             } else {
                 std::fs::create_dir_all(ctx.join(part)).map_err(|e| Error::io(ctx, e))?;
             }
@@ -273,7 +282,7 @@ pub async fn ensure_image(docker: &crate::docker::Docker, base: &NodeImage, chec
         (HASH_LABEL, hash.clone()),
         (NODEADM_LABEL, format!("built from {}", checkout.describe())),
     ];
-    super::image::docker_build(docker, &image.tag, "al2023", &labels, &[], ctx).await?;
+    super::image::docker_build(settings, docker, &image.tag, "al2023", &labels, &[], ctx).await?;
     steps.finish("built");
     Ok(image)
 }
@@ -291,18 +300,19 @@ mod tests {
     #[tokio::test]
     async fn a_checkout_its_nodeadm_dir_or_neither() {
         let t = tempfile::tempdir().unwrap();
+        let settings = &crate::settings::for_tests();
         checkout_in(t.path());
-        let whole = Checkout::open(t.path()).await.unwrap();
+        let whole = Checkout::open(settings, t.path()).await.unwrap();
         assert_eq!(whole.nodeadm, t.path().join("nodeadm"));
         assert_eq!(whole.runtime, Some(t.path().join("templates/al2023/runtime")));
-        let only = Checkout::open(&t.path().join("nodeadm")).await.unwrap();
+        let only = Checkout::open(settings, &t.path().join("nodeadm")).await.unwrap();
         assert_eq!(only.runtime, None);
-        let err = Checkout::open(&t.path().join("templates"))
+        let err = Checkout::open(settings, &t.path().join("templates"))
             .await
             .unwrap_err()
             .to_string();
         assert!(err.contains("neither an amazon-eks-ami checkout"), "{err}");
-        assert!(Checkout::open(&t.path().join("missing")).await.is_err());
+        assert!(Checkout::open(settings, &t.path().join("missing")).await.is_err());
     }
 
     #[test]
@@ -315,13 +325,14 @@ mod tests {
     #[tokio::test]
     async fn the_source_hash_ignores_build_output_but_not_sources() {
         let t = tempfile::tempdir().unwrap();
+        let settings = &crate::settings::for_tests();
         checkout_in(t.path());
-        let c = Checkout::open(t.path()).await.unwrap();
-        let before = c.nodeadm_hash().unwrap();
+        let c = Checkout::open(settings, t.path()).await.unwrap();
+        let before = c.nodeadm_hash(settings).unwrap();
         std::fs::create_dir_all(t.path().join("nodeadm/_bin")).unwrap();
         std::fs::write(t.path().join("nodeadm/_bin/nodeadm"), b"binary").unwrap();
-        assert_eq!(c.nodeadm_hash().unwrap(), before);
+        assert_eq!(c.nodeadm_hash(settings).unwrap(), before);
         std::fs::write(t.path().join("nodeadm/main.go"), b"package main").unwrap();
-        assert_ne!(c.nodeadm_hash().unwrap(), before);
+        assert_ne!(c.nodeadm_hash(settings).unwrap(), before);
     }
 }

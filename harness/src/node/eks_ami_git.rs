@@ -33,19 +33,19 @@ pub fn check_pin(url: &str, rev: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Where commit `rev` is (or will be) kept.
-pub fn cached(rev: &str) -> PathBuf {
-    crate::paths::cache_dir().join("eks-ami").join(rev)
+/// Where commit `rev` is (or will be) kept, in the cache directory `cache`.
+pub fn cached(cache: &Path, rev: &str) -> PathBuf {
+    cache.join("eks-ami").join(rev)
 }
 
 /// Outcomes of this process's fetches, so a repository that cannot be reached is tried once per run.
 static TRIED: Mutex<Option<HashMap<String, Result<(), String>>>> = Mutex::new(None);
 
-/// Makes commit `rev` of `url` present at [`cached`]`(rev)`, fetching it once (shallow) if it is not; the error
-/// is git's own last line.
-pub fn ensure(url: &str, rev: &str) -> Result<PathBuf, String> {
+/// Makes commit `rev` of `url` present at `dest` (its [`cached`] place), fetching it once (shallow) if it is not;
+/// the error is git's own last line.
+pub fn ensure(dest: &Path, url: &str, rev: &str) -> Result<PathBuf, String> {
     check_pin(url, rev)?;
-    let dest = cached(rev);
+    let dest = dest.to_path_buf();
     if dest.join(".git").is_dir() {
         return Ok(dest);
     }

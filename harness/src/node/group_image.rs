@@ -16,6 +16,7 @@ pub enum GroupSource<'a> {
 /// The image a node group with its own `image` runs: a user's tag (checked to exist), the AL2023 layer built from
 /// an amazon-eks-ami checkout, or an overlay directory over `base`.
 pub async fn for_group(
+    settings: &crate::settings::Settings,
     docker: &crate::docker::Docker,
     base: &super::image::NodeImage,
     source: GroupSource<'_>,
@@ -23,9 +24,9 @@ pub async fn for_group(
     match source {
         GroupSource::Tag(tag) => super::image::user_supplied(docker, tag, "image.tag").await,
         GroupSource::AmazonEksAmi(path) => {
-            let checkout = super::eks_ami::Checkout::open(path).await?;
-            super::eks_ami::ensure_image(docker, base, &checkout).await
+            let checkout = super::eks_ami::Checkout::open(settings, path).await?;
+            super::eks_ami::ensure_image(settings, docker, base, &checkout).await
         }
-        GroupSource::Overlay(dir) => super::image::ensure_overlay(docker, base, dir, None).await,
+        GroupSource::Overlay(dir) => super::image::ensure_overlay(settings, docker, base, dir, None).await,
     }
 }

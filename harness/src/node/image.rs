@@ -7,8 +7,10 @@ use crate::assets::tools::NodeTools;
 use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
 use crate::progress::Steps;
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::process::Command;
 
 /// Tags of the images a run uses.
@@ -47,18 +49,19 @@ pub async fn user_supplied(docker: &crate::docker::Docker, tag: &str, source: &s
 /// The node image for `assets` on containerd `line`: the user's (the node image setting, checked to exist), else
 /// ours, built when missing.
 pub async fn for_assets(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     assets: &K8sAssets,
     line: crate::assets::tools::ContainerdLine,
 ) -> Result<NodeImage> {
-    match &crate::settings::get().node_image {
+    match &settings.node_image {
         Some(tag) => user_supplied(docker, tag, ENV_IMAGE).await,
-        _ => ensure(docker, assets, &NodeTools::resolve(line).await?).await,
+        _ => ensure(settings, docker, assets, &NodeTools::resolve(settings, line).await?).await,
     }
 }
 
-fn recipe_dir() -> PathBuf {
-    crate::paths::fixtures_dir().join("node-image")
+fn recipe_dir(settings: &Settings) -> PathBuf {
+    crate::paths::fixtures_dir(settings).join("node-image")
 }
 
 pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
@@ -70,11 +73,10 @@ pub(crate) fn image_err(e: impl std::fmt::Display) -> Error {
 pub const ENV_BASE_IMAGE: &str = crate::settings::var::BASE_IMAGE;
 
 /// The base image's tag: the base image setting, or `nodejoin-base:<hash of the debootstrap recipe>`.
-pub(crate) fn base_tag() -> Result<String> {
-    let settings = crate::settings::get();
+pub(crate) fn base_tag(settings: &Settings) -> Result<String> {
     match &settings.base_image {
         Some(tag) => Ok(tag.clone()),
-        None => debootstrap_base_tag(settings.debian_suite.as_deref().unwrap_or_default()),
+        None => debootstrap_base_tag(settings, settings.debian_suite.as_deref().unwrap_or_default()),
     }
 }
 
@@ -83,11 +85,11 @@ pub(crate) fn base_tag() -> Result<String> {
 pub const ENV_DEBIAN_SUITE: &str = crate::settings::var::DEBIAN_SUITE;
 
 /// `nodejoin-base:<hash of the debootstrap recipe and the suite named>` (`suite` empty: the default).
-pub fn debootstrap_base_tag(suite: &str) -> Result<String> {
-    let dir = recipe_dir();
+pub fn debootstrap_base_tag(settings: &Settings, suite: &str) -> Result<String> {
+    let dir = recipe_dir(settings);
     let mut base = Sha256::new();
     for input in ["rootfs.sh", "packages.txt", "finish-rootfs.sh"] {
-        hash_path(&mut base, &dir.join(input))?;
+        hash_path(settings, &mut base, &dir.join(input))?;
     }
     base.update(suite.as_bytes());
     Ok(format!("nodejoin-base:{}", &hex::encode(base.finalize())[..12]))
@@ -95,19 +97,18 @@ pub fn debootstrap_base_tag(suite: &str) -> Result<String> {
 
 /// A build on another base than the default debootstrap one (the user's base image, or a Debian suite named):
 /// it leaves the default builds alone.
-fn side_build() -> bool {
-    let settings = crate::settings::get();
+fn side_build(settings: &Settings) -> bool {
     settings.base_image.is_some() || settings.debian_suite.is_some()
 }
 
 /// The tags the current recipe, kubelet and Go tools produce.
-pub fn expected(assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
-    let dir = recipe_dir();
-    let base_tag = base_tag()?;
+pub fn expected(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
+    let dir = recipe_dir(settings);
+    let base_tag = base_tag(settings)?;
     let mut node = Sha256::new();
     node.update(base_tag.as_bytes());
     for input in ["Dockerfile", "files", "pause.c"] {
-        hash_path(&mut node, &dir.join(input))?;
+        hash_path(settings, &mut node, &dir.join(input))?;
     }
     node.update(file_digest(&assets.kubelet)?.as_bytes());
     for (name, bin) in tools.binaries() {
@@ -151,33 +152,43 @@ pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// Makes sure the node image for `assets` exists, building what is missing.
-pub async fn ensure(docker: &crate::docker::Docker, assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
-    let image = expected(assets, tools)?;
+pub async fn ensure(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    assets: &K8sAssets,
+    tools: &NodeTools,
+) -> Result<NodeImage> {
+    let image = expected(settings, assets, tools)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
-    let _lock = image_lock().await?;
+    let _lock = image_lock(settings).await?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
-    let work = work_dir("image")?;
-    ensure_base(docker, &image.base, work.path()).await?;
-    build_node(docker, &image, assets, tools, work.path()).await?;
+    let work = work_dir(settings, "image")?;
+    ensure_base(settings, docker, &image.base, work.path()).await?;
+    build_node(settings, docker, &image, assets, tools, work.path()).await?;
     Ok(image)
 }
 
 /// Makes sure the base image `tag` exists, building it with debootstrap in `work` (ours) or failing with what to
 /// do (a user's base image setting).
-pub(crate) async fn ensure_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
+pub(crate) async fn ensure_base(
+    settings: &Settings,
+    docker: &crate::docker::Docker,
+    tag: &str,
+    work: &Path,
+) -> Result<()> {
     if exists(docker, tag).await {
         return Ok(());
     }
-    if crate::settings::get().base_image.is_some() {
+    if settings.base_image.is_some() {
         return Err(image_err(format!(
             "{ENV_BASE_IMAGE}={tag} is not a local image (build it from fixtures/node-image/registry/Dockerfile)"
         )));
     }
-    build_base(docker, tag, work).await
+    build_base(settings, docker, tag, work).await
 }
 
 /// Starts building nodejoin's Debian base image in the background when it is missing, so its debootstrap (mostly a
@@ -185,21 +196,21 @@ pub(crate) async fn ensure_base(docker: &crate::docker::Docker, tag: &str, work:
 /// Go builds instead of following them. Whoever needs it next takes the image lock and finds it built, or builds it
 /// again, saying why, if this failed. Nothing when a node image or a base image of the user's is set, and nothing
 /// while a node image built over this base is still there (none may need it).
-pub fn prewarm_base(docker: &crate::docker::Docker) -> Option<tokio::task::JoinHandle<()>> {
-    let settings = crate::settings::get();
+pub fn prewarm_base(settings: &Arc<Settings>, docker: &crate::docker::Docker) -> Option<tokio::task::JoinHandle<()>> {
     if settings.node_image.is_some() || settings.base_image.is_some() {
         return None;
     }
-    let tag = base_tag().ok()?;
-    let docker = docker.clone();
+    let tag = base_tag(settings).ok()?;
+    let (docker, settings) = (docker.clone(), Arc::clone(settings));
     Some(tokio::spawn(async move {
+        let settings = settings.as_ref();
         let built_over = [("label", format!("{BASE_LABEL}={tag}"))];
         if exists(&docker, &tag).await || crate::docker::any_image(&docker, &built_over).await {
             return;
         }
-        let Ok(_lock) = image_lock().await else { return };
-        let Ok(work) = work_dir("image") else { return };
-        if let Err(e) = ensure_base(&docker, &tag, work.path()).await {
+        let Ok(_lock) = image_lock(settings).await else { return };
+        let Ok(work) = work_dir(settings, "image") else { return };
+        if let Err(e) = ensure_base(settings, &docker, &tag, work.path()).await {
             eprintln!("[nodejoin] node base image {tag}, built ahead of need, failed: {e}");
         }
     }))
@@ -210,6 +221,7 @@ pub fn prewarm_base(docker: &crate::docker::Docker) -> Option<tokio::task::JoinH
 /// without a registry. Tagged `tag`, or `nodejoin-overlay:<hash of the base and the files>`; rebuilt only when
 /// either changes. Earlier builds from the same directory are pruned.
 pub async fn ensure_overlay(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     base: &NodeImage,
     dir: &Path,
@@ -219,11 +231,11 @@ pub async fn ensure_overlay(
     if !dir.is_dir() {
         return Err(image_err(format!("overlay {} is not a directory", dir.display())));
     }
-    let (tree, base_tag) = (dir.clone(), base.tag.clone());
+    let (tree, base_tag, owned) = (dir.clone(), base.tag.clone(), settings.clone());
     let hash = super::inputs::off_runtime(move || {
         let mut h = Sha256::new();
         h.update(base_tag.as_bytes());
-        hash_path(&mut h, &tree)?;
+        hash_path(&owned, &mut h, &tree)?;
         Ok(hex::encode(h.finalize())[..12].to_string())
     })
     .await?;
@@ -237,12 +249,12 @@ pub async fn ensure_overlay(
     if built_from(docker, &image.tag, OVERLAY_HASH_LABEL, &hash).await {
         return Ok(image);
     }
-    let _lock = image_lock().await?;
+    let _lock = image_lock(settings).await?;
     let steps = Steps::new(&format!("overlay image {} from {}", image.tag, dir.display()), 2);
-    let work = work_dir("overlay")?;
+    let work = work_dir(settings, "overlay")?;
     steps.step(0, "build context");
-    let (tree, context) = (dir.clone(), work.path().join("overlay"));
-    super::inputs::off_runtime(move || copy_tree(&tree, &context)).await?;
+    let (tree, context, owned) = (dir.clone(), work.path().join("overlay"), settings.clone());
+    super::inputs::off_runtime(move || copy_tree(&owned, &tree, &context)).await?;
     std::fs::write(
         work.path().join("Dockerfile"),
         format!("FROM {}\nCOPY overlay/ /\n", base.tag),
@@ -254,11 +266,11 @@ pub async fn ensure_overlay(
         (OVERLAY_HASH_LABEL, hash.clone()),
         (OVERLAY_DIR_LABEL, dir_label.clone()),
     ];
-    docker_build(docker, &image.tag, "overlay", &labels, &[], work.path()).await?;
+    docker_build(settings, docker, &image.tag, "overlay", &labels, &[], work.path()).await?;
     steps.finish("built");
     // Earlier default-tagged builds of this directory (a user's own tag is left alone). The directory's path
     // goes to the engine as a filter value, never through a shell.
-    if !crate::sysctl::other_processes_run() {
+    if !crate::sysctl::other_processes_run(settings) {
         let Ok(docker) = crate::docker::connect().await else {
             return Ok(image);
         };
@@ -276,6 +288,7 @@ const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
 /// A build of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
 /// labelled `io.nodejoin.image=<kind>` plus `labels`, through the Docker API.
 pub(crate) async fn docker_build(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     tag: &str,
     kind: &str,
@@ -285,7 +298,7 @@ pub(crate) async fn docker_build(
 ) -> Result<()> {
     let mut all = vec![("io.nodejoin.image", kind.to_string())];
     all.extend(labels.iter().cloned());
-    crate::docker::images::build(docker, ctx, tag, &all, build_args).await
+    crate::docker::images::build(settings, docker, ctx, tag, &all, build_args).await
 }
 
 /// Whether the image at `tag` was built from inputs hashing to `hash` (its `label` says so).
@@ -299,10 +312,10 @@ pub(crate) async fn built_from(docker: &crate::docker::Docker, tag: &str, label:
 }
 
 /// The lock that serialises image builds across processes (they share tags and the engine's build cache).
-pub(crate) async fn image_lock() -> Result<crate::paths::CacheLock> {
-    crate::paths::CacheLock::acquire("image")
+pub(crate) async fn image_lock(settings: &Settings) -> Result<crate::paths::CacheLock> {
+    crate::paths::CacheLock::acquire(settings, "image")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))
 }
 const OVERLAY_DIR_LABEL: &str = "io.nodejoin.overlay-dir";
 
@@ -311,18 +324,18 @@ pub fn overlay_has_bootstrap(dir: &Path) -> bool {
     dir.join("etc/eks/bootstrap.sh").is_file()
 }
 
-pub(crate) fn scratch_dir() -> Result<PathBuf> {
-    let dir = crate::paths::scratch_root();
+pub(crate) fn scratch_dir(settings: &Settings) -> Result<PathBuf> {
+    let dir = crate::paths::scratch_root(settings);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     Ok(dir)
 }
 
 /// A build's work directory in `<cache>/tmp`, named after this process's identity so the reaper removes it
 /// (unmounting what a killed build left mounted in it) once this process is gone.
-pub(crate) fn work_dir(what: &str) -> Result<WorkDir> {
+pub(crate) fn work_dir(settings: &Settings, what: &str) -> Result<WorkDir> {
     tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix(what))
-        .tempdir_in(scratch_dir()?)
+        .tempdir_in(scratch_dir(settings)?)
         .map(WorkDir)
         .map_err(image_err)
 }
@@ -344,7 +357,7 @@ impl Drop for WorkDir {
     }
 }
 
-async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
+async fn build_base(settings: &Settings, docker: &crate::docker::Docker, tag: &str, work: &Path) -> Result<()> {
     for tool in ["debootstrap", "tar"] {
         if crate::assets::which(tool).is_none() {
             return Err(image_err(format!("`{tool}` is not installed (apt-get install {tool})")));
@@ -354,7 +367,7 @@ async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> R
     let steps = Steps::new(&format!("node base image {tag}"), 6);
     let log = work.join("rootfs.log");
     let mut cmd = Command::new("bash");
-    cmd.arg(recipe_dir().join("rootfs.sh")).arg(&rootfs);
+    cmd.arg(recipe_dir(settings).join("rootfs.sh")).arg(&rootfs);
     // finish-rootfs.sh runs `python3 -m pip` as root: from our own work directory, with no PYTHON* path of the
     // caller's and the working directory kept off Python's path, so a `pip.py` in the repository runs nowhere.
     cmd.current_dir(work)
@@ -364,7 +377,7 @@ async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> R
         .env_remove("PYTHONSTARTUP");
     if let Err(e) = crate::progress::run_with_steps(&mut cmd, &steps, &log, crate::deadline::IMAGE_BUILD).await {
         // Keep the log: the work dir is about to be deleted.
-        let kept = scratch_dir()?.join("rootfs-failed.log");
+        let kept = scratch_dir(settings)?.join("rootfs-failed.log");
         let _ = std::fs::copy(&log, &kept);
         return Err(image_err(format!("rootfs.sh: {e} (log: {})", kept.display())));
     }
@@ -376,7 +389,7 @@ async fn build_base(docker: &crate::docker::Docker, tag: &str, work: &Path) -> R
 }
 
 /// Compiles the pause program statically into `<work>/pause-root/pause`.
-pub(crate) async fn compile_pause(work: &Path) -> Result<PathBuf> {
+pub(crate) async fn compile_pause(settings: &Settings, work: &Path) -> Result<PathBuf> {
     let cc = ["cc", "gcc"]
         .into_iter()
         .find(|c| crate::assets::which(c).is_some())
@@ -387,7 +400,7 @@ pub(crate) async fn compile_pause(work: &Path) -> Result<PathBuf> {
         Command::new(cc)
             .args(["-static", "-O2", "-o"])
             .arg(root.join("pause"))
-            .arg(recipe_dir().join("pause.c")),
+            .arg(recipe_dir(settings).join("pause.c")),
         "compile pause.c",
     )
     .await?;
@@ -400,8 +413,8 @@ const PAUSE_TAG: &str = "nodejoin.local/pause:3.10";
 /// Compiles the pause program and saves it as a `docker save` archive tagged `nodejoin.local/pause:3.10` (the
 /// sandbox image containerd is configured with; a name of our own, so no image of the host's is retagged or
 /// removed).
-async fn build_pause(docker: &crate::docker::Docker, work: &Path) -> Result<PathBuf> {
-    let root = compile_pause(work)
+async fn build_pause(settings: &Settings, docker: &crate::docker::Docker, work: &Path) -> Result<PathBuf> {
+    let root = compile_pause(settings, work)
         .await?
         .parent()
         .map(Path::to_path_buf)
@@ -420,6 +433,7 @@ async fn build_pause(docker: &crate::docker::Docker, work: &Path) -> Result<Path
 }
 
 async fn build_node(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     image: &NodeImage,
     assets: &K8sAssets,
@@ -428,11 +442,11 @@ async fn build_node(
 ) -> Result<()> {
     let steps = Steps::new(&format!("node image {}", image.tag), 3);
     steps.step(0, "pause image");
-    build_pause(docker, work).await?;
+    build_pause(settings, docker, work).await?;
     steps.step(1, "build context");
     let ctx = work.to_path_buf();
-    copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
-    std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
+    copy_tree(settings, &recipe_dir(settings).join("files"), &ctx.join("files"))?;
+    std::fs::copy(recipe_dir(settings).join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
     for (name, bin) in tools.binaries() {
         std::fs::copy(&bin, ctx.join(name)).map_err(|e| Error::io(&bin, e))?;
@@ -441,10 +455,11 @@ async fn build_node(
     steps.step(2, "docker build");
     let labels = [
         (BASE_LABEL, image.base.clone()),
-        (VERSIONS_LABEL, versions(assets, tools)),
-        (NODEADM_LABEL, nodeadm_source(tools)),
+        (VERSIONS_LABEL, versions(settings, assets, tools)),
+        (NODEADM_LABEL, nodeadm_source(settings, tools)),
     ];
     docker_build(
+        settings,
         docker,
         &image.tag,
         "node",
@@ -455,8 +470,8 @@ async fn build_node(
     .await?;
     steps.finish("built");
     // A build on a base of the user's (the base image setting) or a suite named is a side build: it leaves ours alone.
-    if !side_build() {
-        prune_superseded(image).await;
+    if !side_build(settings) {
+        prune_superseded(settings, image).await;
     }
     Ok(())
 }
@@ -472,9 +487,9 @@ pub const BASE_LABEL: &str = "io.nodejoin.base";
 pub const VERSIONS_LABEL: &str = "io.nodejoin.versions";
 
 /// `containerd v2.2.4, runc v1.3.5, kubelet v1.36.3`: what the image's binaries were built as.
-fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
+fn versions(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> String {
     use crate::assets::tools::{CONTAINERD, RUNC};
-    let given = |tool: &crate::assets::tools::GoTool| crate::settings::get().tool_bins.get(tool.setting);
+    let given = |tool: &crate::assets::tools::GoTool| settings.tool_bins.get(tool.setting);
     let built = |tool: &crate::assets::tools::GoTool, version: String| match given(tool) {
         Some(p) => format!("{} from {}", tool.name, p.display()),
         None => format!("{} {version}", tool.name),
@@ -483,19 +498,19 @@ fn versions(assets: &K8sAssets, tools: &NodeTools) -> String {
         "{}, {}, kubelet {}",
         built(
             &CONTAINERD,
-            crate::assets::tools::containerd_version(tools.containerd_line)
+            crate::assets::tools::containerd_version(settings, tools.containerd_line)
         ),
-        built(&RUNC, RUNC.version()),
+        built(&RUNC, RUNC.version(settings)),
         assets.version
     )
 }
 
 /// Where the image's nodeadm came from: the pinned module version, or the binary its setting names.
-fn nodeadm_source(tools: &NodeTools) -> String {
+fn nodeadm_source(settings: &Settings, tools: &NodeTools) -> String {
     use crate::assets::tools::NODEADM;
-    match NODEADM.given() {
+    match NODEADM.given(settings) {
         true => format!("{} ({})", tools.nodeadm.display(), NODEADM.env_bin()),
-        false => format!("module {}", NODEADM.version()),
+        false => format!("module {}", NODEADM.version(settings)),
     }
 }
 
@@ -512,16 +527,16 @@ pub async fn describe(docker: &crate::docker::Docker, tag: &str) -> Option<Strin
 
 /// Removes earlier builds of the node image for the same Kubernetes version and containerd line (best effort; an
 /// image still used by a container stays).
-async fn prune_superseded(image: &NodeImage) {
+async fn prune_superseded(settings: &Settings, image: &NodeImage) {
     let version = image.version().rsplit_once('-').map(|(v, _)| v).unwrap_or_default();
-    prune_builds(image.repository(), version, &image.tag).await;
+    prune_builds(settings, image.repository(), version, &image.tag).await;
 }
 
 /// Removes the tags `<repository>:<version>-*` other than `keep` (best effort; an image still used by a container
 /// stays).
-pub(crate) async fn prune_builds(repository: &str, version: &str, keep: &str) {
+pub(crate) async fn prune_builds(settings: &Settings, repository: &str, version: &str, keep: &str) {
     // Another process's run may be about to start containers from an older build: nothing is pruned then.
-    if crate::sysctl::other_processes_run() {
+    if crate::sysctl::other_processes_run(settings) {
         return;
     }
     if let Ok(docker) = crate::docker::connect().await {

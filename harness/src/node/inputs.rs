@@ -1,6 +1,7 @@
 //! An image's inputs on disk: their hash (what image tags are derived from, so an image is rebuilt exactly when
 //! an input changes) and their copy into a build context.
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -11,13 +12,18 @@ fn image_err(e: impl std::fmt::Display) -> Error {
 /// Hashes a file or a directory tree: the relative path, mode and content of every file, in sorted order.
 /// Directories count only through their files, so an empty directory (which git cannot carry) does not
 /// change the hash between a work tree and a fresh clone.
-pub(crate) fn hash_path(h: &mut Sha256, path: &Path) -> Result<()> {
-    hash_path_skipping(h, path, &|_| false)
+pub(crate) fn hash_path(settings: &Settings, h: &mut Sha256, path: &Path) -> Result<()> {
+    hash_path_skipping(settings, h, path, &|_| false)
 }
 
 /// [`hash_path`] leaving out the entries whose path relative to `path` `skip` says (build output, VCS data).
-pub(crate) fn hash_path_skipping(h: &mut Sha256, path: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
-    Walk::new(path).hash(h, path, Path::new(""), skip)
+pub(crate) fn hash_path_skipping(
+    settings: &Settings,
+    h: &mut Sha256,
+    path: &Path,
+    skip: &dyn Fn(&Path) -> bool,
+) -> Result<()> {
+    Walk::new(settings, path).hash(h, path, Path::new(""), skip)
 }
 
 /// Bounds on a walk through a tree a scenario names: a tree that links back into itself, a huge or endless one,
@@ -38,9 +44,9 @@ struct Walk {
 }
 
 impl Walk {
-    fn new(path: &Path) -> Self {
+    fn new(settings: &Settings, path: &Path) -> Self {
         Self {
-            within: boundary_of(path),
+            within: boundary_of(settings, path),
             deadline: std::time::Instant::now() + WALK_DEADLINE,
             entries: 0,
             bytes: 0,
@@ -203,7 +209,7 @@ pub(crate) fn file_digest(path: &Path) -> Result<String> {
 /// The tree a copied or hashed directory may draw files from through relative symlinks: the git repository
 /// holding it (a repository shares a file between its trees: `../../bootstrap/eni-limits.txt`), else our
 /// fixtures (when it is one of them), else the directory itself.
-fn boundary_of(path: &Path) -> PathBuf {
+fn boundary_of(settings: &Settings, path: &Path) -> PathBuf {
     let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let start = if path.is_dir() {
         path.clone()
@@ -214,7 +220,7 @@ fn boundary_of(path: &Path) -> PathBuf {
         return repo.to_path_buf();
     }
     // Our own fixtures, unpacked from an installed binary (no repository), share files the same way.
-    let fixtures = crate::paths::fixtures_dir();
+    let fixtures = crate::paths::fixtures_dir(settings);
     let fixtures = std::fs::canonicalize(&fixtures).unwrap_or(fixtures);
     if start.starts_with(&fixtures) {
         return fixtures;
@@ -246,8 +252,8 @@ fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
 /// Copies a tree into a build context: symlinks out of the tree's repository (or into its `.git/`) stay
 /// symlinks (see [`kept_link`]), those within it are followed, `.git` entries are left out, and anything that is
 /// neither a directory nor a regular file (a FIFO, a device, a socket) is refused with its path.
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    Walk::new(from).copy(from, to)
+pub(crate) fn copy_tree(settings: &Settings, from: &Path, to: &Path) -> Result<()> {
+    Walk::new(settings, from).copy(from, to)
 }
 
 #[cfg(test)]
@@ -260,7 +266,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"x").unwrap();
         let hash = |p: &Path| {
             let mut h = Sha256::new();
-            hash_path(&mut h, p).unwrap();
+            hash_path(&crate::settings::for_tests(), &mut h, p).unwrap();
             hex::encode(h.finalize())
         };
         let before = hash(dir.path());
@@ -279,7 +285,7 @@ mod tests {
         std::os::unix::fs::symlink("/dev/null", src.join("etc/systemd/system/update-motd.service")).unwrap();
         std::os::unix::fs::symlink("/etc/shadow", src.join("etc/secret")).unwrap();
         let out = dir.path().join("ctx");
-        copy_tree(&src, &out).unwrap();
+        copy_tree(&crate::settings::for_tests(), &src, &out).unwrap();
         let masked = out.join("etc/systemd/system/update-motd.service");
         assert!(std::fs::symlink_metadata(&masked).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read_link(&masked).unwrap(), Path::new("/dev/null"));
@@ -292,7 +298,7 @@ mod tests {
         std::fs::write(dir.path().join("shared.txt"), b"shared").unwrap();
         std::os::unix::fs::symlink("../../shared.txt", src.join("etc/shared.txt")).unwrap();
         let out2 = dir.path().join("ctx-relative");
-        copy_tree(&src, &out2).unwrap();
+        copy_tree(&crate::settings::for_tests(), &src, &out2).unwrap();
         assert_eq!(std::fs::read(out2.join("etc/shared.txt")).unwrap(), b"shared");
         assert!(!std::fs::symlink_metadata(out2.join("etc/shared.txt"))
             .unwrap()
@@ -301,7 +307,7 @@ mod tests {
         // A relative link out of the repository reads no host file.
         std::os::unix::fs::symlink("../../../../../../../../etc/hostname", src.join("etc/host-file")).unwrap();
         let out3 = dir.path().join("ctx-escape");
-        copy_tree(&src, &out3).unwrap();
+        copy_tree(&crate::settings::for_tests(), &src, &out3).unwrap();
         assert_eq!(
             std::fs::read_link(out3.join("etc/host-file")).unwrap(),
             Path::new("../../../../../../../../etc/hostname"),
@@ -310,7 +316,7 @@ mod tests {
         std::fs::remove_file(src.join("etc/host-file")).unwrap();
         let hash = |p: &Path| {
             let mut h = Sha256::new();
-            hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
+            hash_path(&crate::settings::for_tests(), &mut h, p).map(|_| hex::encode(h.finalize()))
         };
         let before = hash(&src).unwrap();
         std::fs::remove_file(src.join("etc/secret")).unwrap();
@@ -322,7 +328,9 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let err = hash(&src).unwrap_err().to_string();
         assert!(err.contains("pipe") && err.contains("neither"), "{err}");
-        let err = copy_tree(&src, &dir.path().join("ctx2")).unwrap_err().to_string();
+        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx2"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("pipe"), "{err}");
     }
 
@@ -338,7 +346,7 @@ mod tests {
         // A relative link into the repository's .git/ stays a link: its credentials never reach the image.
         std::os::unix::fs::symlink("../../.git/config", src.join("etc/git-config")).unwrap();
         let out = dir.path().join("ctx");
-        copy_tree(&src, &out).unwrap();
+        copy_tree(&crate::settings::for_tests(), &src, &out).unwrap();
         assert!(!out.join("etc/.git").exists(), "a .git directory was copied");
         assert!(std::fs::symlink_metadata(out.join("etc/git-config"))
             .unwrap()
@@ -346,7 +354,7 @@ mod tests {
             .is_symlink());
         let hash = |p: &Path| {
             let mut h = Sha256::new();
-            hash_path(&mut h, p).map(|_| hex::encode(h.finalize()))
+            hash_path(&crate::settings::for_tests(), &mut h, p).map(|_| hex::encode(h.finalize()))
         };
         let before = hash(&src).unwrap();
         std::fs::write(src.join("etc/.git/HEAD"), b"another").unwrap();
@@ -356,7 +364,9 @@ mod tests {
         std::os::unix::fs::symlink("..", src.join("etc/loop/up")).unwrap();
         let err = hash(&src).unwrap_err().to_string();
         assert!(err.contains("symlink loop"), "{err}");
-        let err = copy_tree(&src, &dir.path().join("ctx-loop")).unwrap_err().to_string();
+        let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx-loop"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("symlink loop"), "{err}");
     }
 

@@ -11,8 +11,8 @@ const COMPLETE: &str = ".complete";
 
 /// `<cache>/share/<hash>/`, unpacked if it is not there yet. Failing to unpack is logged, and the path returned
 /// anyway: whatever needs a file there then fails naming the file.
-pub fn unpacked() -> PathBuf {
-    let dir = super::cache_dir().join("share").join(HASH);
+pub fn unpacked(settings: &crate::settings::Settings) -> PathBuf {
+    let dir = super::cache_dir(settings).join("share").join(HASH);
     if dir.join(COMPLETE).is_file() {
         return dir;
     }

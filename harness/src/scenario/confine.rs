@@ -24,16 +24,15 @@ pub const ALLOW_HINT: &str = "a scenario reads only files in its own repository:
 `--allow-path DIR` or NODEJOIN_ALLOW_PATHS (colon-separated)";
 
 impl Roots {
-    /// The roots of a scenario file in `dir`: its repository and the caller's allowed directories.
-    pub fn of_dir(dir: &Path) -> Self {
+    /// The roots of a scenario file in `dir`: its repository and the caller's allowed directories (`allow`).
+    pub fn of_dir(dir: &Path, allow: &[PathBuf]) -> Self {
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let repo = dir
             .ancestors()
             .find(|d| d.join(".git").exists())
             .unwrap_or(&dir)
             .to_path_buf();
-        let allowed = crate::settings::get()
-            .allow_paths
+        let allowed = allow
             .iter()
             .cloned()
             .chain(std::iter::once(project_test_data()))
@@ -158,7 +157,7 @@ mod tests {
         std::fs::write(dir.path().join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(dir.path().join("nodejoin")).unwrap();
         std::fs::write(dir.path().join("golden.conf"), "ok\n").unwrap();
-        let roots = Roots::of_dir(&dir.path().join("nodejoin"));
+        let roots = Roots::of_dir(&dir.path().join("nodejoin"), &[]);
         (dir, roots)
     }
 

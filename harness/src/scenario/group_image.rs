@@ -106,8 +106,12 @@ impl AmazonEksAmi {
     /// kept as the reason the scenario does not apply here.
     pub fn fetch(&mut self) {
         if let Self::Git(pin) = self {
-            if pin.unavailable.is_none() && !std::path::Path::new(&pin.checkout).join(".git").is_dir() {
-                if let Err(why) = crate::node::eks_ami_git::ensure(&pin.git, &pin.rev) {
+            if pin.checkout.is_empty() {
+                pin.unavailable = Some("no cache directory to fetch the pinned commit into".into());
+            } else if pin.unavailable.is_none() && !std::path::Path::new(&pin.checkout).join(".git").is_dir() {
+                if let Err(why) =
+                    crate::node::eks_ami_git::ensure(std::path::Path::new(&pin.checkout), &pin.git, &pin.rev)
+                {
                     pin.unavailable = Some(why);
                 }
             }
@@ -137,8 +141,13 @@ impl GroupImage {
 
 #[cfg(test)]
 mod tests {
+    /// Parsed with a cache directory, where pinned commits are kept.
     fn p(text: &str) -> crate::Result<crate::scenario::Scenario> {
-        crate::scenario::load::parse(text, &crate::paths::workspace_root().join("test.yaml"))
+        let defaults = crate::scenario::Defaults {
+            cache_dir: Some(crate::paths::cache_dir(&crate::settings::for_tests())),
+            ..Default::default()
+        };
+        crate::scenario::load::parse_with(text, &crate::paths::workspace_root().join("test.yaml"), &defaults)
     }
 
     #[test]

@@ -14,6 +14,10 @@ pub struct Defaults {
     pub containerd_line: Option<crate::assets::tools::ContainerdLine>,
     /// The checkout every group with `image.amazonEksAmi` uses instead of its own.
     pub eks_ami: Option<PathBuf>,
+    /// The caller's directories a scenario's paths may lead into besides its repository (`scenario::confine`).
+    pub allow_paths: Vec<PathBuf>,
+    /// The cache directory, where pinned amazon-eks-ami commits are kept; without one none is fetched.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Defaults {
@@ -41,6 +45,8 @@ impl Defaults {
                 .eks_ami
                 .as_ref()
                 .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            allow_paths: settings.allow_paths.clone(),
+            cache_dir: Some(crate::paths::cache_dir(settings)),
         })
     }
 }
@@ -54,7 +60,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario> {
 /// [`parse`] with a run's `defaults`.
 pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenario> {
     let dir = super::relative::dir_of(file);
-    let _base = super::relative::enter(&dir);
+    let _base = super::relative::enter(&dir, &defaults.allow_paths);
     let mut scenario: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
         let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
         // serde_yaml_ng appends "at line L column C" to some messages; the location is printed separately.
@@ -67,8 +73,8 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
             message,
         }
     })?;
-    absolute_paths(&mut scenario);
-    scenario.roots = super::confine::Roots::of_dir(&dir);
+    absolute_paths(&mut scenario, defaults.cache_dir.as_deref());
+    scenario.roots = super::confine::Roots::of_dir(&dir, &defaults.allow_paths);
     apply(&mut scenario, text, defaults);
     if scenario.name.is_empty() {
         scenario.name = file
@@ -84,7 +90,7 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
 
 /// Every path of the scenario made absolute against the scenario file's directory (the user-data file already is,
 /// see `user_data.rs`), so the runner, the image builder and `compare` never guess again.
-fn absolute_paths(s: &mut Scenario) {
+fn absolute_paths(s: &mut Scenario, cache_dir: Option<&Path>) {
     let abs = |p: &mut String| *p = super::relative::resolve(p).to_string_lossy().into_owned();
     for n in &mut s.nodes {
         n.bootstrap.script.as_mut().map(abs);
@@ -96,9 +102,13 @@ fn absolute_paths(s: &mut Scenario) {
             match &mut img.amazon_eks_ami {
                 Some(super::model::AmazonEksAmi::Path(p)) => abs(p),
                 Some(super::model::AmazonEksAmi::Git(pin)) => {
-                    pin.checkout = crate::node::eks_ami_git::cached(&pin.rev)
-                        .to_string_lossy()
-                        .into_owned();
+                    pin.checkout = cache_dir
+                        .map(|c| {
+                            crate::node::eks_ami_git::cached(c, &pin.rev)
+                                .to_string_lossy()
+                                .into_owned()
+                        })
+                        .unwrap_or_default();
                 }
                 None => {}
             }
@@ -529,6 +539,7 @@ mod tests {
             kubernetes_version: Some("v1.35.4".into()),
             containerd_line: Some(ContainerdLine::V1_7),
             eks_ami: Some(PathBuf::from("/srv/eks-ami")),
+            ..Default::default()
         };
         let unnamed = parse_with(MINIMAL, &file, &defaults).unwrap();
         assert_eq!(unnamed.cluster.kubernetes_version, "v1.35.4");

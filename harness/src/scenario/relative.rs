@@ -8,12 +8,12 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 thread_local! {
-    static BASE: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    static BASE: RefCell<Option<(PathBuf, Vec<PathBuf>)>> = const { RefCell::new(None) };
 }
 
 /// While the guard lives, [`resolve`] on this thread resolves against `dir`.
 pub struct BaseGuard {
-    previous: Option<PathBuf>,
+    previous: Option<(PathBuf, Vec<PathBuf>)>,
 }
 
 impl Drop for BaseGuard {
@@ -23,9 +23,10 @@ impl Drop for BaseGuard {
     }
 }
 
-/// Makes `dir` the base of relative paths on this thread until the guard is dropped.
-pub fn enter(dir: &Path) -> BaseGuard {
-    let previous = BASE.with(|b| b.borrow_mut().replace(dir.to_path_buf()));
+/// Makes `dir` the base of relative paths on this thread until the guard is dropped; `allow` are the caller's
+/// directories its paths may lead into too ([`roots`]).
+pub fn enter(dir: &Path, allow: &[PathBuf]) -> BaseGuard {
+    let previous = BASE.with(|b| b.borrow_mut().replace((dir.to_path_buf(), allow.to_vec())));
     BaseGuard { previous }
 }
 
@@ -49,7 +50,7 @@ pub fn resolve(path: &str) -> PathBuf {
         return p.to_path_buf();
     }
     BASE.with(|b| match b.borrow().as_ref() {
-        Some(base) => normalise(&base.join(p)),
+        Some((base, _)) => normalise(&base.join(p)),
         None => p.to_path_buf(),
     })
 }
@@ -59,8 +60,8 @@ pub fn resolve(path: &str) -> PathBuf {
 pub fn roots() -> super::confine::Roots {
     BASE.with(|b| {
         b.borrow()
-            .as_deref()
-            .map(super::confine::Roots::of_dir)
+            .as_ref()
+            .map(|(dir, allow)| super::confine::Roots::of_dir(dir, allow))
             .unwrap_or_default()
     })
 }
@@ -95,7 +96,7 @@ mod tests {
     fn relative_paths_resolve_against_the_entered_directory() {
         assert_eq!(resolve("a/b.sh"), PathBuf::from("a/b.sh"));
         {
-            let _g = enter(Path::new("/repo/nodejoin/scenarios"));
+            let _g = enter(Path::new("/repo/nodejoin/scenarios"), &[]);
             assert_eq!(
                 resolve("../../scripts/bootstrap.sh"),
                 PathBuf::from("/repo/scripts/bootstrap.sh")
@@ -106,7 +107,7 @@ mod tests {
             );
             assert_eq!(resolve("/abs/x"), PathBuf::from("/abs/x"));
             {
-                let _inner = enter(Path::new("/other"));
+                let _inner = enter(Path::new("/other"), &[]);
                 assert_eq!(resolve("x"), PathBuf::from("/other/x"));
             }
             assert_eq!(resolve("x"), PathBuf::from("/repo/nodejoin/scenarios/x"));

@@ -462,7 +462,9 @@ mod tests {
             "{ENCODED} is out of date: regenerate it from {SOURCE}"
         );
         let doc: serde_yaml_ng::Value = serde_yaml_ng::from_slice(&source).unwrap();
-        let helper = std::fs::read_to_string(crate::paths::fixtures_dir().join("user-data/eksctl/bootstrap.helper.sh"));
+        let helper = std::fs::read_to_string(
+            crate::paths::fixtures_dir(&crate::settings::for_tests()).join("user-data/eksctl/bootstrap.helper.sh"),
+        );
         let embedded = doc["write_files"]
             .as_sequence()
             .unwrap()

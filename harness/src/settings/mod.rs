@@ -2,7 +2,8 @@
 //! (testcontainers' `core/env/config.rs` is the model). One table says what each setting is ([`rows::ROWS`]) and
 //! one function resolves them all ([`resolve::resolve`]: flag > variable > profile > default); the CLI, the
 //! cargo-test trials and `compare` call it. It is the only place a variable's name is written: the rest of the
-//! harness reads fields, and `--help` and the book's command-line page list the rows.
+//! harness reads fields, and `--help` and the book's command-line page list the rows. No global holds the
+//! value: its resolver passes it down (`&Settings`, or an `Arc` in `run::Environment`).
 pub mod config;
 pub mod resolve;
 pub mod rows;
@@ -13,7 +14,6 @@ pub use values::{ContainerdLine, FlakyResult};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The prefix of every variable, and of the tool overrides (`NODEJOIN_<TOOL>`, `NODEJOIN_<TOOL>_VERSION`).
 const PREFIX: &str = "NODEJOIN_";
@@ -182,21 +182,10 @@ impl Settings {
     }
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
-
-/// [`install`] came after the settings were read.
-#[derive(Debug)]
-pub struct AlreadyRead;
-
-/// The process's settings: those [`install`]ed, else the environment's, read on first use.
-pub fn get() -> &'static Settings {
-    SETTINGS.get_or_init(|| resolve::from_process(&Flags::default()).unwrap_or_default())
-}
-
-/// Makes `settings` the process's, before anything has read them (the CLI, once its flags are parsed). Refused
-/// once they have been read: a process never sees two.
-pub fn install(settings: Settings) -> Result<(), AlreadyRead> {
-    SETTINGS.set(settings).map_err(|_| AlreadyRead)
+/// This process's environment's settings, for unit tests (a test that cannot resolve them gets the defaults).
+#[cfg(test)]
+pub(crate) fn for_tests() -> Settings {
+    resolve::from_process(&Flags::default()).unwrap_or_default()
 }
 
 /// Every variable a user may set, with what it does: the rows', then the tool overrides.

@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// This process's settings, resolved as the CLI and the trials resolve them (no flags).
+pub fn settings() -> nodejoin::settings::Settings {
+    nodejoin::settings::resolve::from_process(&nodejoin::settings::Flags::default()).expect("the settings resolve")
+}
+
 pub fn take_turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -105,7 +110,7 @@ pub fn leftovers(run: &str) -> Vec<String> {
 }
 
 pub fn state_dir(run: &str) -> PathBuf {
-    nodejoin::paths::cache_dir().join("runs").join(run)
+    nodejoin::paths::cache_dir(&settings()).join("runs").join(run)
 }
 
 /// Starts `nodejoin run <scenario>` and returns the child and its run id (read from its first stderr line).
@@ -158,15 +163,16 @@ pub fn docker_available() -> bool {
 
 /// The sysctl baseline the run recorded at its start (it restores it when it is the last live run).
 pub fn recorded_sysctls(run: &str) -> BTreeMap<String, String> {
-    nodejoin::sysctl::baseline().unwrap_or_else(|| panic!("run {run} recorded no host sysctl baseline"))
+    nodejoin::sysctl::baseline(&settings()).unwrap_or_else(|| panic!("run {run} recorded no host sysctl baseline"))
 }
 
 /// The host sysctls the kubelet changes are back to what `recorded` says, unless another run is still alive
 /// (then the baseline must still be kept, for the last one to restore).
 pub fn assert_sysctls_restored(run: &str, recorded: &BTreeMap<String, String>) {
-    if nodejoin::sysctl::baseline().is_some() {
+    let settings = settings();
+    if nodejoin::sysctl::baseline(&settings).is_some() {
         assert!(
-            nodejoin::sysctl::live_runs() > 0,
+            nodejoin::sysctl::live_runs(&settings) > 0,
             "run {run} was the last live run, yet it left its sysctl baseline behind"
         );
         // In CI nothing else runs, so the restore must be checked; on a shared machine say it was not.
@@ -252,7 +258,10 @@ pub fn kind_ready() -> Option<String> {
     rt.block_on(async {
         let docker = nodejoin::docker::connect().await.ok();
         let kind = nodejoin::cluster::Provider::KIND.get();
-        match kind.probe(nodejoin::assets::DEFAULT_VERSION, docker.as_ref()).await {
+        match kind
+            .probe(&settings(), nodejoin::assets::DEFAULT_VERSION, docker.as_ref())
+            .await
+        {
             nodejoin::cluster::Availability::Ready => None,
             nodejoin::cluster::Availability::Fetchable(why) | nodejoin::cluster::Availability::Unavailable(why) => {
                 Some(why)
@@ -413,7 +422,7 @@ pub fn control_plane_processes_of(run: &str) -> Vec<String> {
 /// A cache directory of its own holding what the default one holds (hard links: no
 /// rebuild, nothing shared that either process writes; runs, scratch and locks are its own).
 pub fn hardlinked_cache() -> tempfile::TempDir {
-    let cache = nodejoin::paths::cache_dir();
+    let cache = nodejoin::paths::cache_dir(&settings());
     let parent = cache.parent().map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
     let other = tempfile::Builder::new()
         .prefix("nodejoin-other-cache-")

@@ -1,10 +1,11 @@
 //! The small commands that only print what the library found: `assets`, `doctor`, `reap`.
 use nodejoin::session;
+use nodejoin::settings::Settings;
 
-pub async fn assets(version: &str) -> u8 {
+pub async fn assets(settings: &Settings, version: &str) -> u8 {
     let result = async {
-        let a = nodejoin::assets::resolve(version).await?;
-        let tools = nodejoin::assets::tools::NodeTools::resolve(nodejoin::settings::get().containerd()).await?;
+        let a = nodejoin::assets::resolve(settings, version).await?;
+        let tools = nodejoin::assets::tools::NodeTools::resolve(settings, settings.containerd()).await?;
         Ok::<_, nodejoin::Error>((a, tools))
     }
     .await;
@@ -25,8 +26,8 @@ pub async fn assets(version: &str) -> u8 {
     }
 }
 
-pub async fn doctor(version: &str) -> u8 {
-    let findings = nodejoin::doctor::check(version).await;
+pub async fn doctor(settings: &Settings, version: &str) -> u8 {
+    let findings = nodejoin::doctor::check(settings, version).await;
     let mut ok = true;
     for f in &findings {
         let tag = match (f.ok, f.optional) {
@@ -43,9 +44,9 @@ pub async fn doctor(version: &str) -> u8 {
     u8::from(!ok)
 }
 
-pub async fn reap() -> u8 {
+pub async fn reap(settings: &Settings) -> u8 {
     let docker = nodejoin::docker::connect().await.ok();
-    let r = nodejoin::reaper::reap_stale(docker.as_ref()).await;
+    let r = nodejoin::reaper::reap_stale(settings, docker.as_ref()).await;
     println!(
         "reaped {} processes and {} Docker objects from {} runs",
         r.processes,

@@ -55,16 +55,23 @@ struct Side {
     worktree: Option<Worktree>,
 }
 
-pub fn main(rt: Arc<Runtime>, args: Args) -> u8 {
+pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args: Args) -> u8 {
     let provider = Provider::parse(&args.provider).unwrap_or_default();
     let mut sides = Vec::new();
     for (label, text) in [("base", &args.base), ("head", &args.head)] {
-        match load_side(label, text, &args.scenarios, provider, &args.select.selection()) {
+        match load_side(
+            settings,
+            label,
+            text,
+            &args.scenarios,
+            provider,
+            &args.select.selection(),
+        ) {
             Ok(side) => sides.push(side),
             Err(code) => return code,
         }
     }
-    let (lazy, env) = match nodejoin::session::start_environment(&rt) {
+    let (lazy, env) = match nodejoin::session::start_environment(&rt, settings.clone()) {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -73,7 +80,10 @@ pub fn main(rt: Arc<Runtime>, args: Args) -> u8 {
         env.run_id,
         env.run_dir.display()
     );
-    let jobs = args.jobs.unwrap_or_else(nodejoin::run::runner::default_jobs).max(1);
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| nodejoin::run::runner::default_jobs(settings))
+        .max(1);
     for side in &sides {
         eprintln!("[nodejoin] {}: {}", side.label, side.variant.describe());
     }
@@ -154,6 +164,7 @@ async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Re
 }
 
 fn load_side(
+    settings: &nodejoin::settings::Settings,
     label: &'static str,
     text: &str,
     paths: &[PathBuf],
@@ -170,12 +181,12 @@ fn load_side(
     };
     let (worktree, paths) = match &variant {
         Variant::Git(rev) => {
-            let (wt, mapped) = Worktree::checkout(rev, &paths).map_err(bad)?;
+            let (wt, mapped) = Worktree::checkout(settings, rev, &paths).map_err(bad)?;
             (Some(wt), mapped)
         }
         _ => (None, paths),
     };
-    let (_, loaded) = nodejoin::session::load_trials(paths, provider)?;
+    let (_, loaded) = nodejoin::session::load_trials(settings, paths, provider)?;
     let loaded = selection.apply(loaded);
     if loaded.iter().any(|t| t.one_of_several_versions) {
         return Err(bad(format!(

@@ -51,16 +51,16 @@ pub(crate) enum ImageCommand {
     },
 }
 
-pub(crate) async fn main(command: ImageCommand) -> u8 {
+pub(crate) async fn main(settings: &nodejoin::settings::Settings, command: ImageCommand) -> u8 {
     match command {
         ImageCommand::Build {
             version, kind: true, ..
         } => {
             let result = async {
-                let docker = nodejoin::host::prepare().await?;
-                let image = nodejoin::cluster::kind::image::ensure(&docker, &version).await?;
+                let docker = nodejoin::host::prepare(settings).await?;
+                let image = nodejoin::cluster::kind::image::ensure(settings, &docker, &version).await?;
                 // The other thing the kind provider needs, so a provisioned machine lists kind trials as ready.
-                let kind = nodejoin::cluster::kind::ensure_kind().await?;
+                let kind = nodejoin::cluster::kind::ensure_kind(settings).await?;
                 Ok::<_, nodejoin::Error>((image, kind))
             }
             .await;
@@ -85,14 +85,14 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
             version, overlay, tag, ..
         } => {
             let result = async {
-                let assets = nodejoin::assets::resolve(&version).await?;
-                let tools = nodejoin::assets::tools::NodeTools::resolve(nodejoin::settings::get().containerd()).await?;
-                let docker = nodejoin::host::prepare().await?;
-                let node = nodejoin::node::image::ensure(&docker, &assets, &tools).await?;
+                let assets = nodejoin::assets::resolve(settings, &version).await?;
+                let tools = nodejoin::assets::tools::NodeTools::resolve(settings, settings.containerd()).await?;
+                let docker = nodejoin::host::prepare(settings).await?;
+                let node = nodejoin::node::image::ensure(settings, &docker, &assets, &tools).await?;
                 let over = match &overlay {
-                    Some(dir) => {
-                        Some(nodejoin::node::image::ensure_overlay(&docker, &node, dir, tag.as_deref()).await?)
-                    }
+                    Some(dir) => Some(
+                        nodejoin::node::image::ensure_overlay(settings, &docker, &node, dir, tag.as_deref()).await?,
+                    ),
                     None => None,
                 };
                 Ok::<_, nodejoin::Error>((node, over))
@@ -149,11 +149,11 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
                     }
                     None => None,
                 };
-                let docker = nodejoin::host::prepare().await?;
-                let image = nodejoin::run::prepare::group_image(&docker, &scenario, group.as_deref()).await?;
-                nodejoin::host::ensure_vm_packages().await?;
-                nodejoin::host::ensure_export_packages().await?;
-                let (disk, kernel) = nodejoin::node::vm::disk::ensure(&docker, &image).await?;
+                let docker = nodejoin::host::prepare(settings).await?;
+                let image = nodejoin::run::prepare::group_image(settings, &docker, &scenario, group.as_deref()).await?;
+                nodejoin::host::ensure_vm_packages(settings).await?;
+                nodejoin::host::ensure_export_packages(settings).await?;
+                let (disk, kernel) = nodejoin::node::vm::disk::ensure(settings, &docker, &image).await?;
                 nodejoin::node::vm::export::write(&disk, &kernel, trust.as_deref(), &out, &format).await?;
                 Ok::<_, nodejoin::Error>(image)
             }
@@ -176,8 +176,8 @@ pub(crate) async fn main(command: ImageCommand) -> u8 {
                 scenarios.push(PathBuf::from("scenarios"));
             }
             let result = async {
-                let docker = nodejoin::host::prepare().await?;
-                nodejoin::run::prepare::images_for(&docker, &scenarios).await
+                let docker = nodejoin::host::prepare(settings).await?;
+                nodejoin::run::prepare::images_for(settings, &docker, &scenarios).await
             }
             .await;
             match result {

@@ -20,8 +20,8 @@ fn main() -> ExitCode {
     nodejoin::init_crypto();
     nodejoin::init_tracing();
     let cli = Cli::parse();
-    // The settings, resolved once: this command's flags over the environment over the profile; installed before
-    // anything reads them.
+    // The settings, resolved once: this command's flags over the environment over the profile; passed down to
+    // whatever reads them.
     let resolved = cli.flags().and_then(|flags| settings::resolve::from_process(&flags));
     let settings = match resolved {
         Ok(s) => s,
@@ -35,10 +35,7 @@ fn main() -> ExitCode {
         }
     };
     let annotations = settings.github_actions;
-    if settings::install(settings).is_err() {
-        eprintln!("error: the settings were read before the command line was parsed (a harness bug)");
-        return ExitCode::from(session::EXIT_BAD_INPUT);
-    }
+    let settings = Arc::new(settings);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
         Err(e) => {
@@ -49,6 +46,7 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Run(args) => session::run(
             rt,
+            settings,
             RunRequest {
                 paths: args.scenarios,
                 reporters: ReporterBuilder {
@@ -61,22 +59,27 @@ fn main() -> ExitCode {
                 rerun_failed: args.rerun_failed,
             },
         ),
-        Command::List(args) => session::list(args.scenarios, &args.select.selection(), args.format == "json"),
-        Command::Compare(args) => compare::main(rt, args),
+        Command::List(args) => session::list(
+            &settings,
+            args.scenarios,
+            &args.select.selection(),
+            args.format == "json",
+        ),
+        Command::Compare(args) => compare::main(rt, &settings, args),
         Command::Init(args) => init::main(args),
         Command::Schema => {
             print!("{}", nodejoin::scenario::schema::text());
             0
         }
-        Command::Mutate { only, list, scenarios } => nodejoin::mutate::command(rt, &only, list, &scenarios),
-        Command::Image { command } => rt.block_on(image::main(command)),
-        Command::Assets { version } => rt.block_on(commands::assets(&version)),
-        Command::Doctor { version } => rt.block_on(commands::doctor(&version)),
+        Command::Mutate { only, list, scenarios } => nodejoin::mutate::command(rt, settings, &only, list, &scenarios),
+        Command::Image { command } => rt.block_on(image::main(&settings, command)),
+        Command::Assets { version } => rt.block_on(commands::assets(&settings, &version)),
+        Command::Doctor { version } => rt.block_on(commands::doctor(&settings, &version)),
         Command::CacheKey { mut scenarios } => {
             if scenarios.is_empty() {
                 scenarios.push(PathBuf::from("scenarios"));
             }
-            match nodejoin::run::env::cache_key::cache_key(&scenarios) {
+            match nodejoin::run::env::cache_key::cache_key(&settings, &scenarios) {
                 Ok(key) => {
                     println!("{key}");
                     0
@@ -84,7 +87,7 @@ fn main() -> ExitCode {
                 Err(e) => nodejoin::session::fail(&e),
             }
         }
-        Command::Reap => rt.block_on(commands::reap()),
+        Command::Reap => rt.block_on(commands::reap(&settings)),
     };
     ExitCode::from(code)
 }

@@ -21,7 +21,7 @@ pub fn override_or(value: Option<&str>, default: impl FnOnce() -> String) -> Str
 }
 
 /// `<cache>/unavailable-images/<image with / and : replaced>`: where a failed pull of `image` is remembered.
-pub fn marker(image: &str) -> PathBuf {
+pub fn marker(settings: &crate::settings::Settings, image: &str) -> PathBuf {
     let safe: String = image
         .chars()
         .map(|c| {
@@ -32,7 +32,7 @@ pub fn marker(image: &str) -> PathBuf {
             }
         })
         .collect();
-    crate::paths::cache_dir().join("unavailable-images").join(safe)
+    crate::paths::cache_dir(settings).join("unavailable-images").join(safe)
 }
 
 /// The reason recorded in `path` if it is younger than `ttl` at `now`.
@@ -52,7 +52,11 @@ pub fn remembered_failure(path: &Path, now: SystemTime, ttl: Duration) -> Option
 const INSPECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The list-time look at `image`: present locally, a failed pull remembered, or neither (only a pull can tell).
-pub async fn probe(docker: Option<&Docker>, image: &str) -> crate::cluster::Availability {
+pub async fn probe(
+    settings: &crate::settings::Settings,
+    docker: Option<&Docker>,
+    image: &str,
+) -> crate::cluster::Availability {
     use crate::cluster::Availability;
     let Some(docker) = docker else {
         return Availability::Unavailable(format!(
@@ -73,13 +77,13 @@ pub async fn probe(docker: Option<&Docker>, image: &str) -> crate::cluster::Avai
             ))
         }
     }
-    absent(image)
+    absent(settings, image)
 }
 
 /// An image Docker does not have: fetchable, unless a failed pull of it is remembered.
-fn absent(image: &str) -> crate::cluster::Availability {
+fn absent(settings: &crate::settings::Settings, image: &str) -> crate::cluster::Availability {
     use crate::cluster::Availability;
-    let mark = marker(image);
+    let mark = marker(settings, image);
     match remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
         Some(reason) => Availability::Unavailable(format!(
             "{reason} (a failed pull is remembered for {} min; delete {} to try again sooner)",
@@ -91,11 +95,11 @@ fn absent(image: &str) -> crate::cluster::Availability {
 }
 
 /// `Ok` when `image` is present or was just pulled; otherwise why not, in one line that says what to do.
-pub async fn ensure(docker: &Docker, image: &str) -> Result<(), String> {
+pub async fn ensure(settings: &crate::settings::Settings, docker: &Docker, image: &str) -> Result<(), String> {
     if docker.inspect_image(image).await.is_ok() {
         return Ok(());
     }
-    let mark = marker(image);
+    let mark = marker(settings, image);
     if let Some(reason) = remembered_failure(&mark, SystemTime::now(), FAILED_PULL_TTL) {
         return Err(reason);
     }
@@ -168,7 +172,7 @@ mod tests {
 
     #[test]
     fn marker_names_are_flat() {
-        let m = marker("rancher/k3s:v1.36.3-k3s1");
+        let m = marker(&crate::settings::for_tests(), "rancher/k3s:v1.36.3-k3s1");
         assert_eq!(m.file_name().unwrap().to_str().unwrap(), "rancher_k3s_v1.36.3-k3s1");
     }
 
@@ -176,7 +180,7 @@ mod tests {
     async fn the_probe_only_looks() {
         use crate::cluster::Availability;
         let image = format!("nodejoin.invalid/probe:{}", std::process::id());
-        let none = probe(None, &image).await;
+        let none = probe(&crate::settings::for_tests(), None, &image).await;
         assert!(
             matches!(&none, Availability::Unavailable(r) if r.contains("Docker is not reachable")),
             "{none:?}"
@@ -184,19 +188,19 @@ mod tests {
         // Nothing listens on port 1: the engine answers at once that it cannot be reached.
         let docker =
             Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
-        let unreachable = probe(Some(&docker), &image).await;
+        let unreachable = probe(&crate::settings::for_tests(), Some(&docker), &image).await;
         assert!(
             matches!(&unreachable, Availability::Unavailable(r) if r.contains("Docker could not say")),
             "an engine error is not an absent image: {unreachable:?}"
         );
         assert_eq!(
-            absent(&image),
+            absent(&crate::settings::for_tests(), &image),
             Availability::Fetchable(format!("image {image} is not present locally (`docker pull {image}`)"))
         );
-        let mark = marker(&image);
+        let mark = marker(&crate::settings::for_tests(), &image);
         std::fs::create_dir_all(mark.parent().unwrap()).unwrap();
         std::fs::write(&mark, "image x cannot be pulled (no registry)").unwrap();
-        let remembered = absent(&image);
+        let remembered = absent(&crate::settings::for_tests(), &image);
         let _ = std::fs::remove_file(&mark);
         assert!(
             matches!(&remembered, Availability::Unavailable(r) if r.starts_with("image x cannot be pulled (no registry)")),
@@ -210,8 +214,10 @@ mod tests {
         let docker =
             Docker::connect_with_http("http://127.0.0.1:1", 2, testcontainers::bollard::API_DEFAULT_VERSION).unwrap();
         let image = format!("nodejoin.invalid/never:{}", std::process::id());
-        let err = ensure(&docker, &image).await.unwrap_err();
+        let err = ensure(&crate::settings::for_tests(), &docker, &image)
+            .await
+            .unwrap_err();
         assert!(err.contains(&image) && err.contains("docker pull"), "{err}");
-        let _ = std::fs::remove_file(marker(&image));
+        let _ = std::fs::remove_file(marker(&crate::settings::for_tests(), &image));
     }
 }

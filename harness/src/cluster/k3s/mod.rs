@@ -21,10 +21,8 @@ const MOUNT: &str = "/nodejoin";
 const API_PORT: u16 = 6443;
 
 /// The k3s image for a Kubernetes version.
-pub fn image_for(version: &str) -> String {
-    crate::cluster::common::images::override_or(crate::settings::get().k3s_image.as_deref(), || {
-        format!("rancher/k3s:{version}-k3s1")
-    })
+pub fn image_for(settings: &crate::settings::Settings, version: &str) -> String {
+    crate::cluster::common::images::override_or(settings.k3s_image.as_deref(), || format!("rancher/k3s:{version}-k3s1"))
 }
 
 fn k3s_err(message: impl Into<String>) -> Error {
@@ -73,19 +71,23 @@ pub struct K3sProvider;
 impl ClusterProvider for K3sProvider {
     fn probe<'a>(
         &'a self,
+        settings: &'a crate::settings::Settings,
         version: &'a str,
         docker: Option<&'a crate::docker::Docker>,
     ) -> BoxFuture<'a, crate::cluster::Availability> {
-        Box::pin(async move { crate::cluster::common::images::probe(docker, &image_for(version)).await })
+        Box::pin(
+            async move { crate::cluster::common::images::probe(settings, docker, &image_for(settings, version)).await },
+        )
     }
 
     fn unavailable<'a>(
         &'a self,
+        settings: &'a crate::settings::Settings,
         spec: &'a ClusterSpec,
         docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            crate::cluster::common::images::ensure(docker, &image_for(&spec.version))
+            crate::cluster::common::images::ensure(settings, docker, &image_for(settings, &spec.version))
                 .await
                 .err()
         })
@@ -138,7 +140,7 @@ fn server_host_config(hc: &mut testcontainers::bollard::models::HostConfig) {
 
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
     let dir = crate::cluster::common::container::prepare_dir(&ctx)?;
-    let image = image_for(&spec.version);
+    let image = image_for(ctx.settings, &spec.version);
     let (repo, tag) = image.rsplit_once(':').unwrap_or((image.as_str(), "latest"));
     let name = format!("nodejoin-{}-k3s-{}", ctx.run_id, crate::process::random_hex(4));
     let t0 = Instant::now();

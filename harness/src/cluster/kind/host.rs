@@ -3,6 +3,7 @@
 //! a cluster's name) and, on hosts whose Docker daemon cannot grant `--privileged` (it lacks CAP_SYS_RESOURCE:
 //! "unable to apply caps"), swaps that flag for the set our own node containers use. Every other docker call
 //! passes through.
+use crate::settings::Settings;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -87,8 +88,8 @@ fn label_lines(labels: &HashMap<String, String>) -> String {
     lines.join("\n")
 }
 
-fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim, String> {
-    let dir = crate::paths::kind_config_dir().join("docker-shim");
+fn shim(settings: &Settings, labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim, String> {
+    let dir = crate::paths::kind_config_dir(settings).join("docker-shim");
     if !dir.join("docker").is_file() {
         return Err(format!("the docker shim {} is missing", dir.join("docker").display()));
     }
@@ -99,17 +100,17 @@ fn shim(labels: &HashMap<String, String>, swaps_privileged: bool) -> Result<Shim
         labels: label_lines(labels),
         swaps_privileged,
         cap_drop: crate::node::privileges::dropped_capabilities(),
-        seccomp: swaps_privileged.then(seccomp_file).transpose()?,
+        seccomp: swaps_privileged.then(|| seccomp_file(settings)).transpose()?,
     })
 }
 
 /// The node seccomp profile as a file, named by its content in the cache (every run writes the same bytes; a
 /// rename makes it appear whole).
-fn seccomp_file() -> Result<PathBuf, String> {
+fn seccomp_file(settings: &Settings) -> Result<PathBuf, String> {
     use sha2::Digest;
     let profile = crate::node::privileges::seccomp_profile();
     let hash = hex::encode(sha2::Sha256::digest(profile.as_bytes()));
-    let dir = crate::paths::cache_dir().join("seccomp");
+    let dir = crate::paths::cache_dir(settings).join("seccomp");
     let path = dir.join(format!("node-{}.json", &hash[..16]));
     if path.is_file() {
         return Ok(path);
@@ -124,9 +125,9 @@ fn seccomp_file() -> Result<PathBuf, String> {
 
 /// The shim to run kind with: `labels` on every node container, `--privileged` swapped for a node's
 /// privileges unless [`ENV_RESTRICTED`] is `never`.
-pub async fn for_kind(labels: &HashMap<String, String>) -> Result<Shim, String> {
-    let swap = mode(crate::settings::get().kind_restricted.as_deref())? != Mode::Never;
-    shim(labels, swap)
+pub async fn for_kind(settings: &Settings, labels: &HashMap<String, String>) -> Result<Shim, String> {
+    let swap = mode(settings.kind_restricted.as_deref())? != Mode::Never;
+    shim(settings, labels, swap)
 }
 
 #[cfg(test)]
@@ -150,7 +151,7 @@ mod tests {
         std::fs::write(&fake, "#!/bin/sh\nprintf '%s\\n' \"$@\"\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let shim = crate::paths::kind_config_dir().join("docker-shim/docker");
+        let shim = crate::paths::kind_config_dir(&crate::settings::for_tests()).join("docker-shim/docker");
         let out = std::process::Command::new(&shim)
             .args(args)
             .env(crate::settings::var::SHIM_REAL_DOCKER, &fake)

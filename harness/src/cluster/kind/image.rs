@@ -10,6 +10,7 @@ use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
 use crate::node::image::{self, image_err};
 use crate::progress::Steps;
+use crate::settings::Settings;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio::process::Command;
@@ -32,8 +33,8 @@ pub struct KindImage {
     pub images: Vec<String>,
 }
 
-fn recipe_dir() -> PathBuf {
-    crate::paths::fixtures_dir().join("kind-image")
+fn recipe_dir(settings: &Settings) -> PathBuf {
+    crate::paths::fixtures_dir(settings).join("kind-image")
 }
 
 /// One control-plane image kubeadm deploys: the last path segment of its repository names the component
@@ -145,22 +146,22 @@ struct Inputs {
 }
 
 impl Inputs {
-    async fn resolve(version: &str) -> Result<Self> {
-        let assets = crate::assets::resolve(version).await?;
-        let kubeadm = crate::assets::kubeadm::resolve(version).await?;
+    async fn resolve(settings: &Settings, version: &str) -> Result<Self> {
+        let assets = crate::assets::resolve(settings, version).await?;
+        let kubeadm = crate::assets::kubeadm::resolve(settings, version).await?;
         let images = kubeadm_images(&kubeadm.path("kubeadm"), version).await?;
         let coredns_version = images
             .iter()
             .find(|i| i.component == "coredns")
             .map(|i| i.tag().to_string())
             .unwrap_or_else(|| COREDNS.default_version.to_string());
-        let coredns = COREDNS.resolve_version(&coredns_version).await?;
+        let coredns = COREDNS.resolve_version(settings, &coredns_version).await?;
         Ok(Self {
             assets,
             kubeadm,
             images,
             coredns,
-            base: image::base_tag()?,
+            base: image::base_tag(settings)?,
         })
     }
 
@@ -184,11 +185,15 @@ impl Inputs {
         ]
     }
 
-    fn tag(&self) -> Result<String> {
+    fn tag(&self, settings: &Settings) -> Result<String> {
         let mut h = Sha256::new();
         h.update(self.base.as_bytes());
-        image::hash_path(&mut h, &recipe_dir())?;
-        image::hash_path(&mut h, &crate::paths::fixtures_dir().join("node-image").join("pause.c"))?;
+        image::hash_path(settings, &mut h, &recipe_dir(settings))?;
+        image::hash_path(
+            settings,
+            &mut h,
+            &crate::paths::fixtures_dir(settings).join("node-image").join("pause.c"),
+        )?;
         for i in &self.images {
             h.update(i.reference.as_bytes());
             if let Some(bin) = self.binary(&i.component) {
@@ -227,29 +232,29 @@ async fn kubeadm_images(kubeadm: &Path, version: &str) -> Result<Vec<ComponentIm
 
 /// Makes sure the kind node image for `version` exists (building what is missing: binaries, base image,
 /// component images, the node image) and that `nodejoin-kind-node:<version>` names it.
-pub async fn ensure(docker: &crate::docker::Docker, version: &str) -> Result<KindImage> {
-    let inputs = Inputs::resolve(version).await?;
+pub async fn ensure(settings: &Settings, docker: &crate::docker::Docker, version: &str) -> Result<KindImage> {
+    let inputs = Inputs::resolve(settings, version).await?;
     let image = KindImage {
-        tag: inputs.tag()?,
+        tag: inputs.tag(settings)?,
         alias: local_tag(version),
         images: inputs.images.iter().map(|i| i.reference.clone()).collect(),
     };
     if !image::exists(docker, &image.tag).await {
-        let _lock = crate::paths::CacheLock::acquire("image")
+        let _lock = crate::paths::CacheLock::acquire(settings, "image")
             .await
-            .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
+            .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
         if !image::exists(docker, &image.tag).await {
-            build(docker, &inputs, &image).await?;
+            build(settings, docker, &inputs, &image).await?;
         }
     }
     crate::docker::images::tag(docker, &image.tag, &image.alias).await?;
-    prune_superseded(&image).await;
+    prune_superseded(settings, &image).await;
     Ok(image)
 }
 
-async fn build(docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImage) -> Result<()> {
-    let work = image::work_dir("kind-image")?;
-    image::ensure_base(docker, &inputs.base, work.path()).await?;
+async fn build(settings: &Settings, docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImage) -> Result<()> {
+    let work = image::work_dir(settings, "kind-image")?;
+    image::ensure_base(settings, docker, &inputs.base, work.path()).await?;
     let total = COMPONENTS.len() as u64 + 2;
     let steps = Steps::new(&format!("kind node image {}", image.tag), total);
     let ctx = work.path().join("context");
@@ -261,6 +266,7 @@ async fn build(docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImag
             steps.step(n as u64, &format!("image {}", i.reference));
             let build_ref = format!("nodejoin-kind-build/{}:{suffix}", i.component);
             component_image(
+                settings,
                 docker,
                 inputs,
                 i,
@@ -284,8 +290,8 @@ async fn build(docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImag
     result?;
     steps.step(total - 1, "docker build + preload");
     let stage = format!("nodejoin-kind-build/node:{suffix}");
-    image::copy_tree(&recipe_dir().join("files"), &ctx.join("files"))?;
-    std::fs::copy(recipe_dir().join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
+    image::copy_tree(settings, &recipe_dir(settings).join("files"), &ctx.join("files"))?;
+    std::fs::copy(recipe_dir(settings).join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     for (name, bin) in inputs.node_binaries() {
         std::fs::copy(&bin, ctx.join("bin").join(name)).map_err(|e| Error::io(&bin, e))?;
     }
@@ -300,7 +306,7 @@ async fn build(docker: &crate::docker::Docker, inputs: &Inputs, image: &KindImag
         ("KUBERNETES_VERSION", inputs.assets.version.clone()),
         ("SANDBOX_IMAGE", sandbox),
     ];
-    image::docker_build(docker, &stage, "kind-node", &[], &args, &ctx).await?;
+    image::docker_build(settings, docker, &stage, "kind-node", &[], &args, &ctx).await?;
     let preloaded = preload(docker, &stage, &ctx, &image.tag).await;
     crate::docker::images::remove(docker, &[&stage]).await;
     preloaded?;
@@ -325,6 +331,7 @@ async fn preload(docker: &crate::docker::Docker, stage: &str, ctx: &Path, tag: &
 
 /// Builds one component image FROM scratch in `dir`, tagged `build_ref`.
 async fn component_image(
+    settings: &Settings,
     docker: &crate::docker::Docker,
     inputs: &Inputs,
     i: &ComponentImage,
@@ -334,7 +341,7 @@ async fn component_image(
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let bin = match inputs.binary(&i.component) {
         Some(bin) => bin,
-        None => image::compile_pause(dir).await?,
+        None => image::compile_pause(settings, dir).await?,
     };
     let file = bin
         .file_name()
@@ -344,7 +351,7 @@ async fn component_image(
         std::fs::copy(&bin, dir.join(&file)).map_err(|e| Error::io(&bin, e))?;
     }
     if i.component == "kube-proxy" {
-        let tools = recipe_dir().join(PROXY_TOOLS);
+        let tools = recipe_dir(settings).join(PROXY_TOOLS);
         std::fs::copy(&tools, dir.join(PROXY_TOOLS)).map_err(|e| Error::io(&tools, e))?;
     }
     std::fs::write(
@@ -352,13 +359,13 @@ async fn component_image(
         component_dockerfile(&i.component, &file, &inputs.base),
     )
     .map_err(|e| Error::io(dir, e))?;
-    crate::docker::images::build(docker, dir, build_ref, &[], &[]).await
+    crate::docker::images::build(settings, docker, dir, build_ref, &[], &[]).await
 }
 
 /// Removes earlier builds for the same version (best effort; an image still used by a container stays).
-async fn prune_superseded(image: &KindImage) {
+async fn prune_superseded(settings: &Settings, image: &KindImage) {
     let version = image.alias.rsplit_once(':').map(|(_, v)| v).unwrap_or_default();
-    image::prune_builds(REPOSITORY, version, &image.tag).await;
+    image::prune_builds(settings, REPOSITORY, version, &image.tag).await;
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod image;
 use crate::cluster::common::container::ContainerControlPlane;
 use crate::cluster::{ClusterProvider, ClusterSpec, ControlPlane, ProviderContext};
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -29,8 +30,8 @@ pub const ENV_IMAGE: &str = crate::settings::var::KIND_IMAGE;
 pub use crate::cluster::kind::host::ENV_RESTRICTED;
 
 /// The image the kind image setting names, if set.
-fn image_override() -> Option<String> {
-    let value = crate::settings::get().kind_image.as_deref();
+fn image_override(settings: &Settings) -> Option<String> {
+    let value = settings.kind_image.as_deref();
     let chosen = crate::cluster::common::images::override_or(value, String::new);
     (!chosen.is_empty()).then_some(chosen)
 }
@@ -41,8 +42,8 @@ pub fn upstream_image(version: &str) -> String {
 }
 
 /// The node image for `version`: the override, ours when built, else upstream's.
-pub async fn image_for(docker: Option<&crate::docker::Docker>, version: &str) -> String {
-    if let Some(image) = image_override() {
+pub async fn image_for(settings: &Settings, docker: Option<&crate::docker::Docker>, version: &str) -> String {
+    if let Some(image) = image_override(settings) {
         return image;
     }
     let ours = crate::cluster::kind::image::local_tag(version);
@@ -118,26 +119,29 @@ pub fn render_config(template: &str, name: &str, spec: &ClusterSpec, image: &str
 }
 
 /// `kind` on PATH, else the one built into the cache.
-pub fn find_kind() -> Option<PathBuf> {
+pub fn find_kind(settings: &Settings) -> Option<PathBuf> {
     crate::assets::which("kind").or_else(|| {
-        let p = crate::paths::cache_dir().join("kind").join(KIND_VERSION).join("kind");
+        let p = crate::paths::cache_dir(settings)
+            .join("kind")
+            .join(KIND_VERSION)
+            .join("kind");
         p.is_file().then_some(p)
     })
 }
 
 /// The kind CLI, built from `sigs.k8s.io/kind@KIND_VERSION` with Go when it is not there yet.
-pub async fn ensure_kind() -> Result<PathBuf> {
-    if let Some(k) = find_kind() {
+pub async fn ensure_kind(settings: &Settings) -> Result<PathBuf> {
+    if let Some(k) = find_kind(settings) {
         return Ok(k);
     }
     // Parallel trials (nextest) would each build it into the same directory otherwise.
-    let _lock = crate::paths::CacheLock::acquire("kind")
+    let _lock = crate::paths::CacheLock::acquire(settings, "kind")
         .await
-        .map_err(|e| Error::io(crate::paths::cache_dir(), e))?;
-    if let Some(k) = find_kind() {
+        .map_err(|e| Error::io(crate::paths::cache_dir(settings), e))?;
+    if let Some(k) = find_kind(settings) {
         return Ok(k);
     }
-    let dir = crate::paths::cache_dir().join("kind").join(KIND_VERSION);
+    let dir = crate::paths::cache_dir(settings).join("kind").join(KIND_VERSION);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let steps = crate::progress::Steps::new(&format!("build kind {KIND_VERSION} from Go modules"), 1);
     let mut go = std::process::Command::new("go");
@@ -146,7 +150,7 @@ pub async fn ensure_kind() -> Result<PathBuf> {
         .env("CGO_ENABLED", "0")
         .current_dir(&dir);
     crate::assets::go_env(&mut go);
-    let work = crate::assets::go_work_dir().map_err(|e| Error::io(crate::paths::scratch_root(), e))?;
+    let work = crate::assets::go_work_dir(settings).map_err(|e| Error::io(crate::paths::scratch_root(settings), e))?;
     go.env("TMPDIR", work.path());
     let out = crate::deadline::output(
         &mut tokio::process::Command::from(go),
@@ -193,13 +197,14 @@ pub struct KindProvider;
 impl ClusterProvider for KindProvider {
     fn probe<'a>(
         &'a self,
+        settings: &'a crate::settings::Settings,
         version: &'a str,
         docker: Option<&'a crate::docker::Docker>,
     ) -> BoxFuture<'a, crate::cluster::Availability> {
         Box::pin(async move {
-            let image = image_for(docker, version).await;
-            let found = match crate::cluster::common::images::probe(docker, &image).await {
-                crate::cluster::Availability::Fetchable(what) if image_override().is_none() => {
+            let image = image_for(settings, docker, version).await;
+            let found = match crate::cluster::common::images::probe(settings, docker, &image).await {
+                crate::cluster::Availability::Fetchable(what) if image_override(settings).is_none() => {
                     crate::cluster::Availability::Fetchable(format!(
                         "{what}; or build nodejoin's own with `nodejoin image build --kind --version {version}` (from Go modules, no registry)"
                     ))
@@ -207,7 +212,7 @@ impl ClusterProvider for KindProvider {
                 other => other,
             };
             found.and(cli_availability(
-                find_kind().is_some(),
+                find_kind(settings).is_some(),
                 crate::assets::which("go").is_some(),
             ))
         })
@@ -215,23 +220,24 @@ impl ClusterProvider for KindProvider {
 
     fn unavailable<'a>(
         &'a self,
+        settings: &'a crate::settings::Settings,
         spec: &'a ClusterSpec,
         docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
-            let image = image_for(Some(docker), &spec.version).await;
-            if let Err(pull) = crate::cluster::common::images::ensure(docker, &image).await {
-                if image_override().is_some() {
+            let image = image_for(settings, Some(docker), &spec.version).await;
+            if let Err(pull) = crate::cluster::common::images::ensure(settings, docker, &image).await {
+                if image_override(settings).is_some() {
                     return Some(pull);
                 }
                 // No upstream image to be had: build ours in its place (minutes from a cold cache).
-                if let Err(e) = crate::cluster::kind::image::ensure(docker, &spec.version).await {
+                if let Err(e) = crate::cluster::kind::image::ensure(settings, docker, &spec.version).await {
                     return Some(format!(
                         "{pull}; building nodejoin's own kind node image failed too: {e}"
                     ));
                 }
             }
-            if find_kind().is_none() && crate::assets::which("go").is_none() {
+            if find_kind(settings).is_none() && crate::assets::which("go").is_none() {
                 return Some(format!(
                     "the kind CLI is not on PATH and Go is not there to build sigs.k8s.io/kind@{KIND_VERSION}"
                 ));
@@ -323,17 +329,17 @@ async fn save_pod_logs(container: &str, path: &std::path::Path) {
 }
 
 async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<ContainerControlPlane> {
-    let kind = ensure_kind().await?;
+    let kind = ensure_kind(ctx.settings).await?;
     let dir = crate::cluster::common::container::prepare_dir(&ctx)?;
-    let template_path = crate::paths::kind_config_dir().join("cluster.yaml");
+    let template_path = crate::paths::kind_config_dir(ctx.settings).join("cluster.yaml");
     let template = std::fs::read_to_string(&template_path).map_err(|e| Error::io(&template_path, e))?;
     let name = format!("nj-{}-{}", ctx.run_id, crate::process::random_hex(3));
     let config = dir.join("kind.yaml");
-    let image = match image_for(Some(ctx.docker), &spec.version).await {
+    let image = match image_for(ctx.settings, Some(ctx.docker), &spec.version).await {
         // Ours: the build of the current recipe and binaries by its content tag (built if they changed), never
         // the `<version>` alias another process may have re-pointed since.
         ours if ours == crate::cluster::kind::image::local_tag(&spec.version) => {
-            crate::cluster::kind::image::ensure(ctx.docker, &spec.version)
+            crate::cluster::kind::image::ensure(ctx.settings, ctx.docker, &spec.version)
                 .await?
                 .tag
         }
@@ -342,7 +348,7 @@ async fn start(spec: &ClusterSpec, ctx: ProviderContext<'_>) -> Result<Container
     let rendered = render_config(&template, &name, spec, &image, &dir, ctx.token_webhook.is_some());
     std::fs::write(&config, rendered).map_err(|e| Error::io(&config, e))?;
     let kubeconfig = dir.join("admin.kubeconfig");
-    let shim = crate::cluster::kind::host::for_kind(&crate::docker::run_labels(&ctx.run_id))
+    let shim = crate::cluster::kind::host::for_kind(ctx.settings, &crate::docker::run_labels(&ctx.run_id))
         .await
         .map_err(kind_err)?;
     let mut create = tokio::process::Command::new(&kind);
@@ -466,7 +472,8 @@ mod tests {
     use super::*;
 
     fn template() -> String {
-        std::fs::read_to_string(crate::paths::kind_config_dir().join("cluster.yaml")).unwrap()
+        std::fs::read_to_string(crate::paths::kind_config_dir(&crate::settings::for_tests()).join("cluster.yaml"))
+            .unwrap()
     }
 
     fn spec(version: &str) -> ClusterSpec {

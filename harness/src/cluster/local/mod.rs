@@ -17,6 +17,7 @@ pub struct LocalProvider;
 impl ClusterProvider for LocalProvider {
     fn probe<'a>(
         &'a self,
+        _settings: &'a crate::settings::Settings,
         _version: &'a str,
         _docker: Option<&'a crate::docker::Docker>,
     ) -> BoxFuture<'a, crate::cluster::Availability> {
@@ -26,6 +27,7 @@ impl ClusterProvider for LocalProvider {
 
     fn unavailable<'a>(
         &'a self,
+        _settings: &'a crate::settings::Settings,
         _spec: &'a ClusterSpec,
         _docker: &'a crate::docker::Docker,
     ) -> BoxFuture<'a, Option<String>> {

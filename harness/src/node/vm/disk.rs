@@ -10,6 +10,7 @@ use super::kernel::{short_hash, Kernel, INITRAMFS_MODULES};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
 use crate::node::image::NodeImage;
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 /// The version of what is kept per disk (the disk, its `.boot` directory and how the initramfs is made): a change
@@ -24,7 +25,7 @@ fn vm_err(m: impl Into<String>) -> Error {
 }
 
 /// The cached disk of `image` and the kernel it carries, built when missing.
-pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kernel)> {
+pub async fn ensure(settings: &Settings, docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kernel)> {
     let id = docker
         .inspect_image(&image.tag)
         .await
@@ -35,7 +36,7 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
         hash: recipe,
         modules,
         kernel_from,
-    } = Recipe::read().await?;
+    } = Recipe::read(settings).await?;
     let key = short_hash(&[
         id.as_bytes(),
         recipe.as_bytes(),
@@ -43,26 +44,27 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
         kernel_from.as_bytes(),
         LAYOUT,
     ]);
-    let disk = super::kernel::cache().join(format!("disk-{key}.img"));
-    let boot = super::kernel::cache().join(format!("disk-{key}.boot"));
+    let disk = super::kernel::cache(settings).join(format!("disk-{key}.img"));
+    let boot = super::kernel::cache(settings).join(format!("disk-{key}.boot"));
     let ready = || disk.exists().then(|| Kernel::cached(&boot)).flatten();
     if let Some(kernel) = ready() {
         touch(&disk);
         return Ok((disk, kernel));
     }
-    let _lock = crate::paths::CacheLock::acquire("vm-disk")
+    let _lock = crate::paths::CacheLock::acquire(settings, "vm-disk")
         .await
         .map_err(|e| vm_err(format!("the VM disk cache lock: {e}")))?;
     if let Some(kernel) = ready() {
         return Ok((disk, kernel));
     }
-    prune(&super::kernel::cache());
+    prune(&super::kernel::cache(settings));
     let steps = crate::progress::Steps::new(&format!("VM disk of {}", image.tag), 4);
-    let work = crate::node::image::work_dir("vm-disk")?;
+    let work = crate::node::image::work_dir(settings, "vm-disk")?;
     steps.step(1, "docker build (Debian's kernel by apt, the VM layer)");
-    let context = build_context(docker, &kernel_from, work.path()).await?;
+    let context = build_context(settings, docker, &kernel_from, work.path()).await?;
     let tag = format!("nodejoin-vm:{key}");
     crate::docker::images::build(
+        settings,
         docker,
         &context,
         &tag,
@@ -85,8 +87,8 @@ pub async fn ensure(docker: &Docker, image: &NodeImage) -> Result<(PathBuf, Kern
     // Made aside and moved into place after the disk, so a disk and a kernel of two builds are never paired.
     let boot_partial = boot.with_extension("boot-partial");
     let _ = std::fs::remove_dir_all(&boot_partial);
-    let (from_root, to_boot) = (root.clone(), boot_partial.clone());
-    crate::node::inputs::off_runtime(move || Kernel::from_root(&from_root, &to_boot)).await?;
+    let (from_root, to_boot, owned) = (root.clone(), boot_partial.clone(), settings.clone());
+    crate::node::inputs::off_runtime(move || Kernel::from_root(&owned, &from_root, &to_boot)).await?;
     steps.step(4, "mkfs.ext4 -d");
     let partial = disk.with_extension("partial");
     let mut mkfs = tokio::process::Command::new("mkfs.ext4");
@@ -129,38 +131,44 @@ pub(super) struct Recipe {
 }
 
 impl Recipe {
-    pub async fn read() -> Result<Self> {
-        let layer = crate::paths::fixtures_dir().join("vm-disk");
+    pub async fn read(settings: &Settings) -> Result<Self> {
+        let layer = crate::paths::fixtures_dir(settings).join("vm-disk");
+        let owned = settings.clone();
         let hash = crate::node::inputs::off_runtime(move || {
             use sha2::Digest;
             let mut h = sha2::Sha256::new();
-            crate::node::inputs::hash_path(&mut h, &layer)?;
+            crate::node::inputs::hash_path(&owned, &mut h, &layer)?;
             Ok(hex::encode(h.finalize()))
         })
         .await?;
         Ok(Self {
             hash,
             modules: INITRAMFS_MODULES.join(" "),
-            kernel_from: crate::node::image::base_tag()?,
+            kernel_from: crate::node::image::base_tag(settings)?,
         })
     }
 }
 
 /// `fixtures/vm-disk/` (its Dockerfile and files) as a build context under `work`, with the base image its
 /// kernel's stage is built over in place (a user's node image need not have been built over it).
-pub(super) async fn build_context(docker: &Docker, kernel_from: &str, work: &Path) -> Result<PathBuf> {
-    let layer = crate::paths::fixtures_dir().join("vm-disk");
+pub(super) async fn build_context(
+    settings: &Settings,
+    docker: &Docker,
+    kernel_from: &str,
+    work: &Path,
+) -> Result<PathBuf> {
+    let layer = crate::paths::fixtures_dir(settings).join("vm-disk");
     let context = work.join("context");
-    let to = context.clone();
+    let (to, owned) = (context.clone(), settings.clone());
     crate::node::inputs::off_runtime(move || {
         std::fs::create_dir_all(&to).map_err(|e| Error::io(&to, e))?;
         std::fs::copy(layer.join("Dockerfile"), to.join("Dockerfile")).map_err(|e| Error::io(&layer, e))?;
-        crate::node::inputs::copy_tree(&layer.join("files"), &to.join("files"))
+        crate::node::inputs::copy_tree(&owned, &layer.join("files"), &to.join("files"))
     })
     .await?;
     if !crate::node::image::exists(docker, kernel_from).await {
-        let _lock = crate::node::image::image_lock().await?;
-        crate::node::image::ensure_base(docker, kernel_from, work).await?;
+        let _lock = crate::node::image::image_lock(settings).await?;
+        crate::node::image::ensure_base(settings, docker, kernel_from, work).await?;
     }
     Ok(context)
 }

@@ -1,6 +1,7 @@
 //! The firmware a disk of the user's boots under (`disk.firmware`): OVMF's UEFI from the host's `ovmf` package, or
 //! QEMU's own SeaBIOS, told to print on the serial console.
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::Path;
 
 /// The firmware a disk of the user's boots under: the AMI's boot mode (`describe-images`' `BootMode`), or the one
@@ -27,8 +28,8 @@ impl Firmware {
 /// SeaBIOS prints on the VGA screen and a debug port, neither of which a VM node has: its `etc/sercon-port`
 /// setting (the port, as a little-endian integer: COM1's 0x3f8) puts its text on the serial console, where its
 /// "No bootable device" is read like OVMF's shell. The file is the harness's, in the VM cache.
-pub fn sercon_file() -> Result<std::path::PathBuf> {
-    let dir = super::kernel::cache();
+pub fn sercon_file(settings: &Settings) -> Result<std::path::PathBuf> {
+    let dir = super::kernel::cache(settings);
     let path = dir.join("seabios-sercon-port");
     if std::fs::read(&path).ok().as_deref() != Some(&SERCON_PORT[..]) {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;

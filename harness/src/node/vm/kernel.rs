@@ -4,6 +4,7 @@
 //! initramfs: the modules that reach the root disk, a static busybox, and `fixtures/vm-disk/init`, which hands
 //! over to the disk's systemd; a node's own files are appended to it as a second archive.
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
 /// The modules the initramfs loads (with their dependencies) to mount an ext4 root on a virtio or NVMe disk (an
@@ -25,8 +26,8 @@ fn vm_err(m: impl Into<String>) -> Error {
 }
 
 /// The directory of VM assets in the cache.
-pub fn cache() -> PathBuf {
-    crate::paths::cache_dir().join("vm")
+pub fn cache(settings: &Settings) -> PathBuf {
+    crate::paths::cache_dir(settings).join("vm")
 }
 
 /// The first 12 hex digits of the SHA-256 of `parts`, each length-prefixed: a cache key.
@@ -67,7 +68,7 @@ impl Kernel {
     /// Takes the kernel out of an unpacked disk root (`root`) into `boot` ([`Kernel::cached`] reads it back): its image, and an initramfs of
     /// `fixtures/vm-disk/init`, the disk's static busybox and the modules the build listed, in load order.
     /// Everything is read as data from inside `root` (the paths the build wrote are resolved within it).
-    pub fn from_root(root: &Path, boot: &Path) -> Result<()> {
+    pub fn from_root(settings: &Settings, root: &Path, boot: &Path) -> Result<()> {
         let mut budget = MAX_READ;
         let list = |name: &str| read_within(root, &format!("{IN_DISK}/{name}"), MAX_LIST);
         let version = String::from_utf8_lossy(&list("version")?).trim().to_string();
@@ -78,7 +79,7 @@ impl Kernel {
         {
             return Err(vm_err(format!("the disk names its kernel {version:?}")));
         }
-        let init_path = crate::paths::fixtures_dir().join("vm-disk").join("init");
+        let init_path = crate::paths::fixtures_dir(settings).join("vm-disk").join("init");
         let init = std::fs::read(&init_path).map_err(|e| Error::io(&init_path, e))?;
         let modules = insmod_order(&String::from_utf8_lossy(&list("modules")?), Path::new("/"));
         if modules.len() > MAX_INITRAMFS_MODULES {
@@ -258,7 +259,9 @@ mod tests {
     /// machine's disk is found inside the disk's tree, never the reader's own.
     #[test]
     fn the_readers_resolve_follows_links_inside_the_disks_tree() {
-        let init = std::fs::read_to_string(crate::paths::fixtures_dir().join("vm-disk/init")).unwrap();
+        let init =
+            std::fs::read_to_string(crate::paths::fixtures_dir(&crate::settings::for_tests()).join("vm-disk/init"))
+                .unwrap();
         let start = init.find("\ntop=/root\n").unwrap();
         let end = start + init[start..].find("\n}\n").unwrap() + 3;
         let function = &init[start..end];

@@ -68,6 +68,8 @@ pub struct VmSpec<'a> {
     pub instance_store: Vec<(String, u64)>,
     /// Where the run records its children's PIDs (the reaper kills QEMU from there).
     pub pids_dir: &'a Path,
+    /// The run's settings (its work directory, and reading its disk after shutdown).
+    pub settings: std::sync::Arc<crate::settings::Settings>,
 }
 
 pub struct VmNode {
@@ -90,6 +92,7 @@ pub struct VmNode {
     leases: dhcp::Leases,
     /// Its logs as read from its disk after its shutdown, once read.
     disk_logs: tokio::sync::OnceCell<std::result::Result<(String, reader::DiskLogs), String>>,
+    settings: std::sync::Arc<crate::settings::Settings>,
     _work: tempfile::TempDir,
 }
 
@@ -118,7 +121,7 @@ impl VmNode {
     pub async fn create(spec: VmSpec<'_>) -> Result<Self> {
         let name = spec.name.clone();
         let node_err = |m: String| Error::node(&name, m);
-        let scratch = crate::paths::scratch_root();
+        let scratch = crate::paths::scratch_root(&spec.settings);
         std::fs::create_dir_all(&scratch).map_err(|e| Error::io(&scratch, e))?;
         let work = tempfile::Builder::new()
             .prefix(&crate::paths::owned_prefix("vm"))
@@ -159,7 +162,7 @@ impl VmNode {
                 firmware: firmware::Firmware::Bios,
                 ..
             } => {
-                sercon = firmware::sercon_file()?;
+                sercon = firmware::sercon_file(&spec.settings)?;
                 qemu::Start::Bios { sercon: &sercon }
             }
             Boot::Own { .. } => {
@@ -229,6 +232,7 @@ impl VmNode {
             mac_bytes,
             leases: spec.link.leases.clone(),
             disk_logs: tokio::sync::OnceCell::new(),
+            settings: spec.settings,
             _work: work,
         })
     }
@@ -370,10 +374,12 @@ impl VmNode {
         files: &[String],
     ) -> Result<(String, reader::DiskLogs)> {
         let how = self.shut_down().await;
-        let kernel = reader::kernel(docker).await?;
-        let accel = qemu::accel(&kernel).await?;
+        let settings = self.settings.as_ref();
+        let kernel = reader::kernel(settings, docker).await?;
+        let accel = qemu::accel(settings, &kernel).await?;
         let work = self._work.path();
         let logs = reader::read(
+            settings,
             docker,
             reader::Read {
                 kernel: &kernel,

@@ -3,6 +3,7 @@
 //! the kubelet read), its NIC with the instance's MAC on the run's network, and the agent's port.
 use super::kernel::Kernel;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::Path;
 use std::time::Duration;
 
@@ -27,8 +28,8 @@ impl Accel {
 const KVM_PROBE: Duration = Duration::from_secs(15);
 
 /// The accelerator when no probe is needed: the setting's (`kvm`, `tcg`), or TCG where `/dev/kvm` cannot be opened.
-fn decided_without_probe() -> Option<Accel> {
-    match crate::settings::get().vm_accel.as_deref() {
+fn decided_without_probe(settings: &Settings) -> Option<Accel> {
+    match settings.vm_accel.as_deref() {
         Some("kvm") => return Some(Accel::Kvm),
         Some("tcg") => return Some(Accel::Tcg),
         _ => {}
@@ -39,17 +40,17 @@ fn decided_without_probe() -> Option<Accel> {
 
 /// The accelerator to use: the setting's (`kvm`, `tcg`), or for `auto` KVM when `/dev/kvm` is there and boots
 /// `kernel` (probed once per kernel, the verdict kept in the cache).
-pub async fn accel(kernel: &Kernel) -> Result<Accel> {
-    if let Some(decided) = decided_without_probe() {
+pub async fn accel(settings: &Settings, kernel: &Kernel) -> Result<Accel> {
+    if let Some(decided) = decided_without_probe(settings) {
         return Ok(decided);
     }
-    let verdict = super::kernel::cache().join(format!("kvm-{}", kernel.version));
+    let verdict = super::kernel::cache(settings).join(format!("kvm-{}", kernel.version));
     match std::fs::read_to_string(&verdict).as_deref().map(str::trim) {
         Ok("boots") => return Ok(Accel::Kvm),
         Ok(_) => return Ok(Accel::Tcg),
         Err(_) => {}
     }
-    let boots = probe_kvm(kernel).await;
+    let boots = probe_kvm(settings, kernel).await;
     let _ = std::fs::write(&verdict, if boots { "boots\n" } else { "fails\n" });
     Ok(if boots { Accel::Kvm } else { Accel::Tcg })
 }
@@ -57,28 +58,33 @@ pub async fn accel(kernel: &Kernel) -> Result<Accel> {
 /// The accelerator for a machine that boots a disk of its own under UEFI firmware (`code`, `vars`): the setting's;
 /// TCG without a usable `/dev/kvm` or where a probe of nodejoin's kernels saw KVM fail; else whether the firmware
 /// itself runs under KVM, probed once and kept in the cache (`kvm-firmware`).
-pub async fn accel_firmware(code: &Path, vars: &Path) -> Accel {
-    accel_probed("kvm-firmware", probe_kvm_firmware(code, vars)).await
+pub async fn accel_firmware(settings: &Settings, code: &Path, vars: &Path) -> Accel {
+    accel_probed(settings, "kvm-firmware", probe_kvm_firmware(settings, code, vars)).await
 }
 
 /// The accelerator for a machine that boots a disk of its own under a PC BIOS: as [`accel_firmware`], with
 /// SeaBIOS probed (`kvm-bios`).
-pub async fn accel_bios() -> Result<Accel> {
-    let sercon = super::firmware::sercon_file()?;
+pub async fn accel_bios(settings: &Settings) -> Result<Accel> {
+    let sercon = super::firmware::sercon_file(settings)?;
     let boot = [
         "-fw_cfg".into(),
         format!("name=etc/sercon-port,file={}", opt_path(&sercon)?),
     ];
-    Ok(accel_probed("kvm-bios", probe_kvm_with(&boot, &["SeaBIOS"], None)).await)
+    Ok(accel_probed(
+        settings,
+        "kvm-bios",
+        probe_kvm_with(settings, &boot, &["SeaBIOS"], None),
+    )
+    .await)
 }
 
 /// The setting's accelerator, or TCG where `/dev/kvm` cannot be used or a kept verdict says KVM failed, else the
 /// verdict of `probe` (run only then, once: kept in the cache as `verdict`).
-async fn accel_probed(verdict: &str, probe: impl std::future::Future<Output = bool>) -> Accel {
-    if let Some(decided) = decided_without_probe() {
+async fn accel_probed(settings: &Settings, verdict: &str, probe: impl std::future::Future<Output = bool>) -> Accel {
+    if let Some(decided) = decided_without_probe(settings) {
         return decided;
     }
-    let cache = super::kernel::cache();
+    let cache = super::kernel::cache(settings);
     if by_verdicts(&cache) == Accel::Tcg {
         return Accel::Tcg;
     }
@@ -109,7 +115,7 @@ fn by_verdicts(dir: &Path) -> Accel {
 }
 
 /// Boots `kernel` with its initramfs and no disk under KVM and waits for it to start its init.
-async fn probe_kvm(kernel: &Kernel) -> bool {
+async fn probe_kvm(settings: &Settings, kernel: &Kernel) -> bool {
     let boot = [
         "-kernel".into(),
         kernel.vmlinuz.display().to_string(),
@@ -118,20 +124,25 @@ async fn probe_kvm(kernel: &Kernel) -> bool {
         "-append".into(),
         "console=ttyS0 panic=-1".into(),
     ];
-    probe_kvm_with(&boot, &["Run /init as init process", "nodejoin-vm:"], None).await
+    probe_kvm_with(settings, &boot, &["Run /init as init process", "nodejoin-vm:"], None).await
 }
 
 /// Starts UEFI firmware (`code`, a copy of `vars`) with no disk under KVM and waits for its boot manager to print.
-async fn probe_kvm_firmware(code: &Path, vars: &Path) -> bool {
-    probe_kvm_with(&[], &["BdsDxe", "UEFI"], Some((code, vars))).await
+async fn probe_kvm_firmware(settings: &Settings, code: &Path, vars: &Path) -> bool {
+    probe_kvm_with(settings, &[], &["BdsDxe", "UEFI"], Some((code, vars))).await
 }
 
 /// Starts QEMU under KVM with `boot` (and firmware, if given) and no disk: true once its serial console shows
 /// one of `markers` within [`KVM_PROBE`]; false if it exits first (a KVM that cannot run a vCPU aborts QEMU).
-async fn probe_kvm_with(boot: &[String], markers: &[&str], firmware: Option<(&Path, &Path)>) -> bool {
+async fn probe_kvm_with(
+    settings: &Settings,
+    boot: &[String],
+    markers: &[&str],
+    firmware: Option<(&Path, &Path)>,
+) -> bool {
     let Ok(dir) = tempfile::Builder::new()
         .prefix(&crate::paths::owned_prefix("kvm-probe"))
-        .tempdir_in(crate::paths::scratch_root())
+        .tempdir_in(crate::paths::scratch_root(settings))
     else {
         return false;
     };

@@ -9,6 +9,7 @@ use super::disk::{build_context, export, unpack, Recipe};
 use super::kernel::{short_hash, Kernel};
 use crate::docker::Docker;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -84,30 +85,31 @@ impl DiskLogs {
 
 /// nodejoin's kernel without a node image (a group booting a disk of its own has none): the kernel's stage of
 /// `fixtures/vm-disk/` alone, which Docker's cache shares with every VM disk's build, kept in the VM cache.
-pub async fn kernel(docker: &Docker) -> Result<Kernel> {
-    let recipe = Recipe::read().await?;
+pub async fn kernel(settings: &Settings, docker: &Docker) -> Result<Kernel> {
+    let recipe = Recipe::read(settings).await?;
     let key = short_hash(&[
         b"reader",
         recipe.hash.as_bytes(),
         recipe.modules.as_bytes(),
         recipe.kernel_from.as_bytes(),
     ]);
-    let boot = super::kernel::cache().join(format!("reader-{key}"));
+    let boot = super::kernel::cache(settings).join(format!("reader-{key}"));
     if let Some(k) = Kernel::cached(&boot) {
         return Ok(k);
     }
-    let _lock = crate::paths::CacheLock::acquire("vm-disk")
+    let _lock = crate::paths::CacheLock::acquire(settings, "vm-disk")
         .await
         .map_err(|e| reader_err(format!("the VM disk cache lock: {e}")))?;
     if let Some(k) = Kernel::cached(&boot) {
         return Ok(k);
     }
     let steps = crate::progress::Steps::new("the reader's kernel", 2);
-    let work = crate::node::image::work_dir("vm-reader")?;
+    let work = crate::node::image::work_dir(settings, "vm-reader")?;
     steps.step(1, "docker build (the kernel's stage: Debian's kernel by apt)");
-    let context = build_context(docker, &recipe.kernel_from, work.path()).await?;
+    let context = build_context(settings, docker, &recipe.kernel_from, work.path()).await?;
     let tag = format!("nodejoin-vm:reader-{key}");
     crate::docker::images::build_stage(
+        settings,
         docker,
         &context,
         &tag,
@@ -125,11 +127,11 @@ pub async fn kernel(docker: &Docker) -> Result<Kernel> {
     let archive = exported?;
     let root = work.path().join("root");
     let partial = boot.with_extension("partial");
-    let (from, to) = (root.clone(), partial.clone());
+    let (from, to, owned) = (root.clone(), partial.clone(), settings.clone());
     crate::node::inputs::off_runtime(move || {
         unpack(&archive, &from)?;
         let _ = std::fs::remove_dir_all(&to);
-        Kernel::from_root(&from, &to)
+        Kernel::from_root(&owned, &from, &to)
     })
     .await?;
     let _ = std::fs::remove_dir_all(&boot);
@@ -154,7 +156,7 @@ pub struct Read<'a> {
 }
 
 /// Reads the logs of the stopped machine's disk `r.disk`.
-pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
+pub async fn read(settings: &Settings, docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
     let out = r.work.join("reader-out.raw");
     let console = r.work.join("reader-console.log");
     blank(&out, OUT_BYTES)?;
@@ -225,11 +227,18 @@ pub async fn read(docker: &Docker, r: Read<'_>) -> Result<DiskLogs> {
     }
     if dir.join("journal").is_dir() {
         let nodeadm: Vec<&str> = NODEADM_UNITS.iter().flat_map(|u| ["-u", *u]).collect();
-        read.journal = render(docker, &dir, "short-precise", &[]).await?;
-        read.kubelet = render(docker, &dir, "short-precise", &["-u", "kubelet"]).await?;
-        read.nodeadm = render(docker, &dir, "short-precise", &nodeadm[2..]).await?;
-        read.nodeadm_entries = render(docker, &dir, "json", &nodeadm).await?;
-        read.cloud_final = render(docker, &dir, "short-iso-precise", &["-u", "cloud-final.service"]).await?;
+        read.journal = render(settings, docker, &dir, "short-precise", &[]).await?;
+        read.kubelet = render(settings, docker, &dir, "short-precise", &["-u", "kubelet"]).await?;
+        read.nodeadm = render(settings, docker, &dir, "short-precise", &nodeadm[2..]).await?;
+        read.nodeadm_entries = render(settings, docker, &dir, "json", &nodeadm).await?;
+        read.cloud_final = render(
+            settings,
+            docker,
+            &dir,
+            "short-iso-precise",
+            &["-u", "cloud-final.service"],
+        )
+        .await?;
     }
     Ok(read)
 }
@@ -420,7 +429,7 @@ fn wanted(path: &Path) -> Option<Wanted> {
 }
 
 /// journalctl's `output` of the journal under `dir/journal`, with `filter` (units), in a throwaway container.
-async fn render(docker: &Docker, dir: &Path, output: &str, filter: &[&str]) -> Result<String> {
+async fn render(settings: &Settings, docker: &Docker, dir: &Path, output: &str, filter: &[&str]) -> Result<String> {
     let journal = dir.join("journal").display().to_string();
     let mut cmd: Vec<String> = ["journalctl", "-D", &journal, "--no-pager", "-q", "-o", output, "-n"]
         .iter()
@@ -431,7 +440,7 @@ async fn render(docker: &Docker, dir: &Path, output: &str, filter: &[&str]) -> R
     let (out, stdout) = crate::docker::oneshot::run(
         docker,
         crate::docker::oneshot::OneShot {
-            image: &crate::node::image::base_tag()?,
+            image: &crate::node::image::base_tag(settings)?,
             cmd,
             env: Vec::new(),
             read_only: vec![dir.display().to_string()],

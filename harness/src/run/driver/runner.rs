@@ -17,8 +17,8 @@ const MEMORY_PER_JOB_MIB: u64 = 1536;
 /// How many scenarios to run at once by default: much of a scenario's time is waiting (back-offs, polls, waiter
 /// intervals), so two per core, as many as memory holds, at most 8. More only stretches each scenario on a busy
 /// machine (Python AWS CLIs and cloud-init are CPU-bound) towards its deadlines. The jobs setting overrides it.
-pub fn default_jobs() -> usize {
-    if let Some(n) = crate::settings::get().jobs {
+pub fn default_jobs(settings: &crate::settings::Settings) -> usize {
+    if let Some(n) = settings.jobs {
         return n.max(1);
     }
     let cpus = crate::host::cpus();
@@ -30,11 +30,11 @@ pub fn default_jobs() -> usize {
 
 /// How many libtest trials run at once (scenario and mutation trials, which mostly wait on nodes, like
 /// `nodejoin run -j`): RUST_TEST_THREADS when set, else [`default_jobs`]. `--test-threads` overrides both.
-pub fn trial_threads() -> usize {
+pub fn trial_threads(settings: &crate::settings::Settings) -> usize {
     std::env::var("RUST_TEST_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(default_jobs)
+        .unwrap_or_else(|| default_jobs(settings))
 }
 
 fn jobs_for(cpus: usize, by_memory: usize) -> usize {

@@ -9,9 +9,8 @@ use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
 /// The key, `nodejoin-<arch>-<hash>`: the architecture first, since binaries and images are built for one.
-pub fn cache_key(scenarios: &[PathBuf]) -> Result<String> {
+pub fn cache_key(s: &crate::settings::Settings, scenarios: &[PathBuf]) -> Result<String> {
     let mut h = Sha256::new();
-    let s = crate::settings::get();
     let mut line = |k: &str, v: &str| h.update(format!("{k}={v}\n").as_bytes());
     line("format", "1");
     for (name, v) in tools_and_versions(s) {
@@ -19,15 +18,15 @@ pub fn cache_key(scenarios: &[PathBuf]) -> Result<String> {
     }
     for dir in ["fixtures", "kind-config"] {
         h.update(format!("share:{dir}\n").as_bytes());
-        crate::node::inputs::hash_path(&mut h, &crate::paths::share_root().join(dir))?;
+        crate::node::inputs::hash_path(s, &mut h, &crate::paths::share_root(s).join(dir))?;
     }
     if let Some(ami) = &s.eks_ami {
         h.update(b"eks-ami\n");
-        crate::node::inputs::hash_path_skipping(&mut h, ami, &|rel| rel.starts_with(".git"))?;
+        crate::node::inputs::hash_path_skipping(s, &mut h, ami, &|rel| rel.starts_with(".git"))?;
     }
     for p in scenarios {
         h.update(format!("scenarios:{}\n", p.display()).as_bytes());
-        crate::node::inputs::hash_path_skipping(&mut h, p, &|rel| rel.starts_with(".git"))?;
+        crate::node::inputs::hash_path_skipping(s, &mut h, p, &|rel| rel.starts_with(".git"))?;
     }
     let hex = hex::encode(h.finalize());
     Ok(format!("nodejoin-{}-{}", std::env::consts::ARCH, &hex[..24]))
@@ -49,13 +48,16 @@ fn tools_and_versions(s: &crate::settings::Settings) -> Vec<(String, String)> {
         s.containerd_line.map(|l| l.as_str().to_string()).unwrap_or_default(),
     ));
     for t in tools::ALL {
-        out.push((t.name.to_string(), t.version()));
+        out.push((t.name.to_string(), t.version(s)));
     }
     for line in tools::ContainerdLine::ALL
         .into_iter()
         .filter(|l| *l != tools::ContainerdLine::V2_2)
     {
-        out.push((format!("containerd-{}", line.as_str()), tools::containerd_version(line)));
+        out.push((
+            format!("containerd-{}", line.as_str()),
+            tools::containerd_version(s, line),
+        ));
     }
     out
 }
@@ -66,30 +68,31 @@ mod tests {
 
     #[test]
     fn the_key_follows_the_scenarios_content_and_nothing_else() {
+        let settings = crate::settings::for_tests();
         let dir = tempfile::tempdir().unwrap();
         let sc = dir.path().join("scenarios");
         std::fs::create_dir_all(&sc).unwrap();
         std::fs::write(sc.join("a.yaml"), "description: a\n").unwrap();
-        let first = cache_key(std::slice::from_ref(&sc)).unwrap();
+        let first = cache_key(&settings, std::slice::from_ref(&sc)).unwrap();
         assert!(
             first.starts_with(&format!("nodejoin-{}-", std::env::consts::ARCH)),
             "{first}"
         );
         assert_eq!(
             first,
-            cache_key(std::slice::from_ref(&sc)).unwrap(),
+            cache_key(&settings, std::slice::from_ref(&sc)).unwrap(),
             "the same inputs, the same key"
         );
         std::fs::write(sc.join("a.yaml"), "description: b\n").unwrap();
         assert_ne!(
             first,
-            cache_key(std::slice::from_ref(&sc)).unwrap(),
+            cache_key(&settings, std::slice::from_ref(&sc)).unwrap(),
             "a changed scenario"
         );
         // A `.git` inside is not content.
         std::fs::write(sc.join("a.yaml"), "description: a\n").unwrap();
         std::fs::create_dir_all(sc.join(".git")).unwrap();
         std::fs::write(sc.join(".git/HEAD"), "ref: x\n").unwrap();
-        assert_eq!(first, cache_key(std::slice::from_ref(&sc)).unwrap());
+        assert_eq!(first, cache_key(&settings, std::slice::from_ref(&sc)).unwrap());
     }
 }

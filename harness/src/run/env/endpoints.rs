@@ -41,8 +41,8 @@ impl Endpoints {
 
 /// The CA the run serves AWS's names under: the one kept in `NODEJOIN_ENDPOINTS_CA` (which a disk of the
 /// user's was built to trust), else a fresh one.
-pub(super) fn ca() -> Result<crate::pki::Ca> {
-    match &crate::settings::get().endpoints_ca {
+pub(super) fn ca(settings: &crate::settings::Settings) -> Result<crate::pki::Ca> {
+    match &settings.endpoints_ca {
         Some(dir) => crate::pki::Ca::load(dir).map_err(|e| Error::Host {
             what: format!("{}: {e}", crate::settings::var::ENDPOINTS_CA),
             fix: format!(

@@ -7,14 +7,16 @@ use tokio::sync::OnceCell;
 
 pub struct LazyEnvironment {
     rt: Arc<Runtime>,
+    settings: Arc<crate::settings::Settings>,
     cell: OnceCell<std::result::Result<Arc<Environment>, String>>,
 }
 
 impl LazyEnvironment {
     /// Also installs the termination handlers, which clean up whatever run has started by then.
-    pub fn new(rt: Arc<Runtime>) -> std::io::Result<Arc<Self>> {
+    pub fn new(rt: Arc<Runtime>, settings: Arc<crate::settings::Settings>) -> std::io::Result<Arc<Self>> {
         let this = Arc::new(Self {
             rt,
+            settings: settings.clone(),
             cell: OnceCell::new(),
         });
         let for_signal = this.clone();
@@ -23,7 +25,7 @@ impl LazyEnvironment {
             _ => None,
         });
         let _in_runtime = this.rt.enter();
-        crate::signals::exit_on_termination(run_id)?;
+        crate::signals::exit_on_termination(settings, run_id)?;
         Ok(this)
     }
 
@@ -35,7 +37,7 @@ impl LazyEnvironment {
     pub fn get(&self) -> std::result::Result<Arc<Environment>, String> {
         self.rt
             .block_on(self.cell.get_or_init(|| async {
-                Environment::start()
+                Environment::start(self.settings.clone())
                     .await
                     .map_err(|e| format!("{e}\n  hint: {}", e.hint()))
             }))

@@ -41,8 +41,8 @@ pub use clusters::SharedCluster;
 
 /// Everything the scenarios of one run share.
 pub struct Environment {
-    /// The process's settings, as every scenario of the run reads them.
-    pub settings: &'static crate::settings::Settings,
+    /// The run's settings, as its caller resolved them; every scenario of the run reads them here.
+    pub settings: Arc<crate::settings::Settings>,
     pub run_id: String,
     pub run_dir: PathBuf,
     pub docker: Docker,
@@ -147,14 +147,14 @@ const PAUSE_ARCHIVE: &str = "/opt/nodejoin/pause.tar";
 
 impl Environment {
     /// Reaps what killed runs left, then creates the run network and starts the fakes on its gateway.
-    pub async fn start() -> Result<Arc<Self>> {
+    pub async fn start(settings: Arc<crate::settings::Settings>) -> Result<Arc<Self>> {
         // A fresh machine: missing packages installed, the Docker engine started (see `host`).
-        let docker = crate::host::prepare().await?;
-        crate::reaper::reap_stale(Some(&docker)).await;
+        let docker = crate::host::prepare(&settings).await?;
+        crate::reaper::reap_stale(&settings, Some(&docker)).await;
         let run_id = crate::reaper::new_run_id();
         crate::signals::starting(&run_id);
-        let run_dir = crate::paths::artifacts_root().join(&run_id);
-        let state = RunState::create(&run_id, &run_dir)?;
+        let run_dir = crate::paths::artifacts_root(&settings).join(&run_id);
+        let state = RunState::create(&settings, &run_id, &run_dir)?;
         std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
         let network = docker::create_network(&docker, &run_id).await?;
         let gateway = IpAddr::V4(network.gateway);
@@ -175,7 +175,7 @@ impl Environment {
             crate::pki::Usage::Server,
         )?;
         // The certificates of AWS's endpoints by their own names, for the nodes that reach them that way.
-        let endpoints_ca = endpoints::ca()?;
+        let endpoints_ca = endpoints::ca(&settings)?;
         let endpoints_ca_pem = endpoints_ca.0.cert_pem.clone();
         let calls = CallLog::new();
         authenticator.log_calls_to(calls.clone());
@@ -267,9 +267,10 @@ impl Environment {
                 });
             }
         };
-        let sysctl = SysctlGuard::enter(&run_id);
+        let sysctl = SysctlGuard::enter(&settings, &run_id);
         Ok(Arc::new(Self {
-            settings: crate::settings::get(),
+            boot_slots: tokio::sync::Semaphore::new(boot_concurrency(&settings)),
+            settings,
             imds_addr: at.imds,
             eks_url: at.eks,
             ec2_url: at.ec2,
@@ -309,7 +310,6 @@ impl Environment {
             sandbox_lock: Mutex::new(()),
             node_slots: Arc::new(tokio::sync::Semaphore::new(NODE_SLOTS as usize)),
             machine: Arc::new(tokio::sync::Semaphore::new(1)),
-            boot_slots: tokio::sync::Semaphore::new(boot_concurrency(crate::settings::get())),
             vm_link: tokio::sync::OnceCell::new(),
         }))
     }
@@ -326,7 +326,7 @@ impl Environment {
         if let Some(a) = cache.get(version) {
             return Ok(a.clone());
         }
-        let a = assets::resolve(version).await?;
+        let a = assets::resolve(&self.settings, version).await?;
         cache.insert(version.to_string(), a.clone());
         Ok(a)
     }
@@ -349,7 +349,7 @@ impl Environment {
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = image::for_assets(&self.docker, assets, line).await?;
+        let i = image::for_assets(&self.settings, &self.docker, assets, line).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }
@@ -380,7 +380,7 @@ impl Environment {
         if let Some(i) = cache.get(&key) {
             return Ok(i.clone());
         }
-        let i = crate::node::group_image::for_group(&self.docker, base, source).await?;
+        let i = crate::node::group_image::for_group(&self.settings, &self.docker, base, source).await?;
         cache.insert(key, i.clone());
         Ok(i)
     }
@@ -401,20 +401,20 @@ impl Environment {
             }
         }
         let provider = spec.provider.get();
-        if let Some(reason) = provider.unavailable(spec, &self.docker).await {
+        if let Some(reason) = provider.unavailable(&self.settings, spec, &self.docker).await {
             return Err(Error::ProviderUnavailable {
                 provider: spec.provider.as_str().into(),
                 reason,
             });
         }
         let n = self.cluster_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let id = format!("control-plane-{n}");
+        let (id, start) = (format!("control-plane-{n}"), Instant::now());
         let dir = self.run_dir.join(&id);
-        let start = Instant::now();
         let cp = provider
             .create(
                 spec,
                 ProviderContext {
+                    settings: &self.settings,
                     docker: &self.docker,
                     assets,
                     network: &self.network,

@@ -15,9 +15,13 @@ pub struct Prepared {
 }
 
 /// Builds (or finds) the node images the scenarios in `paths` (files or directories) use.
-pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Result<Vec<Prepared>> {
+pub async fn images_for(
+    settings: &crate::settings::Settings,
+    docker: &crate::docker::Docker,
+    paths: &[PathBuf],
+) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
-    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
+    let defaults = crate::scenario::Defaults::from_settings(settings)?;
     for file in crate::scenario::load::discover(paths)? {
         let sc = crate::scenario::load::load_file(&file, &defaults)?;
         let mut prepared = Prepared {
@@ -26,12 +30,12 @@ pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Re
             not_applicable: sc.not_applicable(),
         };
         if prepared.not_applicable.is_none() {
-            let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
+            let k8s = assets::resolve(settings, &sc.cluster.kubernetes_version).await?;
             // A group that boots a disk of its own has no node image.
             for g in sc.nodes.iter().filter(|g| g.disk.is_none()) {
-                let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
+                let base = image::for_assets(settings, docker, &k8s, g.containerd_line()).await?;
                 let own = match g.image.as_ref().and_then(|i| i.source()) {
-                    Some(source) => Some(crate::node::group_image::for_group(docker, &base, source).await?),
+                    Some(source) => Some(crate::node::group_image::for_group(settings, docker, &base, source).await?),
                     None => None,
                 };
                 for i in std::iter::once(base).chain(own) {
@@ -49,11 +53,12 @@ pub async fn images_for(docker: &crate::docker::Docker, paths: &[PathBuf]) -> Re
 /// The node image of group `group` of the scenario in `file` (its first group when none is named): its base and
 /// the group's own layer, built when missing.
 pub async fn group_image(
+    settings: &crate::settings::Settings,
     docker: &crate::docker::Docker,
     file: &std::path::Path,
     group: Option<&str>,
 ) -> Result<NodeImage> {
-    let defaults = crate::scenario::Defaults::from_settings(crate::settings::get())?;
+    let defaults = crate::scenario::Defaults::from_settings(settings)?;
     let sc = crate::scenario::load::load_file(file, &defaults)?;
     let not_found = || {
         let names: Vec<&str> = sc.nodes.iter().map(|g| g.name.as_str()).collect();
@@ -78,10 +83,10 @@ pub async fn group_image(
             g.name
         )));
     }
-    let k8s = assets::resolve(&sc.cluster.kubernetes_version).await?;
-    let base = image::for_assets(docker, &k8s, g.containerd_line()).await?;
+    let k8s = assets::resolve(settings, &sc.cluster.kubernetes_version).await?;
+    let base = image::for_assets(settings, docker, &k8s, g.containerd_line()).await?;
     match g.image.as_ref().and_then(|i| i.source()) {
-        Some(source) => crate::node::group_image::for_group(docker, &base, source).await,
+        Some(source) => crate::node::group_image::for_group(settings, docker, &base, source).await,
         None => Ok(base),
     }
 }

@@ -37,7 +37,7 @@ impl Flavor for EksctlAl2Spec {
     }
 
     fn generate(&self, input: &GenerateInput<'_>) -> Result<Generated, String> {
-        let helper_path = crate::paths::fixtures_dir().join(HELPER);
+        let helper_path = crate::paths::fixtures_dir(input.settings).join(HELPER);
         let helper =
             std::fs::read_to_string(&helper_path).map_err(|err| format!("{}: {err}", helper_path.display()))?;
         let ng = generate::Eksctl {

@@ -29,6 +29,8 @@ impl Generated {
 /// What a generator works from: the cluster as EKS or the template fills it in, the node group's facts, the
 /// instance's AMI, and the node's placeholder values.
 pub struct GenerateInput<'a> {
+    /// The run's settings (where nodejoin's own files are).
+    pub settings: &'a crate::settings::Settings,
     pub facts: &'a ClusterFacts,
     pub group: GroupFacts<'a>,
     pub ami_id: &'a str,

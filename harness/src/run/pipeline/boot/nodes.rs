@@ -38,9 +38,11 @@ pub(crate) async fn boot_node(
     if !image_brings_bootstrap {
         let script_path = match group.bootstrap.script.as_deref() {
             Some(s) => std::path::PathBuf::from(s),
-            None => crate::paths::reference_bootstrap(),
+            None => crate::paths::reference_bootstrap(&env.settings),
         };
-        let limits_path = crate::paths::fixtures_dir().join("bootstrap").join("eni-limits.txt");
+        let limits_path = crate::paths::fixtures_dir(&env.settings)
+            .join("bootstrap")
+            .join("eni-limits.txt");
         // The scenario's script is read as the scenario may read (inside its repository, a regular file);
         // ours are nodejoin's own files.
         let script = match group.bootstrap.script.as_deref() {

@@ -68,8 +68,8 @@ pub(crate) async fn run_bootstrap(
             None => None,
         };
         let (served, description) = super::userdata::build(
-            sc,
-            &group,
+            &env.settings,
+            (sc, &group),
             spec,
             &node.instance,
             &node.vars,

@@ -28,7 +28,7 @@ pub(crate) fn refusal(env: &Environment, node: &str, instance: &Instance) -> Opt
         .of(&instance.instance_id)
         .into_iter()
         .find(|c| c.service == "tls")?;
-    let ca = match &crate::settings::get().endpoints_ca {
+    let ca = match &env.settings.endpoints_ca {
         Some(dir) => format!("the CA in {} ({})", dir.display(), crate::settings::var::ENDPOINTS_CA),
         None => format!(
             "this run's own CA: {} was not set, so a disk of your own cannot trust it",

@@ -12,10 +12,10 @@ use crate::userdata::generate::ClusterFacts;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The bytes IMDS serves for `spec`, and a one-line description of their format.
+/// The bytes IMDS serves for `spec` of `group` in `sc`, and a one-line description of their format.
 pub fn build(
-    sc: &Scenario,
-    group: &NodeGroup,
+    settings: &crate::settings::Settings,
+    (sc, group): (&Scenario, &NodeGroup),
     spec: &UserDataSpec,
     instance: &Instance,
     vars: &BTreeMap<String, String>,
@@ -46,6 +46,7 @@ pub fn build(
         }
     } else if let Some(g) = &spec.generator {
         let input = crate::scenario::flavors::GenerateInput {
+            settings,
             facts: &facts,
             group: crate::scenario::flavors::GroupFacts {
                 name: &group.name,

@@ -44,10 +44,10 @@ pub(crate) async fn prepare(
     group: &NodeGroup,
     image: Option<&NodeImage>,
 ) -> Result<Machine> {
-    crate::host::ensure_vm_packages().await?;
+    crate::host::ensure_vm_packages(&env.settings).await?;
     if let Some(image) = image {
-        let (disk, kernel) = vm::disk::ensure(&env.docker, image).await?;
-        let accel = vm::qemu::accel(&kernel).await?;
+        let (disk, kernel) = vm::disk::ensure(&env.settings, &env.docker, image).await?;
+        let accel = vm::qemu::accel(&env.settings, &kernel).await?;
         return Ok(Machine {
             accel,
             disk,
@@ -60,7 +60,7 @@ pub(crate) async fn prepare(
             shown: image.tag.clone(),
         });
     }
-    crate::host::ensure_own_disk_packages().await?;
+    crate::host::ensure_own_disk_packages(&env.settings).await?;
     let own = group
         .disk
         .as_ref()
@@ -75,9 +75,9 @@ pub(crate) async fn prepare(
         accel: match own.firmware {
             vm::firmware::Firmware::Uefi => {
                 let (code, vars) = vm::firmware::ovmf()?;
-                vm::qemu::accel_firmware(&code, &vars).await
+                vm::qemu::accel_firmware(&env.settings, &code, &vars).await
             }
-            vm::firmware::Firmware::Bios => vm::qemu::accel_bios().await?,
+            vm::firmware::Firmware::Bios => vm::qemu::accel_bios(&env.settings).await?,
         },
         shown: format!(
             "disk {} ({}, {}, {}, {})",
@@ -163,6 +163,7 @@ pub(crate) async fn start(
         memory_mib,
         instance_store: instance_store(&group.instance_type, instance_id),
         pids_dir: &pids,
+        settings: env.settings.clone(),
     })
     .await?;
     Ok(crate::node::machine::vm::node(

@@ -34,7 +34,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,
         };
-        if let Some(reason) = provider.get().unavailable(&probe, &env.docker).await {
+        if let Some(reason) = provider.get().unavailable(&env.settings, &probe, &env.docker).await {
             return Err(Error::ProviderUnavailable {
                 provider: provider.as_str().into(),
                 reason,
@@ -42,7 +42,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
         }
         let nodes: u64 = sc.nodes.iter().map(|g| u64::from(g.count)).sum();
         crate::node::capacity::check(&sc.name, nodes)?;
-        crate::host::ensure_inotify(nodes as usize);
+        crate::host::ensure_inotify(&env.settings, nodes as usize);
         // The time blocked on builds other scenarios had started (binaries, images, the sandbox image), shown
         // apart from the scenario's own work (`ScenarioReport::waited_for_builds`).
         let assets = env
