@@ -195,7 +195,12 @@ pub fn main(dir: &Path) -> ! {
         .unwrap_or_else(|e| exit_with(e));
         let these: Vec<(PathBuf, crate::Result<Scenario>)> = files
             .iter()
-            .map(|f| (f.clone(), crate::scenario::load_file(f, &defaults)))
+            .map(|f| {
+                (
+                    f.clone(),
+                    crate::scenario::load_file(f, &defaults).map(Scenario::fetched),
+                )
+            })
             .collect();
         if pass == 0 {
             let ok = these.iter().filter_map(|(f, s)| Some((f.as_path(), s.as_ref().ok()?)));

@@ -369,7 +369,9 @@ pub fn load_trials(
         .map_err(|e| fail(&e))?;
         let mut these = Vec::new();
         for f in &files {
-            let s = crate::scenario::load_file(f, &defaults).map_err(|e| fail(&e))?;
+            let s = crate::scenario::load_file(f, &defaults)
+                .map_err(|e| fail(&e))?
+                .fetched();
             if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
                 if i == 0 {
                     let only: Vec<&str> = s.cluster.providers.iter().map(|p| p.as_str()).collect();

@@ -239,7 +239,7 @@ impl Controls {
 /// A catcher's scenario, with the run's defaults (the settings' Kubernetes version and containerd line).
 fn load(settings: &crate::settings::Settings, file: &Path) -> Result<crate::scenario::Scenario> {
     let defaults = crate::scenario::Defaults::from_settings(settings)?;
-    crate::scenario::load_file(file, &defaults)
+    crate::scenario::load_file(file, &defaults).map(crate::scenario::Scenario::fetched)
 }
 
 impl Catcher {

@@ -177,13 +177,12 @@ fn check_service_cidr(s: &Scenario, text: &str, file: &Path) -> Result<()> {
     })
 }
 
-/// Loads the scenario file at `path` with a run's `defaults`, fetching the amazon-eks-ami commits it pins that are
-/// not cached yet (each once per run), so every command that loads it agrees on whether it applies here.
+/// Loads the scenario file at `path` with a run's `defaults`: the file and what it names are read, nothing is
+/// fetched. Fetching the amazon-eks-ami commits it pins is a step of its own ([`Scenario::fetched`]), which every
+/// command that runs or lists scenarios takes next, so they agree on whether one applies here.
 pub fn load_file(path: &Path, defaults: &Defaults) -> Result<Scenario> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let mut scenario = parse_with(&text, path, defaults)?;
-    scenario.fetch_pinned();
-    Ok(scenario)
+    parse_with(&text, path, defaults)
 }
 
 /// Every `*.yaml`/`*.yml` file of a directory, sorted; or the files given.

@@ -536,6 +536,12 @@ impl Scenario {
             }
         }
     }
+
+    /// The scenario with its pinned commits fetched ([`Scenario::fetch_pinned`]): the step after loading.
+    pub fn fetched(mut self) -> Self {
+        self.fetch_pinned();
+        self
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub async fn images_for(
     let mut out = Vec::new();
     let defaults = crate::scenario::Defaults::from_settings(settings)?;
     for file in crate::scenario::load::discover(paths)? {
-        let sc = crate::scenario::load::load_file(&file, &defaults)?;
+        let sc = crate::scenario::load::load_file(&file, &defaults)?.fetched();
         let mut prepared = Prepared {
             scenario: sc.name.clone(),
             images: Vec::new(),
@@ -59,7 +59,7 @@ pub async fn group_image(
     group: Option<&str>,
 ) -> Result<NodeImage> {
     let defaults = crate::scenario::Defaults::from_settings(settings)?;
-    let sc = crate::scenario::load::load_file(file, &defaults)?;
+    let sc = crate::scenario::load::load_file(file, &defaults)?.fetched();
     let not_found = || {
         let names: Vec<&str> = sc.nodes.iter().map(|g| g.name.as_str()).collect();
         crate::error::Error::Image(format!(
