@@ -129,8 +129,8 @@ pub struct ListArgs {
     pub provider: Option<String>,
     /// text, or json (an array: name, scenario, file, provider, providers, kubernetesVersion,
     /// kubernetesVersions, tags, ignored).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
     /// The profile of .config/nodejoin.toml (default: default).
     #[arg(long)]
     pub profile: Option<String>,
@@ -227,4 +227,13 @@ impl Cli {
         }
         Ok(flags)
     }
+}
+
+/// What `nodejoin list` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// One trial a line.
+    Text,
+    /// A JSON array of the trials.
+    Json,
 }

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
             &settings,
             args.scenarios,
             &args.select.selection(),
-            args.format == "json",
+            args.format == cli::ListFormat::Json,
         ),
         Command::Compare(args) => compare::main(rt, &settings, args),
         Command::Init(args) => init::main(args),
