@@ -85,30 +85,28 @@ impl Config {
             for (key, value) in keys {
                 let at = at_line(path, text, key.span().start);
                 let key = key.into_inner();
-                if !known.contains(&key.as_str()) {
+                let Some(row) = super::rows::of_profile_key(&key) else {
                     return Err(format!(
                         "{at}: profile {name}: unknown key `{key}` (known: {})",
                         known.join(", ")
                     ));
-                }
+                };
                 let Some(values) = texts(value.get_ref()) else {
                     return Err(format!(
                         "{at}: profile {name}: {key}: expected text, a number or a list of them"
                     ));
                 };
-                // A repository's file says where its artifacts go only inside the repository: nodejoin writes
-                // them as root (a caller's NODEJOIN_ARTIFACTS_DIR may name any place).
-                if key == "artifacts-dir"
-                    && !values.iter().all(|d| {
-                        Path::new(d)
-                            .components()
-                            .all(|c| matches!(c, std::path::Component::Normal(_)))
-                    })
-                {
+                let inside = |d: &String| {
+                    Path::new(d)
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)))
+                };
+                if row.inside_repository && !values.iter().all(inside) {
                     return Err(format!(
-                        "{at}: profile {name}: artifacts-dir {} must be a relative path inside the repository, \
-                         without `..` (set NODEJOIN_ARTIFACTS_DIR to write elsewhere)",
-                        values.join(",")
+                        "{at}: profile {name}: {key} {} must be a relative path inside the repository, \
+                         without `..` (set {} to write elsewhere)",
+                        values.join(","),
+                        row.var.unwrap_or("its variable")
                     ));
                 }
                 profile.insert(key, values);

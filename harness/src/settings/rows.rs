@@ -21,6 +21,9 @@ pub struct Row {
     pub path: bool,
     /// The flag's values and the variable's are added together instead of the first winning.
     pub merge: bool,
+    /// A profile's value must stay inside the repository (a relative path without `..`): nodejoin writes there as
+    /// root, and what a repository allows itself is no bound (its variable may name any place).
+    pub inside_repository: bool,
     /// What it does, for `--help` and the book's command-line page.
     pub help: &'static str,
     /// Sets the field from the values given (never empty); an error says what is wrong with them.
@@ -37,6 +40,7 @@ const fn row(key: &'static str, var: &'static str, help: &'static str, set: Set)
         list: None,
         path: false,
         merge: false,
+        inside_repository: false,
         help,
         set,
     }
@@ -198,6 +202,7 @@ pub const ROWS: &[Row] = &[
     Row {
         profile: &["artifacts-dir"],
         path: true,
+        inside_repository: true,
         ..row(
             "artifacts-dir",
             var::ARTIFACTS_DIR,
@@ -349,4 +354,9 @@ pub fn find(key: &str) -> Option<&'static Row> {
 /// Every key a profile may set.
 pub fn profile_keys() -> impl Iterator<Item = &'static str> {
     ROWS.iter().flat_map(|r| r.profile.iter().copied())
+}
+
+/// The row a profile key sets.
+pub fn of_profile_key(key: &str) -> Option<&'static Row> {
+    ROWS.iter().find(|r| r.profile.contains(&key))
 }

@@ -46,8 +46,6 @@ pub struct MachineKind {
     pub instance_store: bool,
     /// It can be shut down and read from its disk afterwards (a machine seen from outside).
     pub read_after_shutdown: bool,
-    /// nodejoin's own node image, files and tools are put in it (not a disk of the user's).
-    pub nodejoin_image: bool,
     pub weight: Weight,
     /// Only one scenario with such nodes runs at a time.
     pub one_scenario_at_a_time: bool,
@@ -61,7 +59,6 @@ pub const CONTAINER: MachineKind = MachineKind {
     console: false,
     instance_store: false,
     read_after_shutdown: false,
-    nodejoin_image: true,
     weight: Weight::One,
     one_scenario_at_a_time: false,
 };
@@ -74,7 +71,6 @@ pub const VM: MachineKind = MachineKind {
     console: true,
     instance_store: true,
     read_after_shutdown: false,
-    nodejoin_image: true,
     weight: Weight::HalfTheHost,
     one_scenario_at_a_time: true,
 };
@@ -87,7 +83,6 @@ pub const OWN_DISK: MachineKind = MachineKind {
     console: true,
     instance_store: true,
     read_after_shutdown: true,
-    nodejoin_image: false,
     weight: Weight::HalfTheHost,
     one_scenario_at_a_time: true,
 };
@@ -114,9 +109,10 @@ impl Capabilities {
         }
     }
 
-    /// A machine seen from outside only: its boot is its bootstrap, its logs are read from its disk afterwards.
-    pub fn outside_only(&self) -> bool {
-        !self.sees_inside
+    /// Whether what ran in it is read from its disk after its shutdown: a machine that can be, and that the
+    /// harness cannot see inside while it runs.
+    pub fn read_after_shutdown(&self) -> bool {
+        self.kind.read_after_shutdown && !self.sees_inside
     }
 }
 
@@ -265,7 +261,7 @@ impl NodeMachine {
         &self,
         files: &[String],
     ) -> Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>> {
-        if self.sees_inside() || !self.capabilities.kind.read_after_shutdown {
+        if !self.capabilities.read_after_shutdown() {
             return None;
         }
         self.machine.logs_after_shutdown(&self.docker, files).await
@@ -317,6 +313,8 @@ mod tests {
         assert!(Capabilities::of(&CONTAINER, false).sees_inside);
         assert!(!Capabilities::of(&OWN_DISK, false).sees_inside);
         assert!(Capabilities::of(&OWN_DISK, true).sees_inside);
-        assert!(Capabilities::of(&OWN_DISK, false).outside_only());
+        assert!(Capabilities::of(&OWN_DISK, false).read_after_shutdown());
+        assert!(!Capabilities::of(&OWN_DISK, true).read_after_shutdown());
+        assert!(!Capabilities::of(&VM, false).read_after_shutdown());
     }
 }

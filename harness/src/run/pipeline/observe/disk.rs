@@ -17,7 +17,7 @@ pub(crate) type Reading = std::result::Result<(String, DiskLogs), String>;
 
 /// Whether `n` is a machine observed from outside only, whose inside is read from its disk after its shutdown.
 pub(crate) fn read_from_disk(n: &RunningNode) -> bool {
-    n.machine.capabilities.kind.read_after_shutdown && !n.machine.sees_inside()
+    n.machine.capabilities.read_after_shutdown()
 }
 
 /// Whether evidence from `source` on `n` is judged from the machine's disk after its shutdown: the logs inside a
