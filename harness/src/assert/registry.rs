@@ -182,6 +182,42 @@ check!(
     "a pod bound to the node runs, with an address from the CNI: a Ready node that cannot run a pod has not joined"
 );
 check!(
+    READY_AFTER,
+    "ready after",
+    "ready after <step>",
+    keys: ["after"],
+    "each step of a group's `after`",
+    "the same Node (name and UID) is Ready again within the step's `within`, reported by a kubelet started after \
+     the step; a node that does not come back quotes the kubelet's error line or the Node's Ready condition"
+);
+check!(
+    CLIENT_CSR_AFTER,
+    "client CSR after",
+    "client CSR after <step>",
+    keys: ["clientCsr", "after"],
+    "each step of a group's `after`",
+    "the client CSRs made during the step are as expected (none by default: a kubelet whose client certificate is \
+     still valid asks for no other; one that asks again lost it)"
+);
+check!(
+    SERVING_CSR_AFTER,
+    "serving CSR after",
+    "serving CSR after <step>",
+    keys: ["servingCsr", "after"],
+    "each step of a group's `after`",
+    "the serving CSRs made during the step are as expected (none by default: the kubelet keeps its serving \
+     certificate on its disk)"
+);
+check!(
+    POD_RUNS_AGAIN,
+    "pod runs again after",
+    "pod runs again after <step>",
+    keys: ["podRunsAgain", "after"],
+    "`podRunsAgain` of a step",
+    "a pod bound to the node before the step runs again after it: the same pod (UID), its container started after \
+     the step"
+);
+check!(
     CLOUD_INIT_STATUS,
     "cloud-init status",
     keys: ["cloudInit", "userData"],

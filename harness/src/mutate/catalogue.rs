@@ -32,6 +32,21 @@ const fn catcher_of(
 
 pub const CATALOGUE: &[Mutation] = &[
     Mutation {
+        name: "credentials-on-tmpfs",
+        regression: "the kubelet keeps its kubeconfig and certificates in /run (a tmpfs): the join passes, and at the \
+                     first reboot the kubelet bootstraps again with a new client CSR",
+        target: Target::ReferenceBootstrap,
+        find: "--bootstrap-kubeconfig=/var/lib/kubelet/bootstrap-kubeconfig --kubeconfig=/var/lib/kubelet/kubeconfig\"",
+        replace: "--bootstrap-kubeconfig=/var/lib/kubelet/bootstrap-kubeconfig --kubeconfig=/run/kubelet/kubeconfig \
+                  --cert-dir=/run/kubelet/pki\"",
+        caught_by: &[catcher_of(
+            "reboot-bootstrap-sh",
+            &checks::CLIENT_CSR_AFTER,
+            "reboot",
+            "(issued)",
+        )],
+    },
+    Mutation {
         name: "drop-provider-id",
         regression: "the kubelet config loses providerID (the cloud controller fills it in, so the Node still has one)",
         target: Target::ReferenceBootstrap,

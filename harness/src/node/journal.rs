@@ -29,22 +29,9 @@ pub struct HostJournal {
 impl HostJournal {
     /// A fresh directory for the node container `container` of run `run_id`.
     pub fn create(run_id: &str, container: &str) -> std::io::Result<Self> {
-        // A run being stopped by a signal exits without dropping this; its clean-up removes what exists by then.
-        if crate::reaper::interrupted() {
-            return Err(std::io::Error::other("the run is being stopped"));
-        }
-        // Made here, new, 0700, with a random suffix (as etcd's data): in a shared /dev/shm a predictable name
-        // could be taken first, or be a link another local user planted.
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!(
-                "{}journal-{container}-",
-                crate::reaper::scratch_prefix(run_id)
-            ))
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(crate::reaper::scratch_dir())?
-            .keep();
-        Ok(Self { dir })
+        Ok(Self {
+            dir: scratch(run_id, "journal", container)?,
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -83,6 +70,27 @@ impl HostJournal {
             .find(|p| p.is_dir())
             .unwrap_or_else(|| self.dir.clone())
     }
+}
+
+/// A fresh scratch directory of run `run_id` for `what` of node container `container`, which the reaper removes
+/// with the run's others should the run be killed.
+pub(super) fn scratch(run_id: &str, what: &str, container: &str) -> std::io::Result<PathBuf> {
+    // A run being stopped by a signal exits without dropping its directories; its clean-up removes what exists by
+    // then.
+    if crate::reaper::interrupted() {
+        return Err(std::io::Error::other("the run is being stopped"));
+    }
+    // Made here, new, 0700, with a random suffix (as etcd's data): in a shared /dev/shm a predictable name could be
+    // taken first, or be a link another local user planted.
+    use std::os::unix::fs::PermissionsExt;
+    Ok(tempfile::Builder::new()
+        .prefix(&format!(
+            "{}{what}-{container}-",
+            crate::reaper::scratch_prefix(run_id)
+        ))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(crate::reaper::scratch_dir())?
+        .keep())
 }
 
 impl Drop for HostJournal {

@@ -8,6 +8,7 @@ pub mod group_image;
 pub mod image;
 pub mod inputs;
 pub mod journal;
+pub mod kept_var;
 pub mod machine;
 pub mod privileges;
 pub mod seed;

@@ -1,5 +1,6 @@
 //! Declarative scenarios (`scenarios/*.yaml`): the cluster, the nodes and how they bootstrap, and what the
 //! cluster must see afterwards.
+pub mod after;
 pub mod confine;
 mod durations;
 pub mod expect;

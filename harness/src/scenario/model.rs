@@ -294,6 +294,9 @@ pub struct NodeGroup {
     pub faults: Vec<FaultSpec>,
     #[serde(default)]
     pub expect: Expect,
+    /// Steps done to each node after its join, in order (`- do: reboot`), each with its own expectations.
+    #[serde(default)]
+    pub after: Vec<super::after::Step>,
 }
 
 fn one() -> u32 {
@@ -472,6 +475,11 @@ fn any_action() -> String {
 }
 
 impl NodeGroup {
+    /// Whether a step after the join reboots the group's nodes (a container node then keeps `/var` on a volume).
+    pub fn reboots(&self) -> bool {
+        self.after.iter().any(|s| s.action == super::after::Action::Reboot)
+    }
+
     /// What the group's machines can do: its runtime's kind, with a disk of its own's guest agent.
     pub fn capabilities(&self) -> crate::node::machine::Capabilities {
         let kind = self.runtime.kind(self.disk.is_some());

@@ -179,6 +179,23 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if n.reboots() && !machine.reboots {
+            return Err(group(
+                n,
+                "after",
+                format!(
+                    "node group '{}': `do: reboot` needs a machine that reboots; runtime {} cannot",
+                    n.name, machine.name
+                ),
+            ));
+        }
+        if !n.after.is_empty() && !n.expect.joins {
+            return Err(group(
+                n,
+                "after",
+                format!("node group '{}': steps after the join need a node that joins", n.name),
+            ));
+        }
         if n.expect.local_storage == Some(super::expect::LocalStorageExpectation::Raid10) {
             let disks = crate::eks::instance_store::count(&n.instance_type);
             if disks < 4 {

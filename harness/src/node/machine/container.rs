@@ -28,6 +28,9 @@ pub struct NodeSpec<'a> {
     pub env: Vec<(String, String)>,
     /// A host directory for its journal, bound at [`crate::node::journal::MOUNT`].
     pub journal: Option<crate::node::journal::HostJournal>,
+    /// `/var` kept across a restart as an instance's disk is (`after: reboot`), instead of the entrypoint's tmpfs,
+    /// which a restart empties ([`crate::node::kept_var`]).
+    pub kept_var: Option<crate::node::kept_var::KeptVar>,
 }
 
 /// Where the archive of the harness's files goes; the node image's entrypoint unpacks it over `/`.
@@ -37,6 +40,8 @@ const SEED_PATH: &str = "/etc/nodejoin/seed.tar";
 const SEED_LABEL: &str = "io.nodejoin.entrypoint-unpacks-seed";
 /// How long past its own deadline the in-node systemd probe may take before the exec is abandoned.
 const SYSTEMD_GRACE: Duration = Duration::from_secs(10);
+/// How long systemd may take to shut the node down at a restart before the engine kills it.
+const RESTART_STOP_WITHIN: Duration = Duration::from_secs(30);
 /// Our entrypoint: an image built on ours that replaces it gets its files one by one.
 const ENTRYPOINT: &str = "/usr/local/bin/nodejoin-entrypoint";
 
@@ -60,7 +65,12 @@ struct ContainerMachine {
     docker: Docker,
     id: String,
     name: String,
+    /// The run network, where its address must stay the same across a restart.
+    network: String,
+    ip: std::net::Ipv4Addr,
     container: Box<ContainerAsync<GenericImage>>,
+    /// Dropped after the container (field order).
+    _kept_var: Option<crate::node::kept_var::KeptVar>,
 }
 
 /// Starts a node container.
@@ -71,6 +81,7 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
         .journal
         .as_ref()
         .map(|j| format!("{}:{}", j.dir().display(), crate::node::journal::MOUNT));
+    let kept_bind = spec.kept_var.as_ref().map(|k| k.bind());
     let mut request = image
         .with_container_name(&name)
         .with_hostname(&spec.hostname)
@@ -94,6 +105,9 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
                 .push("/lib/modules:/lib/modules:ro".to_string());
             if let Some(dir) = &journal_bind {
                 hc.binds.get_or_insert_with(Vec::new).push(dir.clone());
+            }
+            if let Some(bind) = &kept_bind {
+                hc.binds.get_or_insert_with(Vec::new).push(bind.clone());
             }
         });
     for cap in privileges::dropped_capabilities() {
@@ -122,7 +136,10 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
         docker: docker.clone(),
         id: id.clone(),
         name: name.clone(),
+        network: spec.network.name.clone(),
+        ip,
         container: Box::new(container),
+        _kept_var: spec.kept_var,
     };
     Ok(NodeMachine::new(
         Identity {
@@ -170,6 +187,31 @@ impl ContainerMachine {
             "systemd did not finish booting within {} ({why})",
             humantime::format_duration(timeout)
         ))
+    }
+
+    /// Restarts the container (systemd stops on the image's stop signal, as at an instance's shutdown): its
+    /// filesystem kept, `/run` and `/tmp` (tmpfs) empty again. The engine may give it another address, which an
+    /// instance never gets: that is an error, not a reboot.
+    async fn restart(&self) -> Result<()> {
+        let options = testcontainers::bollard::query_parameters::RestartContainerOptionsBuilder::new()
+            .t(RESTART_STOP_WITHIN.as_secs() as i32)
+            .build();
+        self.docker
+            .restart_container(&self.id, Some(options))
+            .await
+            .map_err(|e| Error::node(&self.name, format!("restarting the node container: {e}")))?;
+        let (ip, _) = docker::container_address(&self.docker, &self.id, &self.network).await?;
+        if ip != self.ip {
+            return Err(Error::node(
+                &self.name,
+                format!(
+                    "the engine gave the restarted node container another address ({ip}, was {}): an instance keeps \
+                     its private IP across a reboot",
+                    self.ip
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// A file's bytes, through the Docker archive API.
@@ -270,6 +312,10 @@ impl Machine for ContainerMachine {
         _files: &'a [String],
     ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>> {
         Box::pin(std::future::ready(None))
+    }
+
+    fn reboot(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.restart())
     }
 
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {

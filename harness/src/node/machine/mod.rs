@@ -46,6 +46,9 @@ pub struct MachineKind {
     pub instance_store: bool,
     /// It can be shut down and read from its disk afterwards (a machine seen from outside).
     pub read_after_shutdown: bool,
+    /// It restarts as an instance does (`after: reboot`): its disk kept, its memory and `/run` gone, systemd
+    /// booting again.
+    pub reboots: bool,
     pub weight: Weight,
     /// Only one scenario with such nodes runs at a time.
     pub one_scenario_at_a_time: bool,
@@ -59,6 +62,7 @@ pub const CONTAINER: MachineKind = MachineKind {
     console: false,
     instance_store: false,
     read_after_shutdown: false,
+    reboots: true,
     weight: Weight::One,
     one_scenario_at_a_time: false,
 };
@@ -71,6 +75,7 @@ pub const VM: MachineKind = MachineKind {
     console: true,
     instance_store: true,
     read_after_shutdown: false,
+    reboots: false,
     weight: Weight::HalfTheHost,
     one_scenario_at_a_time: true,
 };
@@ -83,6 +88,7 @@ pub const OWN_DISK: MachineKind = MachineKind {
     console: true,
     instance_store: true,
     read_after_shutdown: true,
+    reboots: false,
     weight: Weight::HalfTheHost,
     one_scenario_at_a_time: true,
 };
@@ -147,6 +153,8 @@ pub trait Machine: Send + Sync {
         docker: &'a Docker,
         files: &'a [String],
     ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>>;
+    /// Restarts it as an instance reboots (its kind `reboots`); returns once it is powered again, not booted.
+    fn reboot(&self) -> BoxFuture<'_, Result<()>>;
     /// Removes it now.
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
@@ -292,6 +300,19 @@ impl NodeMachine {
     /// Why the node is no longer running, if it is not; `None` while it runs, or when that cannot be said.
     pub async fn exited(&self) -> Option<String> {
         self.machine.exited().await
+    }
+
+    /// Reboots the node ([`MachineKind::reboots`]) and waits until it has booted again, at most `boot`: the same
+    /// machine at the same address, or an error saying what changed.
+    pub async fn reboot(&self, boot: Duration) -> Result<Duration> {
+        if !self.capabilities.kind.reboots {
+            return Err(crate::error::Error::node(
+                &self.name,
+                format!("runtime {} cannot reboot a node", self.capabilities.kind.name),
+            ));
+        }
+        self.machine.reboot().await?;
+        self.wait_systemd(boot).await
     }
 
     /// Removes the node now.

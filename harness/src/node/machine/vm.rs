@@ -85,6 +85,13 @@ impl Machine for VmMachine {
         Box::pin(async move { Some(self.0.logs_after_shutdown(docker, files).await) })
     }
 
+    fn reboot(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Err(crate::error::Error::node(
+            &self.0.name,
+            "a VM node does not reboot yet",
+        ))))
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.0.remove().await })
     }

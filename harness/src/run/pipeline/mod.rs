@@ -2,6 +2,7 @@
 //! per-scenario [`Context`], timed by the pipeline itself, which also announces each step as an event. Teardown
 //! is not an action anyone calls by hand: the context owns what the run created and gives it back when the
 //! pipeline ends, whichever step failed (or, if the run was cancelled, when it is dropped).
+mod after;
 mod announce;
 mod artifacts;
 pub mod assertions;
@@ -87,12 +88,23 @@ pub(crate) struct Announced {
 const ERROR_ARTIFACTS_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One named step of the pipeline; `applies` says whether it has anything to do for this run (a step that does
-/// not apply is neither run nor timed). A `wait` step (for room, for a lease) is reported only when it waited.
+/// not apply is neither run nor timed).
 pub(crate) struct Action {
     pub name: &'static str,
     pub applies: fn(&Context<'_>) -> bool,
-    pub wait: bool,
+    pub timed: Timed,
     pub run: for<'c, 'a> fn(&'c mut Context<'a>) -> BoxFuture<'c, Result<()>>,
+}
+
+/// How the pipeline reports a step's time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timed {
+    /// As one phase.
+    Whole,
+    /// As one phase when it waited (for room, for a lease).
+    IfWaited,
+    /// Not at all: it reports phases of its own (one per step after the join).
+    ByItself,
 }
 
 /// Less than this is not waiting.
@@ -112,6 +124,7 @@ pub(crate) const PIPELINE: &[Action] = &[
     bootstrap::ACTION,
     observe::ACTION,
     assertions::ACTION,
+    after::ACTION,
     snapshot::ACTION,
     artifacts::ACTION,
 ];
@@ -173,13 +186,16 @@ impl<'a> Context<'a> {
             if !(action.applies)(self) {
                 continue;
             }
-            self.events.emit(Event::PhaseStarted {
-                scenario: self.report.name.clone(),
-                phase: action.name.to_string(),
-            });
+            if action.timed != Timed::ByItself {
+                self.events.emit(Event::PhaseStarted {
+                    scenario: self.report.name.clone(),
+                    phase: action.name.to_string(),
+                });
+            }
             let t = Instant::now();
             result = (action.run)(self).await;
-            if !(action.wait && t.elapsed() < WAITED) {
+            let waited = !(action.timed == Timed::IfWaited && t.elapsed() < WAITED);
+            if action.timed != Timed::ByItself && waited {
                 self.phase(action.name, t.elapsed());
             }
             if result.is_err() {

@@ -2,7 +2,7 @@
 //! cluster name tokens for this control plane carry, IAM scenarios get their role mappings, and the scenario gets
 //! a bootstrap token and the placeholders its bootstrap arguments may use.
 pub(crate) mod roles;
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::cluster::objects;
 use crate::error::{Error, Result};
 use crate::fakes::authenticator::Announcement;
@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 pub(crate) const ACTION: Action = Action {
     name: "cluster announced",
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

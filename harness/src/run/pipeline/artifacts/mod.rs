@@ -1,7 +1,7 @@
 //! `artifacts`: a failed or negative scenario (or any, with the keep-artifacts setting) keeps the control plane's
 //! and each node's logs, files and evidence under the run directory.
 pub(crate) mod collect;
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::error::Result;
 use crate::run::node::{bootstrap_text, calls_text, imds_text};
 use futures::future::BoxFuture;
@@ -13,7 +13,7 @@ const COLLECT_AT_ONCE: usize = 2;
 pub(crate) const ACTION: Action = Action {
     name: "artifacts",
     applies: wanted,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

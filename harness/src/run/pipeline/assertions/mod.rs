@@ -5,7 +5,7 @@ pub(crate) mod iam;
 pub(crate) mod node;
 pub mod registry;
 pub(crate) mod userdata;
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::assert;
 use crate::error::Result;
 use crate::run::node::{calls_text, RunningNode};
@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 pub(crate) const ACTION: Action = Action {
     name: "assertions",
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

@@ -70,6 +70,10 @@ pub(crate) const CHECKS: &[Entry] = &[
     Entry::Core(&def::HOST_KERNEL_UNTOUCHED),
     Entry::Core(&def::LOCAL_STORAGE),
     Entry::Core(&def::EVIDENCE),
+    Entry::Core(&def::READY_AFTER),
+    Entry::Core(&def::CLIENT_CSR_AFTER),
+    Entry::Core(&def::SERVING_CSR_AFTER),
+    Entry::Core(&def::POD_RUNS_AGAIN),
     Entry::Core(&def::FAILING_CHECKS),
 ];
 

@@ -2,14 +2,14 @@
 //! bootstrap runs).
 pub(crate) mod nodes;
 
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
 pub(crate) const ACTION: Action = Action {
     name: "control plane + nodes booted (in parallel)",
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

@@ -151,6 +151,13 @@ pub(crate) async fn boot_node(
             let image = image.ok_or_else(|| Error::Pipeline(format!("node group {} has no node image", group.name)))?;
             let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
                 .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
+            let kept_var = match group.reboots() {
+                true => Some(
+                    crate::node::kept_var::KeptVar::create(&env.run_id, &container_name)
+                        .map_err(|e| Error::node(&container_name, format!("a directory for its /var: {e}")))?,
+                ),
+                false => None,
+            };
             container::start(
                 &env.docker,
                 NodeSpec {
@@ -162,6 +169,7 @@ pub(crate) async fn boot_node(
                     files,
                     env: crate::node::dmi::entrypoint_env(&instance_id, &group.instance_type),
                     journal: Some(journal),
+                    kept_var,
                 },
             )
             .await?

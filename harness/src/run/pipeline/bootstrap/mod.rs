@@ -4,14 +4,14 @@ pub(crate) mod command;
 pub(crate) mod node;
 pub(crate) mod trust;
 pub(crate) mod userdata;
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
 pub(crate) const ACTION: Action = Action {
     name: crate::run::timeline::PHASE_BOOTSTRAP,
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

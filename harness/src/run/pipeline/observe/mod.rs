@@ -6,14 +6,14 @@ pub(crate) mod failfast;
 pub(crate) mod journal;
 pub(crate) mod pod;
 pub(crate) mod watch;
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::error::{Error, Result};
 use futures::future::BoxFuture;
 
 pub(crate) const ACTION: Action = Action {
     name: crate::run::timeline::PHASE_JOIN_OBSERVED,
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

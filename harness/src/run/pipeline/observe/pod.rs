@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 /// The pod's container: the sandbox image the node image caches in containerd (as the EKS AMI does), so nothing
 /// is pulled.
-const IMAGE: &str = "localhost/kubernetes/pause:latest";
+pub(crate) const IMAGE: &str = "localhost/kubernetes/pause:latest";
 /// How long a pod may take to run.
 const TIMEOUT: Duration = Duration::from_secs(45);
 
-fn manifest(name: &str, node: &str) -> Result<Pod, serde_json::Error> {
+pub(crate) fn manifest(name: &str, node: &str) -> Result<Pod, serde_json::Error> {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -28,12 +28,23 @@ fn manifest(name: &str, node: &str) -> Result<Pod, serde_json::Error> {
 }
 
 /// What the pod's status says about why it is not running (waiting reasons and messages, conditions).
-fn not_running(pod: &Pod) -> String {
+pub(crate) fn not_running(pod: &Pod) -> String {
     let Some(status) = &pod.status else {
         return "no status yet".into();
     };
     let mut parts = vec![status.phase.clone().unwrap_or_else(|| "no phase".into())];
+    if let Some(reason) = &status.reason {
+        parts.push(format!("{reason}: {}", status.message.as_deref().unwrap_or("")));
+    }
     for cs in status.container_statuses.iter().flatten() {
+        if let Some(t) = cs.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+            parts.push(format!(
+                "{} terminated: {} (exit {})",
+                cs.name,
+                t.reason.as_deref().unwrap_or("no reason"),
+                t.exit_code
+            ));
+        }
         if let Some(w) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) {
             parts.push(format!(
                 "{}: {}",

@@ -2,7 +2,7 @@
 //! image the fake ECR serves), and `lease`: exclusive use of a control plane for an IAM scenario.
 pub(crate) mod machine;
 
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::cluster::ClusterSpec;
 use crate::error::{Error, Result};
 use crate::scenario::model::AuthMode;
@@ -11,14 +11,14 @@ use futures::future::BoxFuture;
 pub(crate) const ACTION: Action = Action {
     name: "provision",
     applies: super::always,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 
 pub(crate) const LEASE: Action = Action {
     name: "waited for a control plane to itself (IAM: one scenario at a time on each)",
     applies: needs_lease,
-    wait: true,
+    timed: Timed::IfWaited,
     run: lease,
 };
 
@@ -108,7 +108,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
 pub(crate) const SLOTS: Action = Action {
     name: "waited for room for its nodes (other scenarios' nodes running)",
     applies: super::always,
-    wait: true,
+    timed: Timed::IfWaited,
     run: slots,
 };
 

@@ -1,7 +1,7 @@
 //! `snapshot` (asked for by `nodejoin compare`): what each node shows once the checks are made, normalised for
 //! its identity: the Node as the API server has it now, the kubelet's `/configz` and command line, the files the
 //! bootstrap wrote, its calls and programs, its timings, and the scenario's check outcomes.
-use super::{Action, Context};
+use super::{Action, Context, Timed};
 use crate::assert::files::Identity;
 use crate::compare::snapshot::{flatten_json, CheckOutcome, NodeFields, NodeSnapshot, ScenarioSnapshot};
 use crate::error::Result;
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 pub(crate) const ACTION: Action = Action {
     name: "snapshot",
     applies: wanted,
-    wait: false,
+    timed: Timed::Whole,
     run,
 };
 

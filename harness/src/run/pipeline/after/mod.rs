@@ -1,0 +1,83 @@
+//! `after`: a node's life after its join. Each group's `after:` steps run in order once the join's checks are in,
+//! the n-th step of every group together as one phase of the report (`after: reboot`); each step's checks are
+//! named after it (`<node>/ready after reboot`).
+mod pod;
+mod reboot;
+
+use super::{Action, Context, Timed};
+use crate::assert::Check;
+use crate::error::Result;
+use crate::scenario::after::Step;
+use futures::future::BoxFuture;
+use std::time::Instant;
+
+pub(crate) const ACTION: Action = Action {
+    name: "after",
+    applies: |cx| cx.sc.nodes.iter().any(|g| !g.after.is_empty()),
+    timed: Timed::ByItself,
+    run,
+};
+
+fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
+    Box::pin(async move {
+        let cluster = cx.cluster("after")?;
+        let steps = cx.sc.nodes.iter().map(|g| g.after.len()).max().unwrap_or(0);
+        for i in 0..steps {
+            let t = Instant::now();
+            let mut actions: Vec<&str> = cx
+                .sc
+                .nodes
+                .iter()
+                .filter_map(|g| g.after.get(i).map(|s| s.action.name()))
+                .collect();
+            actions.dedup();
+            let phase = if steps == 1 {
+                format!("after: {}", actions.join(", "))
+            } else {
+                format!("after {}: {}", i + 1, actions.join(", "))
+            };
+            cx.events.emit(crate::run::events::Event::PhaseStarted {
+                scenario: cx.report.name.clone(),
+                phase: phase.clone(),
+            });
+            let mut checks = Vec::new();
+            for n in cx.nodes.iter_mut() {
+                let Some(step) = n.group.after.get(i).cloned() else { continue };
+                if n.node.is_none() || n.container_exit.is_some() {
+                    // A node that never joined (or died) has no life after its join: its own checks said why.
+                    cx.report.notes.push(format!(
+                        "{}: step {} ({}) not run: the node did not join",
+                        n.node_name,
+                        i + 1,
+                        step.action.name()
+                    ));
+                    continue;
+                }
+                let (found, notes) = run_step(cx.env, &cluster, n, &step).await;
+                checks.extend(found);
+                cx.report.notes.extend(notes);
+            }
+            for c in &checks {
+                cx.events.emit(crate::run::events::Event::CheckDone {
+                    scenario: cx.report.name.clone(),
+                    check: c.clone(),
+                });
+            }
+            cx.report.checks.extend(checks);
+            cx.phase(&phase, t.elapsed());
+        }
+        Ok(())
+    })
+}
+
+/// One step on one node: its checks and notes.
+async fn run_step(
+    env: &crate::run::Environment,
+    cluster: &crate::run::env::SharedCluster,
+    n: &mut crate::run::node::RunningNode,
+    step: &Step,
+) -> (Vec<Check>, Vec<String>) {
+    match step.action {
+        crate::scenario::after::Action::Reboot => reboot::run(env, cluster, n, step).await,
+    }
+}

@@ -1,0 +1,107 @@
+//! `podRunsAgain`: a pod bound to the node before a step, found running again after it. The same pod (its UID),
+//! its container started after the step began: a pod object that merely survived in the API while nothing ran it
+//! does not count.
+use crate::run::pipeline::observe::pod::{manifest, not_running};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams};
+use std::time::{Duration, Instant};
+
+/// How long the pod may take to run before the step.
+const BEFORE_WITHIN: Duration = Duration::from_secs(45);
+
+/// The pod placed before a step.
+pub(super) struct Survivor {
+    pub name: String,
+    pub uid: String,
+}
+
+fn api(client: &kube::Client) -> Api<Pod> {
+    Api::namespaced(client.clone(), "default")
+}
+
+/// When the pod's container last started, in seconds since the epoch, while it runs.
+fn running_since(pod: &Pod) -> Option<i64> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|cs| cs.state.as_ref()?.running.as_ref()?.started_at.as_ref())
+        .map(|t| t.0.as_second())
+}
+
+/// Binds a pod to `node` and waits until it runs; why not otherwise.
+pub(super) async fn place(client: &kube::Client, node: &str) -> Result<Survivor, String> {
+    let name = format!("nodejoin-survivor-{}", crate::process::random_hex(6));
+    let pod = manifest(&name, node).map_err(|e| format!("pod manifest: {e}"))?;
+    let created = api(client)
+        .create(&PostParams::default(), &pod)
+        .await
+        .map_err(|e| format!("creating the pod before the step: {e}"))?;
+    let uid = created.metadata.uid.unwrap_or_default();
+    let start = Instant::now();
+    let mut last = "not observed".to_string();
+    while start.elapsed() < BEFORE_WITHIN {
+        match api(client).get(&name).await {
+            Ok(p) if running_since(&p).is_some() => return Ok(Survivor { name, uid }),
+            Ok(p) => last = not_running(&p),
+            Err(e) => last = format!("reading the pod: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    remove(client, &Survivor { name, uid }).await;
+    Err(format!(
+        "the pod did not run before the step (within {}s): {last}",
+        BEFORE_WITHIN.as_secs()
+    ))
+}
+
+/// Waits until the same pod runs again with its container started at `since` (seconds since the epoch) or
+/// later, at most `within`: what was seen, or why not.
+pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, within: Duration) -> Result<String, String> {
+    let start = Instant::now();
+    let mut last;
+    loop {
+        match api(client).get(&s.name).await {
+            Ok(p) if p.metadata.uid.as_deref() != Some(s.uid.as_str()) => {
+                return Err(format!(
+                    "the pod was replaced (uid {}, was {})",
+                    p.metadata.uid.unwrap_or_default(),
+                    s.uid
+                ))
+            }
+            Ok(p) => match running_since(&p) {
+                Some(t) if t >= since => {
+                    let restarts: i32 = p
+                        .status
+                        .iter()
+                        .flat_map(|st| st.container_statuses.iter().flatten())
+                        .map(|cs| cs.restart_count)
+                        .sum();
+                    return Ok(format!(
+                        "the same pod Running again, its container started {}s after the step began ({restarts} \
+                         restarts)",
+                        t - since
+                    ));
+                }
+                Some(_) => last = "Running, but its container started before the step (not restarted yet)".into(),
+                None => last = not_running(&p),
+            },
+            Err(e) => last = format!("reading the pod: {e}"),
+        }
+        if start.elapsed() >= within {
+            return Err(format!("not running again within {}s: {last}", within.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Deletes the pod (its node may be gone: not waited for).
+pub(super) async fn remove(client: &kube::Client, s: &Survivor) {
+    if let Err(e) = api(client).delete(&s.name, &DeleteParams::default()).await {
+        tracing::debug!(pod = %s.name, "deleting the survivor pod: {e}");
+    }
+}

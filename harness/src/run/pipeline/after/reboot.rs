@@ -1,0 +1,326 @@
+//! `do: reboot`: the machine restarts as an instance does, and the node must come back as itself: the same Node
+//! Ready again (reported by a kubelet started after the reboot), no certificate asked for again that was still
+//! valid, a pod from before running again, and the calls this boot made.
+use super::pod;
+use crate::assert::csr::{client_csr, serving_csr, CsrState};
+use crate::assert::registry::{self as def, CheckDef};
+use crate::assert::Check;
+use crate::run::env::SharedCluster;
+use crate::run::node::RunningNode;
+use crate::run::pipeline::observe::failfast;
+use crate::scenario::after::Step;
+use crate::scenario::expect::CsrExpectation;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long after Ready the CSRs of the step are given to appear (a kubelet asks for a serving certificate it
+/// lacks just after it starts).
+const SETTLE: Duration = Duration::from_secs(5);
+/// How often a node that is not back yet is asked whether its kubelet is failing for good.
+const PROBE_EVERY: Duration = Duration::from_secs(3);
+/// How long a pod from before may take to run again once the node is Ready.
+const POD_AGAIN_WITHIN: Duration = Duration::from_secs(60);
+
+pub(super) async fn run(
+    env: &crate::run::Environment,
+    cluster: &SharedCluster,
+    n: &mut RunningNode,
+    step: &Step,
+) -> (Vec<Check>, Vec<String>) {
+    let action = step.action.name();
+    let node = n.node_name.clone();
+    let name = |d: &CheckDef| d.on_with(&node, action);
+    let mut checks = Vec::new();
+    let mut notes = Vec::new();
+    let client = &cluster.client;
+    let uid = n.node.as_ref().and_then(|x| x.metadata.uid.clone()).unwrap_or_default();
+    let boot_id = n.node.as_ref().map(boot_id).unwrap_or_default();
+    let before = csr_names(cluster, &node);
+    let survivor = if step.expect.pod_runs_again {
+        Some(pod::place(client, &node).await)
+    } else {
+        None
+    };
+    let expected_ready = format!(
+        "the same Node (uid {uid}) Ready again within {}, reported by a kubelet started after the {action}",
+        humantime::format_duration(step.expect.within)
+    );
+    let t0 = Instant::now();
+    let cpu_before = n.machine.cpu_time().await;
+    let booted = match n.machine.reboot(crate::deadline::SYSTEMD_BOOT.min(step.expect.within)).await {
+        Ok(took) => took,
+        Err(e) => {
+            checks.push(Check::new(name(&def::READY_AFTER), false, expected_ready, e.to_string()));
+            return (checks, notes);
+        }
+    };
+    // The restarted machine is up: no kubelet of before can speak after this second.
+    let up = epoch_seconds(SystemTime::now()) - booted.as_secs() as i64;
+    let machine_up = t0.elapsed().saturating_sub(booted);
+    let came_back = wait_ready(client, n, (&uid, &boot_id), up, t0, step.expect.within).await;
+    let ready_at = came_back.as_ref().ok().map(|_| Instant::now());
+    checks.push(match &came_back {
+        Ok(()) => Check::new(
+            name(&def::READY_AFTER),
+            true,
+            expected_ready,
+            format!(
+                "Ready again {:.1}s after the {action} began (machine up in {:.1}s, systemd booted in {:.1}s)",
+                t0.elapsed().as_secs_f64(),
+                machine_up.as_secs_f64(),
+                booted.as_secs_f64()
+            ),
+        ),
+        Err(why) => Check::new(name(&def::READY_AFTER), false, expected_ready, why.clone()),
+    });
+    if came_back.is_ok() {
+        tokio::time::sleep(SETTLE).await;
+        let (clients, servings) = new_csrs(cluster, &node, &before);
+        checks.extend(csr_check(
+            name(&def::CLIENT_CSR_AFTER),
+            step.expect.client_csr,
+            &clients,
+        ));
+        checks.extend(csr_check(
+            name(&def::SERVING_CSR_AFTER),
+            step.expect.serving_csr,
+            &servings,
+        ));
+    }
+    if let Some(placed) = survivor {
+        let expected = format!(
+            "a pod placed before the {action} Running again within {}s of Ready, its container started after it",
+            POD_AGAIN_WITHIN.as_secs()
+        );
+        let found = match (&placed, &came_back) {
+            (Err(why), _) => Err(why.clone()),
+            (Ok(_), Err(_)) => Err(format!("not looked for: the node is not Ready again after the {action}")),
+            (Ok(p), Ok(())) => pod::again(client, p, up, POD_AGAIN_WITHIN).await,
+        };
+        if let Ok(p) = &placed {
+            pod::remove(client, p).await;
+        }
+        checks.push(match found {
+            Ok(seen) => Check::new(name(&def::POD_RUNS_AGAIN), true, expected, seen),
+            Err(why) => Check::new(name(&def::POD_RUNS_AGAIN), false, expected, why),
+        });
+    }
+    let calls: Vec<_> = env
+        .calls
+        .of(&n.instance.instance_id)
+        .into_iter()
+        .filter(|c| c.started >= t0)
+        .collect();
+    notes.push(match calls.len() {
+        0 => format!("{node}: {action}: no call to the fakes during it"),
+        k => format!(
+            "{node}: {action}: {k} calls to the fakes during it: {}",
+            crate::assert::calls::summary(&calls)
+        ),
+    });
+    if let Some(want) = &step.expect.calls {
+        for mut c in crate::assert::calls::checks(&node, &calls, want, t0, ready_at) {
+            c.name = format!("{} after {action}", c.name);
+            checks.push(c);
+        }
+    }
+    if let (Some(a), Some(b)) = (cpu_before, n.machine.cpu_time().await) {
+        // A container's count starts again with it; a VM's process keeps counting.
+        let used = if b >= a { b - a } else { b };
+        notes.push(format!(
+            "{node}: {action}: {:.1}s in all, node CPU {:.2}s",
+            t0.elapsed().as_secs_f64(),
+            used.as_secs_f64()
+        ));
+    }
+    (checks, notes)
+}
+
+fn epoch_seconds(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The boot id the Node's kubelet reported.
+fn boot_id(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default()
+}
+
+/// Waits until the Node `uid` is Ready as reported by a kubelet of the new boot: another boot id than `before`'s
+/// (the node image gives each boot its own), or a heartbeat after second `up` (only a kubelet started after the
+/// reboot can send one, for an image that keeps the host's boot id). At most `within` from `t0`; ends early, with
+/// the kubelet's words, when its kubelet is failing for good; else says what the Node showed last.
+async fn wait_ready(
+    client: &kube::Client,
+    n: &mut RunningNode,
+    (uid, before): (&str, &str),
+    up: i64,
+    t0: Instant,
+    within: Duration,
+) -> Result<(), String> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut last;
+    let mut probed = Instant::now();
+    loop {
+        match api.get_opt(&n.node_name).await {
+            Ok(Some(node)) if node.metadata.uid.as_deref() != Some(uid) => {
+                return Err(format!(
+                    "the Node was registered anew (uid {}, was {uid}): the node came back as another",
+                    node.metadata.uid.as_deref().unwrap_or("none")
+                ));
+            }
+            Ok(Some(node)) => {
+                let ready = ready_condition(&node);
+                let fresh = boot_id(&node) != before || ready.as_ref().is_some_and(|(_, heartbeat, _)| *heartbeat > up);
+                if fresh && ready.as_ref().is_some_and(|(status, _, _)| status == "True") {
+                    n.node = Some(node);
+                    return Ok(());
+                }
+                last = match ready {
+                    Some((status, _, message)) if fresh => format!("Ready={status}: {message}"),
+                    Some(_) => "no status from a kubelet started after the reboot yet".into(),
+                    None => "no Ready condition".into(),
+                };
+            }
+            Ok(None) => last = "the Node is gone".into(),
+            Err(e) => last = format!("reading the Node: {e}"),
+        }
+        if probed.elapsed() >= PROBE_EVERY {
+            probed = Instant::now();
+            if let Some(state) = failfast::kubelet_state(&n.machine).await {
+                if failfast::kubelet_crash_looping(&state) {
+                    let journal = n.machine.journal(Some("kubelet")).await;
+                    let line = failfast::kubelet_error_line(&journal)
+                        .unwrap_or_else(|| "no error line in the kubelet's journal".into());
+                    return Err(format!(
+                        "kubelet.service restarted {} times after the reboot ({}): {line}",
+                        state.restarts, state.active_state
+                    ));
+                }
+            }
+        }
+        if t0.elapsed() >= within {
+            return Err(format!(
+                "not Ready again within {}: {last}",
+                humantime::format_duration(within)
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The Node's Ready condition: its status, last heartbeat (seconds since the epoch) and message.
+fn ready_condition(node: &Node) -> Option<(String, i64, String)> {
+    let c = node
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((
+        c.status.clone(),
+        c.last_heartbeat_time.as_ref().map(|t| t.0.as_second()).unwrap_or(0),
+        c.message.clone().unwrap_or_default(),
+    ))
+}
+
+/// The names of every CSR of `node` the cluster holds now.
+fn csr_names(cluster: &SharedCluster, node: &str) -> BTreeSet<String> {
+    let Some(snapshot) = cluster.cache.snapshot() else {
+        return BTreeSet::new();
+    };
+    snapshot
+        .csrs
+        .iter()
+        .filter(|c| crate::assert::csr::belongs_to(c, node))
+        .filter_map(|c| c.metadata.name.clone())
+        .collect()
+}
+
+/// The client and serving CSRs of `node` made since `before` was taken.
+fn new_csrs(cluster: &SharedCluster, node: &str, before: &BTreeSet<String>) -> (Vec<CsrState>, Vec<CsrState>) {
+    let Some(snapshot) = cluster.cache.snapshot() else {
+        return (Vec::new(), Vec::new());
+    };
+    let fresh: Vec<&k8s_openapi::api::certificates::v1::CertificateSigningRequest> = snapshot
+        .csrs
+        .iter()
+        .filter(|c| c.metadata.name.as_ref().is_some_and(|n| !before.contains(n)))
+        .map(|c| c.as_ref())
+        .collect();
+    let clients = fresh.iter().filter_map(|c| client_csr(std::slice::from_ref(c), node)).collect();
+    let servings = fresh.iter().filter_map(|c| serving_csr(std::slice::from_ref(c), node)).collect();
+    (clients, servings)
+}
+
+/// A step's CSRs against what the scenario expects of them; nothing for `any`.
+fn csr_check(name: String, want: CsrExpectation, new: &[CsrState]) -> Option<Check> {
+    let (passed, expected) = match want {
+        CsrExpectation::Any => return None,
+        CsrExpectation::None => (new.is_empty(), "no new CSR"),
+        CsrExpectation::Issued => (new.iter().any(|c| c.issued), "a new CSR, issued"),
+        CsrExpectation::Pending => (
+            !new.is_empty() && new.iter().all(|c| !c.issued),
+            "a new CSR, not issued",
+        ),
+    };
+    let actual = if new.is_empty() {
+        "no new CSR".to_string()
+    } else {
+        new.iter()
+            .map(|c| {
+                format!(
+                    "{} by {} ({})",
+                    c.name.as_deref().unwrap_or("?"),
+                    c.requester.as_deref().unwrap_or("?"),
+                    if c.issued {
+                        "issued"
+                    } else if c.approved {
+                        "approved, not issued"
+                    } else {
+                        "pending"
+                    }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(Check::new(name, passed, expected, actual))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csr(name: &str, issued: bool) -> CsrState {
+        CsrState {
+            name: Some(name.into()),
+            requester: Some("system:node:n".into()),
+            approved: issued,
+            issued,
+        }
+    }
+
+    #[test]
+    fn a_new_csr_fails_none_and_passes_issued() {
+        assert!(csr_check("x".into(), CsrExpectation::Any, &[]).is_none());
+        assert!(csr_check("x".into(), CsrExpectation::None, &[]).is_some_and(|c| c.passed));
+        let one = [csr("csr-1", true)];
+        let c = csr_check("x".into(), CsrExpectation::None, &one).unwrap();
+        assert!(!c.passed);
+        assert!(c.actual.contains("csr-1 by system:node:n (issued)"), "{}", c.actual);
+        assert!(csr_check("x".into(), CsrExpectation::Issued, &one).is_some_and(|c| c.passed));
+        assert!(csr_check("x".into(), CsrExpectation::Pending, &one).is_some_and(|c| !c.passed));
+        let pending = [csr("csr-2", false)];
+        assert!(csr_check("x".into(), CsrExpectation::Pending, &pending).is_some_and(|c| c.passed));
+        assert!(csr_check("x".into(), CsrExpectation::Issued, &[]).is_some_and(|c| !c.passed));
+    }
+}
