@@ -216,6 +216,21 @@ pub async fn build_nodeadm(settings: &Settings, checkout: &Checkout) -> Result<P
 
 const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 
+/// The repository of the AL2023 images built from checkouts (tagged by [`image_hash`]).
+pub(crate) const AL2023_REPOSITORY: &str = "nodejoin-al2023";
+
+/// What the AL2023 image of `checkout` over `base_tag` is tagged by: the base, nodeadm's sources and the runtime
+/// files, so a change to any rebuilds it (and the overlay of a custom AMI over it, tagged by this tag).
+pub(crate) fn image_hash(settings: &Settings, base_tag: &str, checkout: &Checkout) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(base_tag.as_bytes());
+    h.update(checkout.nodeadm_hash(settings)?.as_bytes());
+    if let Some(runtime) = &checkout.runtime {
+        hash_path_skipping(settings, &mut h, runtime, &|_| false)?;
+    }
+    Ok(hex::encode(h.finalize())[..12].to_string())
+}
+
 /// The node image of `checkout` over `base`: the checkout's nodeadm, and (for a whole checkout) the AL2023
 /// runtime files as the AMI build copies them (`rootfs/*` onto `/`, `bin/*` into `/usr/bin`), with what its
 /// provisioners leave that nodeadm relies on (`/etc/eks/nodeadm.d/`, `/etc/eks/kubelet-version.txt`,
@@ -230,18 +245,9 @@ pub async fn ensure_image(
 ) -> Result<NodeImage> {
     let bins = build_nodeadm(settings, checkout).await?;
     let (inputs, base_tag, owned) = (checkout.clone(), base.tag.clone(), settings.clone());
-    let hash = super::inputs::off_runtime(move || {
-        let mut h = Sha256::new();
-        h.update(base_tag.as_bytes());
-        h.update(inputs.nodeadm_hash(&owned)?.as_bytes());
-        if let Some(runtime) = &inputs.runtime {
-            hash_path_skipping(&owned, &mut h, runtime, &|_| false)?;
-        }
-        Ok(hex::encode(h.finalize())[..12].to_string())
-    })
-    .await?;
+    let hash = super::inputs::off_runtime(move || image_hash(&owned, &base_tag, &inputs)).await?;
     let image = NodeImage {
-        tag: format!("nodejoin-al2023:{hash}"),
+        tag: format!("{AL2023_REPOSITORY}:{hash}"),
         base: base.tag.clone(),
     };
     if super::image::built_from(docker, &image.tag, HASH_LABEL, &hash).await {

@@ -232,13 +232,7 @@ pub async fn ensure_overlay(
         return Err(image_err(format!("overlay {} is not a directory", dir.display())));
     }
     let (tree, base_tag, owned) = (dir.clone(), base.tag.clone(), settings.clone());
-    let hash = super::inputs::off_runtime(move || {
-        let mut h = Sha256::new();
-        h.update(base_tag.as_bytes());
-        hash_path(&owned, &mut h, &tree)?;
-        Ok(hex::encode(h.finalize())[..12].to_string())
-    })
-    .await?;
+    let hash = super::inputs::off_runtime(move || overlay_hash(&owned, &base_tag, &tree)).await?;
     let image = NodeImage {
         tag: tag
             .map(str::to_string)
@@ -284,6 +278,15 @@ pub async fn ensure_overlay(
 }
 
 const OVERLAY_HASH_LABEL: &str = "io.nodejoin.overlay-hash";
+
+/// What an overlay image is tagged by: the base's tag (itself a hash of what the base was built from, an
+/// amazon-eks-ami checkout for a custom AMI) and the overlay's files, so a change to either rebuilds it.
+pub(crate) fn overlay_hash(settings: &Settings, base_tag: &str, dir: &Path) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(base_tag.as_bytes());
+    hash_path(settings, &mut h, dir)?;
+    Ok(hex::encode(h.finalize())[..12].to_string())
+}
 
 /// A build of `ctx` (the classic builder: no registry, no BuildKit frontend image to pull) tagged `tag` and
 /// labelled `io.nodejoin.image=<kind>` plus `labels`, through the Docker API.

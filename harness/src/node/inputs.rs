@@ -104,7 +104,7 @@ impl Walk {
 
     fn hash(&mut self, h: &mut Sha256, path: &Path, rel: &Path, skip: &dyn Fn(&Path) -> bool) -> Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        if let Some(link) = kept_link(path, &self.within)? {
+        if let Some(link) = kept_link(path, rel, &self.within)? {
             // The link itself, as the image carries it (its target may not exist on this host).
             self.count(path, 0)?;
             h.update(rel.to_string_lossy().as_bytes());
@@ -135,13 +135,13 @@ impl Walk {
         Ok(())
     }
 
-    fn copy(&mut self, from: &Path, to: &Path) -> Result<()> {
+    fn copy(&mut self, from: &Path, to: &Path, rel: &Path) -> Result<()> {
         let meta = std::fs::metadata(from).map_err(|e| Error::io(from, e))?;
         self.enter(from, &meta)?;
         std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
         for name in Self::entries(from)? {
-            let (source, target) = (from.join(&name), to.join(&name));
-            if let Some(link) = kept_link(&source, &self.within)? {
+            let (source, target, child) = (from.join(&name), to.join(&name), rel.join(&name));
+            if let Some(link) = kept_link(&source, &child, &self.within)? {
                 self.count(&source, 0)?;
                 std::os::unix::fs::symlink(&link, &target).map_err(|e| Error::io(&target, e))?;
                 continue;
@@ -149,7 +149,7 @@ impl Walk {
             let meta = std::fs::metadata(&source).map_err(|e| Error::io(&source, e))?;
             if meta.is_dir() {
                 self.count(&source, 0)?;
-                self.copy(&source, &target)?;
+                self.copy(&source, &target, &child)?;
             } else if meta.is_file() {
                 self.count(&source, meta.len())?;
                 std::fs::copy(&source, &target).map_err(|e| Error::io(&source, e))?;
@@ -229,16 +229,19 @@ fn boundary_of(settings: &Settings, path: &Path) -> PathBuf {
 }
 
 /// A symlink kept as a link in the image, never resolved on the host: an absolute one names a path in the image
-/// (`/dev/null` masks a unit; `/usr/lib/...` is the image's file), and a relative one leading out of `within`,
-/// into its `.git/`, or nowhere would otherwise bake a host file (or the repository's credentials) into the
-/// image. A relative link inside `within` is followed.
-fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
+/// (`/dev/null` masks a unit; `/usr/lib/...` is the image's file); a relative one that stays inside the tree as
+/// written (`rel` is where it sits in the tree) leads to the same file in the image, and systemd needs it to be a
+/// link (`multi-user.target.wants/x.service -> ../x.service` enables a unit; a copy there is ignored); and a
+/// relative one leading out of `within`, into its `.git/`, or nowhere would otherwise bake a host file (or the
+/// repository's credentials) into the image. A relative link out of the tree but inside `within` (a file the
+/// repository shares between trees) is followed.
+fn kept_link(path: &Path, rel: &Path, within: &Path) -> Result<Option<PathBuf>> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.file_type().is_symlink() {
         return Ok(None);
     }
     let link = std::fs::read_link(path).map_err(|e| Error::io(path, e))?;
-    if link.is_absolute() {
+    if link.is_absolute() || inside_tree(rel, &link) {
         return Ok(Some(link));
     }
     let inside = std::fs::canonicalize(path).is_ok_and(|target| {
@@ -249,11 +252,32 @@ fn kept_link(path: &Path, within: &Path) -> Result<Option<PathBuf>> {
     Ok((!inside).then_some(link))
 }
 
-/// Copies a tree into a build context: symlinks out of the tree's repository (or into its `.git/`) stay
-/// symlinks (see [`kept_link`]), those within it are followed, `.git` entries are left out, and anything that is
-/// neither a directory nor a regular file (a FIFO, a device, a socket) is refused with its path.
+/// Whether the relative link `link` at `rel` in a tree, read as written (never on the host), names a path inside
+/// the tree: it does not climb above the tree's top. The tree's top itself (`rel` empty) is no link within it.
+fn inside_tree(rel: &Path, link: &Path) -> bool {
+    use std::path::Component;
+    let Some(parent) = rel.parent() else {
+        return false;
+    };
+    let mut depth = parent.components().count();
+    for c in link.components() {
+        match c {
+            Component::ParentDir if depth == 0 => return false,
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// Copies a tree into a build context: absolute symlinks, those within the tree and those out of the tree's
+/// repository (or into its `.git/`) stay symlinks (see [`kept_link`]), those to the rest of the repository are
+/// followed, `.git` entries are left out, and anything that is neither a directory nor a regular file (a FIFO, a
+/// device, a socket) is refused with its path.
 pub(crate) fn copy_tree(settings: &Settings, from: &Path, to: &Path) -> Result<()> {
-    Walk::new(settings, from).copy(from, to)
+    Walk::new(settings, from).copy(from, to, Path::new(""))
 }
 
 #[cfg(test)]
@@ -359,15 +383,56 @@ mod tests {
         let before = hash(&src).unwrap();
         std::fs::write(src.join("etc/.git/HEAD"), b"another").unwrap();
         assert_eq!(hash(&src).unwrap(), before, ".git is not an input");
-        // etc/loop/up -> .. : each level would hold the whole tree again.
+        // etc/loop/up -> ../../../overlay: out of the tree and back into it, each level would hold the whole tree
+        // again. (`..` alone stays inside the tree: kept as a link, never walked.)
         std::fs::create_dir_all(src.join("etc/loop")).unwrap();
-        std::os::unix::fs::symlink("..", src.join("etc/loop/up")).unwrap();
+        std::os::unix::fs::symlink("../../../overlay", src.join("etc/loop/up")).unwrap();
         let err = hash(&src).unwrap_err().to_string();
         assert!(err.contains("symlink loop"), "{err}");
         let err = copy_tree(&crate::settings::for_tests(), &src, &dir.path().join("ctx-loop"))
             .unwrap_err()
             .to_string();
         assert!(err.contains("symlink loop"), "{err}");
+    }
+
+    /// What `systemctl enable` leaves (`multi-user.target.wants/x.service -> ../x.service`) reaches the image as a
+    /// link: systemd ignores a copy there. A link climbing out of the tree is not kept for being relative.
+    #[test]
+    fn links_within_the_tree_stay_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let src = dir.path().join("overlay");
+        let units = src.join("etc/systemd/system");
+        std::fs::create_dir_all(units.join("multi-user.target.wants")).unwrap();
+        std::fs::write(units.join("agent.service"), b"[Install]\nWantedBy=multi-user.target\n").unwrap();
+        std::os::unix::fs::symlink("../agent.service", units.join("multi-user.target.wants/agent.service")).unwrap();
+        std::os::unix::fs::symlink("../../usr", src.join("etc/up")).unwrap();
+        std::fs::write(dir.path().join("shared.txt"), b"shared").unwrap();
+        std::os::unix::fs::symlink("../../shared.txt", src.join("etc/shared.txt")).unwrap();
+        let out = dir.path().join("ctx");
+        copy_tree(&crate::settings::for_tests(), &src, &out).unwrap();
+        let wants = out.join("etc/systemd/system/multi-user.target.wants/agent.service");
+        assert!(std::fs::symlink_metadata(&wants).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_link(&wants).unwrap(), Path::new("../agent.service"));
+        assert_eq!(std::fs::read_link(out.join("etc/up")).unwrap(), Path::new("../../usr"));
+        assert!(!std::fs::symlink_metadata(out.join("etc/shared.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(inside_tree(Path::new("a/b/l"), Path::new("../../x")));
+        assert!(!inside_tree(Path::new("a/b/l"), Path::new("../../../x")));
+        assert!(!inside_tree(Path::new("a/l"), Path::new("./../../x/..")));
+        assert!(!inside_tree(Path::new(""), Path::new("x")));
+        // The link is hashed as a link: retargeting it rebuilds the image.
+        let hash = |p: &Path| {
+            let mut h = Sha256::new();
+            hash_path(&crate::settings::for_tests(), &mut h, p).unwrap();
+            hex::encode(h.finalize())
+        };
+        let before = hash(&src);
+        std::fs::remove_file(units.join("multi-user.target.wants/agent.service")).unwrap();
+        std::os::unix::fs::symlink("/dev/null", units.join("multi-user.target.wants/agent.service")).unwrap();
+        assert_ne!(hash(&src), before);
     }
 
     #[test]

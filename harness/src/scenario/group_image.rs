@@ -1,13 +1,15 @@
-//! A node group's own image (`image:`): an overlay, a local tag, or amazon-eks-ami as a path or a pinned commit.
+//! A node group's own image (`image:`): an overlay, a local tag, amazon-eks-ami as a path or a pinned commit, or
+//! amazon-eks-ami with an overlay over it (a custom AMI: the EKS AMI plus a Packer layer).
 use serde::Deserialize;
 
-/// A node group's own image: exactly one of `overlay` or `tag`.
+/// A node group's own image: `tag`, `overlay` or `amazonEksAmi`, or `amazonEksAmi` with `overlay` (a custom AMI).
 #[derive(Debug, Clone, Deserialize, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GroupImage {
     /// A directory (relative to the scenario file) laid out like the root filesystem, copied over our node image as
     /// one more layer (what `nodejoin image build --overlay DIR` builds). When it holds `etc/eks/bootstrap.sh`,
-    /// that script is the node's bootstrap.
+    /// that script is the node's bootstrap. With `amazonEksAmi` it is laid over the AL2023 image built from that
+    /// checkout instead, as a custom AMI's provisioners are over the EKS AMI.
     #[serde(default)]
     pub overlay: Option<String>,
     /// A local image of the user's (it must follow the node image contract, docs/src/user-guide/your-bootstrap.md); it brings its own
@@ -123,15 +125,18 @@ impl AmazonEksAmi {
 pub const ENV_EKS_AMI: &str = crate::settings::var::EKS_AMI;
 
 impl GroupImage {
-    /// What the group's image is made from: its tag, else its amazon-eks-ami checkout, else its overlay (the
-    /// loader checked that exactly one is given); `None` for none.
+    /// What the group's image is made from: its tag, else its amazon-eks-ami checkout (with the overlay over it,
+    /// if one is given), else its overlay (the loader checked the combination); `None` for none.
     pub fn source(&self) -> Option<crate::node::group_image::GroupSource<'_>> {
         use crate::node::group_image::GroupSource;
         if let Some(tag) = &self.tag {
             return Some(GroupSource::Tag(tag));
         }
         if let Some(source) = &self.amazon_eks_ami {
-            return Some(GroupSource::AmazonEksAmi(source.path()));
+            return Some(GroupSource::AmazonEksAmi {
+                checkout: source.path(),
+                overlay: self.overlay.as_deref().map(std::path::Path::new),
+            });
         }
         self.overlay
             .as_deref()
@@ -211,5 +216,63 @@ mod tests {
             .and_then(|i| i.amazon_eks_ami.as_ref())
             .unwrap();
         assert_eq!(source, &AmazonEksAmi::Path("/srv/eks-ami".into()));
+    }
+
+    /// A custom AMI: amazon-eks-ami with an overlay over it. A tag is whole, so it takes neither; the run's
+    /// checkout still replaces the group's, and an absent one still makes the scenario not apply.
+    #[test]
+    fn amazon_eks_ami_takes_an_overlay_and_a_tag_takes_neither() {
+        use crate::node::group_image::GroupSource;
+        use crate::scenario::model::AmazonEksAmi;
+        let pin = "{ git: https://github.com/awslabs/amazon-eks-ami, rev: 81fec2e895854f599974fe4d3d72f61c0a9aaffa }";
+        let with = |image: &str| {
+            format!("nodes:\n  - name: a\n    image: {image}\n    userData: {{ nodeadm: {{}} }}\ncluster: {{ auth: iam }}\n")
+        };
+        let both = with(&format!("{{ amazonEksAmi: {pin}, overlay: fixtures/overlay-example }}"));
+        let s = p(&both).unwrap();
+        let image = s.nodes[0].image.as_ref().unwrap();
+        let Some(GroupSource::AmazonEksAmi {
+            checkout,
+            overlay: Some(overlay),
+        }) = image.source()
+        else {
+            panic!("not a custom AMI: {:?}", image.source());
+        };
+        assert!(
+            checkout.ends_with("eks-ami/81fec2e895854f599974fe4d3d72f61c0a9aaffa"),
+            "{}",
+            checkout.display()
+        );
+        assert_eq!(overlay, crate::paths::workspace_root().join("fixtures/overlay-example"));
+        for image in [
+            "{ tag: my-node:dev, overlay: fixtures/overlay-example }".to_string(),
+            format!("{{ tag: my-node:dev, amazonEksAmi: {pin} }}"),
+            format!("{{ tag: my-node:dev, amazonEksAmi: {pin}, overlay: fixtures/overlay-example }}"),
+        ] {
+            let e = p(&with(&image)).unwrap_err().to_string();
+            assert!(
+                e.contains("image.tag names a whole image") && e.contains("test.yaml:3:"),
+                "{image}: {e}"
+            );
+        }
+        let e = p(&with(&format!("{{ amazonEksAmi: {pin}, overlay: no/such/dir }}")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("image.overlay") && e.contains("is not a directory"), "{e}");
+        // The run's checkout replaces the group's and the overlay stays; an absent one is a reason, not an error.
+        let defaults = crate::scenario::Defaults {
+            eks_ami: Some(std::path::PathBuf::from("/nonexistent/amazon-eks-ami")),
+            ..Default::default()
+        };
+        let s = crate::scenario::load::parse_with(&both, &crate::paths::workspace_root().join("test.yaml"), &defaults)
+            .unwrap();
+        let image = s.nodes[0].image.as_ref().unwrap();
+        assert_eq!(
+            image.amazon_eks_ami,
+            Some(AmazonEksAmi::Path("/nonexistent/amazon-eks-ami".into()))
+        );
+        assert!(image.overlay.is_some());
+        let why = s.not_applicable().unwrap_or_default();
+        assert!(why.contains("/nonexistent/amazon-eks-ami is absent"), "{why}");
     }
 }

@@ -283,37 +283,55 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One source, files that exist, known placeholders, and no harness-run bootstrap arguments next to it.
+/// One source (or amazon-eks-ami with an overlay over it: a custom AMI), and files that exist.
 fn check_group_image(img: &super::model::GroupImage, roots: &super::confine::Roots) -> std::result::Result<(), String> {
-    use super::model::AmazonEksAmi;
     match (&img.overlay, &img.tag, &img.amazon_eks_ami) {
-        // Its absence is decided when the scenario runs (`Scenario::not_applicable`): ignored, not invalid.
-        (None, None, Some(AmazonEksAmi::Path(path))) if !path.trim().is_empty() => {
-            if Path::new(path).exists() {
-                roots.check(Path::new(path), "image.amazonEksAmi")?;
-            }
-            Ok(())
-        }
-        (None, None, Some(AmazonEksAmi::Path(_))) => Err("image.amazonEksAmi is empty".into()),
-        // Fetched into nodejoin's cache, outside every root; only network transports and a fixed commit.
-        (None, None, Some(AmazonEksAmi::Git(pin))) => crate::node::eks_ami_git::check_pin(&pin.git, &pin.rev),
-        (Some(dir), None, None) => {
-            let path = Path::new(dir);
-            if path.is_dir() {
-                roots.check(path, "image.overlay").map(|_| ())
-            } else {
-                Err(format!(
-                    "image.overlay {} is not a directory ({})",
-                    path.display(),
-                    super::relative::HINT
-                ))
-            }
-        }
-        (None, Some(tag), None) if !tag.trim().is_empty() => Ok(()),
-        (None, Some(_), None) => Err("image.tag is empty".into()),
-        _ => Err(
-            "image needs exactly one of overlay (a directory), tag (a local image) or amazonEksAmi (a checkout)".into(),
+        (None, None, None) => Err(
+            "image needs one of overlay (a directory), tag (a local image) or amazonEksAmi (a checkout), or \
+             amazonEksAmi with an overlay over it (a custom AMI)"
+                .into(),
         ),
+        // A local image is whole: nothing is built from or laid over it.
+        (Some(_), Some(_), _) | (_, Some(_), Some(_)) => Err(
+            "image.tag names a whole image: give it alone (overlay and amazonEksAmi build one, together or apart)"
+                .into(),
+        ),
+        (None, Some(tag), None) if tag.trim().is_empty() => Err("image.tag is empty".into()),
+        (None, Some(_), None) => Ok(()),
+        (overlay, None, ami) => {
+            if let Some(ami) = ami {
+                check_eks_ami(ami, roots)?;
+            }
+            overlay.as_deref().map_or(Ok(()), |dir| check_overlay(dir, roots))
+        }
+    }
+}
+
+/// A checkout that is there is inside the roots; its absence is decided when the scenario runs
+/// (`Scenario::not_applicable`): ignored, not invalid. A pin is fetched into nodejoin's cache, outside every root:
+/// only network transports and a fixed commit.
+fn check_eks_ami(ami: &super::model::AmazonEksAmi, roots: &super::confine::Roots) -> std::result::Result<(), String> {
+    use super::model::AmazonEksAmi;
+    match ami {
+        AmazonEksAmi::Path(path) if path.trim().is_empty() => Err("image.amazonEksAmi is empty".into()),
+        AmazonEksAmi::Path(path) if Path::new(path).exists() => {
+            roots.check(Path::new(path), "image.amazonEksAmi").map(|_| ())
+        }
+        AmazonEksAmi::Path(_) => Ok(()),
+        AmazonEksAmi::Git(pin) => crate::node::eks_ami_git::check_pin(&pin.git, &pin.rev),
+    }
+}
+
+fn check_overlay(dir: &str, roots: &super::confine::Roots) -> std::result::Result<(), String> {
+    let path = Path::new(dir);
+    if path.is_dir() {
+        roots.check(path, "image.overlay").map(|_| ())
+    } else {
+        Err(format!(
+            "image.overlay {} is not a directory ({})",
+            path.display(),
+            super::relative::HINT
+        ))
     }
 }
 
