@@ -32,6 +32,21 @@ const fn catcher_of(
 
 pub const CATALOGUE: &[Mutation] = &[
     Mutation {
+        name: "kubelet-config-on-tmpfs",
+        regression: "the bootstrap renders the kubelet's config into /run (a tmpfs, linked from /etc): the join \
+                     passes, and after a reboot the kubelet finds no config",
+        target: Target::ReferenceBootstrap,
+        find: "mkdir -p /etc/kubernetes/pki /etc/kubernetes/kubelet /var/lib/kubelet",
+        replace: "mkdir -p /etc/kubernetes/pki /run/kubelet-config /var/lib/kubelet && ln -sfn /run/kubelet-config \
+                  /etc/kubernetes/kubelet && mkdir -p",
+        caught_by: &[catcher_of(
+            "reboot-bootstrap-sh",
+            &checks::READY_AFTER,
+            "reboot",
+            "failed to load kubelet config file",
+        )],
+    },
+    Mutation {
         name: "credentials-on-tmpfs",
         regression: "the kubelet keeps its kubeconfig and certificates in /run (a tmpfs): the join passes, and at the \
                      first reboot the kubelet bootstraps again with a new client CSR",

@@ -216,6 +216,15 @@ pub async fn build_nodeadm(settings: &Settings, checkout: &Checkout) -> Result<P
 
 const HASH_LABEL: &str = "io.nodejoin.eks-ami-hash";
 
+/// How the runtime files are laid out (see [`ensure_image`]); part of the image's hash, so a change rebuilds it.
+const RUNTIME_RECIPE: &str = "COPY rootfs/ /\nCOPY bin/ /usr/bin/\n\
+     RUN chmod -R a+x /usr/bin/nodeadm /usr/bin/nodeadm-internal && mkdir -p /etc/eks/nodeadm.d \
+     && kubelet --version > /etc/eks/kubelet-version.txt \
+     && containerd --version > /etc/eks/containerd-version.txt \
+     && systemctl enable systemd-networkd.service \
+     && sed -e '/^After=multi-user.target$/d' -e '/^Before=apt-daily.service$/d' \
+        /lib/systemd/system/cloud-final.service > /etc/systemd/system/cloud-final.service\n";
+
 /// The repository of the AL2023 images built from checkouts (tagged by [`image_hash`]).
 pub(crate) const AL2023_REPOSITORY: &str = "nodejoin-al2023";
 
@@ -226,6 +235,7 @@ pub(crate) fn image_hash(settings: &Settings, base_tag: &str, checkout: &Checkou
     h.update(base_tag.as_bytes());
     h.update(checkout.nodeadm_hash(settings)?.as_bytes());
     if let Some(runtime) = &checkout.runtime {
+        h.update(RUNTIME_RECIPE.as_bytes());
         hash_path_skipping(settings, &mut h, runtime, &|_| false)?;
     }
     Ok(hex::encode(h.finalize())[..12].to_string())
@@ -236,7 +246,10 @@ pub(crate) fn image_hash(settings: &Settings, base_tag: &str, checkout: &Checkou
 /// provisioners leave that nodeadm relies on (`/etc/eks/nodeadm.d/`, `/etc/eks/kubelet-version.txt`,
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
 /// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
-/// ours of the same name. Tagged by a hash of the base and the files; rebuilt only when either changes.
+/// ours of the same name. cloud-init's final stage is ordered as on Amazon Linux, not after multi-user.target as
+/// Debian orders it: the AMI's nodeadm-run.service, wanted by multi-user.target and ordered after cloud-final,
+/// would otherwise close a cycle that systemd breaks at each boot the AMI's units run by dropping a job (nodeadm's
+/// run phase, at a reboot). Tagged by a hash of the base and the files; rebuilt only when either changes.
 pub async fn ensure_image(
     settings: &Settings,
     docker: &crate::docker::Docker,
@@ -272,13 +285,7 @@ pub async fn ensure_image(
                 std::fs::create_dir_all(ctx.join(part)).map_err(|e| Error::io(ctx, e))?;
             }
         }
-        dockerfile.push_str(
-            "COPY rootfs/ /\nCOPY bin/ /usr/bin/\n\
-             RUN chmod -R a+x /usr/bin/nodeadm /usr/bin/nodeadm-internal && mkdir -p /etc/eks/nodeadm.d \
-             && kubelet --version > /etc/eks/kubelet-version.txt \
-             && containerd --version > /etc/eks/containerd-version.txt \
-             && systemctl enable systemd-networkd.service\n",
-        );
+        dockerfile.push_str(RUNTIME_RECIPE);
     } else {
         dockerfile.push_str("RUN chmod a+x /usr/bin/nodeadm /usr/bin/nodeadm-internal\n");
     }

@@ -84,10 +84,7 @@ pub(super) fn scratch(run_id: &str, what: &str, container: &str) -> std::io::Res
     // taken first, or be a link another local user planted.
     use std::os::unix::fs::PermissionsExt;
     Ok(tempfile::Builder::new()
-        .prefix(&format!(
-            "{}{what}-{container}-",
-            crate::reaper::scratch_prefix(run_id)
-        ))
+        .prefix(&format!("{}{what}-{container}-", crate::reaper::scratch_prefix(run_id)))
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(crate::reaper::scratch_dir())?
         .keep())

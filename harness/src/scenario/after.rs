@@ -1,7 +1,7 @@
 //! A node's life after its join (`after:` in a node group): an ordered list of steps done to each of the group's
 //! nodes once the join's checks are in, each with its own expectations, its own phase in the report and checks
 //! named after it. Built for more actions to come (an upgrade, a drain, a termination, a shutdown).
-use super::expect::{CallExpectation, CsrExpectation};
+use super::expect::{CallExpectation, CsrExpectation, FileExpectation};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -57,6 +57,10 @@ pub struct StepExpect {
     /// window after it), judged as `expect.calls` are.
     #[serde(default)]
     pub calls: Option<CallExpectation>,
+    /// Files read once the node is Ready again (what this boot wrote), judged as `expect.files` are (`golden` is
+    /// for the join's files only).
+    #[serde(default)]
+    pub files: Vec<FileExpectation>,
 }
 
 fn default_within() -> Duration {
@@ -75,6 +79,7 @@ impl Default for StepExpect {
             serving_csr: none(),
             pod_runs_again: false,
             calls: None,
+            files: Vec::new(),
         }
     }
 }
@@ -101,7 +106,9 @@ mod tests {
 
     #[test]
     fn unknown_actions_and_keys_are_refused() {
-        let e = serde_yaml_ng::from_str::<Step>("do: explode\n").unwrap_err().to_string();
+        let e = serde_yaml_ng::from_str::<Step>("do: explode\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown variant `explode`"), "{e}");
         let e = serde_yaml_ng::from_str::<Step>("do: reboot\nexpect: {sameNod: true}\n")
             .unwrap_err()

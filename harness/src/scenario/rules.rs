@@ -189,6 +189,16 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if n.after.iter().flat_map(|s| &s.expect.files).any(|f| f.golden.is_some()) {
+            return Err(group(
+                n,
+                "golden",
+                format!(
+                    "node group '{}': a step's files take `values` and `contains`; `golden` is for the join's files",
+                    n.name
+                ),
+            ));
+        }
         if !n.after.is_empty() && !n.expect.joins {
             return Err(group(
                 n,

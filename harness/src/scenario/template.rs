@@ -17,6 +17,8 @@ pub const KNOWN: &[&str] = &[
     "instance.az",
     "instance.type",
     "node.arch",
+    // The boot id the Node's kubelet reports after a step that boots it again (`after`: a step's expectations only).
+    "node.bootId",
     // The run's HTTPS proxy (`http://ADDRESS:PORT`, CONNECT only), for a node configured to use one.
     "proxy.url",
     // Which attempt of the scenario this is, from 1 (`nodejoin run --retries`), as nextest's NEXTEST_ATTEMPT:

@@ -42,7 +42,9 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             });
             let mut checks = Vec::new();
             for n in cx.nodes.iter_mut() {
-                let Some(step) = n.group.after.get(i).cloned() else { continue };
+                let Some(step) = n.group.after.get(i).cloned() else {
+                    continue;
+                };
                 if n.node.is_none() || n.container_exit.is_some() {
                     // A node that never joined (or died) has no life after its join: its own checks said why.
                     cx.report.notes.push(format!(

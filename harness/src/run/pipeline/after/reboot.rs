@@ -36,7 +36,7 @@ pub(super) async fn run(
     let mut notes = Vec::new();
     let client = &cluster.client;
     let uid = n.node.as_ref().and_then(|x| x.metadata.uid.clone()).unwrap_or_default();
-    let boot_id = n.node.as_ref().map(boot_id).unwrap_or_default();
+    let boot_before = n.node.as_ref().map(boot_id).unwrap_or_default();
     let before = csr_names(cluster, &node);
     let survivor = if step.expect.pod_runs_again {
         Some(pod::place(client, &node).await)
@@ -49,17 +49,34 @@ pub(super) async fn run(
     );
     let t0 = Instant::now();
     let cpu_before = n.machine.cpu_time().await;
-    let booted = match n.machine.reboot(crate::deadline::SYSTEMD_BOOT.min(step.expect.within)).await {
+    let booted = match n
+        .machine
+        .reboot(crate::deadline::SYSTEMD_BOOT.min(step.expect.within))
+        .await
+    {
         Ok(took) => took,
         Err(e) => {
-            checks.push(Check::new(name(&def::READY_AFTER), false, expected_ready, e.to_string()));
+            checks.push(Check::new(
+                name(&def::READY_AFTER),
+                false,
+                expected_ready,
+                e.to_string(),
+            ));
             return (checks, notes);
         }
     };
     // The restarted machine is up: no kubelet of before can speak after this second.
     let up = epoch_seconds(SystemTime::now()) - booted.as_secs() as i64;
     let machine_up = t0.elapsed().saturating_sub(booted);
-    let came_back = wait_ready(client, n, (&uid, &boot_id), up, t0, step.expect.within).await;
+    let came_back = wait_ready(
+        client,
+        n,
+        (&uid, &boot_before),
+        (up, t0.elapsed()),
+        t0,
+        step.expect.within,
+    )
+    .await;
     let ready_at = came_back.as_ref().ok().map(|_| Instant::now());
     checks.push(match &came_back {
         Ok(()) => Check::new(
@@ -89,6 +106,34 @@ pub(super) async fn run(
             &servings,
         ));
     }
+    if let Some(id) = n.node.as_ref().map(boot_id).filter(|_| came_back.is_ok()) {
+        n.vars.insert("node.bootId".into(), id);
+    }
+    if came_back.is_ok() && !step.expect.files.is_empty() {
+        // Placeholders filled in with the node's values, as the join's expectations are.
+        let fill = |t: &String| crate::scenario::template::render(t, &n.vars).unwrap_or_else(|_| t.clone());
+        let files: Vec<_> = step
+            .expect
+            .files
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.path = fill(&f.path);
+                f.contains = f.contains.iter().map(fill).collect();
+                f
+            })
+            .collect();
+        let mut contents = Vec::new();
+        for f in &files {
+            contents.push(n.machine.read_file(&f.path).await);
+        }
+        let roots = crate::scenario::confine::Roots::default();
+        let found = crate::run::pipeline::assertions::files::expectations(&roots, &node, &files, &contents, &n.vars);
+        checks.extend(found.into_iter().map(|mut c| {
+            c.name = format!("{} after {action}", c.name);
+            c
+        }));
+    }
     if let Some(placed) = survivor {
         let expected = format!(
             "a pod placed before the {action} Running again within {}s of Ready, its container started after it",
@@ -96,7 +141,9 @@ pub(super) async fn run(
         );
         let found = match (&placed, &came_back) {
             (Err(why), _) => Err(why.clone()),
-            (Ok(_), Err(_)) => Err(format!("not looked for: the node is not Ready again after the {action}")),
+            (Ok(_), Err(_)) => Err(format!(
+                "not looked for: the node is not Ready again after the {action}"
+            )),
             (Ok(p), Ok(())) => pod::again(client, p, up, POD_AGAIN_WITHIN).await,
         };
         if let Ok(p) = &placed {
@@ -161,7 +208,7 @@ async fn wait_ready(
     client: &kube::Client,
     n: &mut RunningNode,
     (uid, before): (&str, &str),
-    up: i64,
+    (up, booted_by): (i64, Duration),
     t0: Instant,
     within: Duration,
 ) -> Result<(), String> {
@@ -195,15 +242,24 @@ async fn wait_ready(
         if probed.elapsed() >= PROBE_EVERY {
             probed = Instant::now();
             if let Some(state) = failfast::kubelet_state(&n.machine).await {
-                if failfast::kubelet_crash_looping(&state) {
-                    let journal = n.machine.journal(Some("kubelet")).await;
-                    let line = failfast::kubelet_error_line(&journal)
-                        .unwrap_or_else(|| "no error line in the kubelet's journal".into());
+                // The boot is over (systemd said so before this wait began): what was to start the kubelet has.
+                if !state.ever_started && t0.elapsed() >= booted_by + failfast::NEVER_STARTED_GRACE {
+                    let enabled = n
+                        .machine
+                        .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
+                        .await
+                        .map(|o| o.stdout.trim().to_string())
+                        .unwrap_or_else(|e| format!("unknown: {e}"));
                     return Err(format!(
-                        "kubelet.service restarted {} times after the reboot ({}): {line}",
-                        state.restarts, state.active_state
+                        "kubelet.service never started on this boot ({}s after the machine booted; systemctl \
+                         is-enabled kubelet.service: {enabled})",
+                        (t0.elapsed() - booted_by).as_secs()
                     ));
                 }
+            }
+            // A kubelet that crash-loops, or exited on a config error that every restart repeats.
+            if let Some(stop) = failfast::probe(&n.machine, ("the reboot", Duration::ZERO), None, String::new).await {
+                return Err(format!("after the reboot: {}", stop.cause));
             }
         }
         if t0.elapsed() >= within {
@@ -256,8 +312,14 @@ fn new_csrs(cluster: &SharedCluster, node: &str, before: &BTreeSet<String>) -> (
         .filter(|c| c.metadata.name.as_ref().is_some_and(|n| !before.contains(n)))
         .map(|c| c.as_ref())
         .collect();
-    let clients = fresh.iter().filter_map(|c| client_csr(std::slice::from_ref(c), node)).collect();
-    let servings = fresh.iter().filter_map(|c| serving_csr(std::slice::from_ref(c), node)).collect();
+    let clients = fresh
+        .iter()
+        .filter_map(|c| client_csr(std::slice::from_ref(c), node))
+        .collect();
+    let servings = fresh
+        .iter()
+        .filter_map(|c| serving_csr(std::slice::from_ref(c), node))
+        .collect();
     (clients, servings)
 }
 

@@ -109,7 +109,7 @@ pub(crate) async fn run_bootstrap(
         let t1 = Instant::now();
         let own_kernel = node.machine.capabilities.kind.own_kernel;
         let wait = bootstrap_wait(own_kernel, &group.expect);
-        let cloud_init = super::userdata::run_cloud_init(&node.machine, wait, nodeadm);
+        let cloud_init = super::userdata::run_cloud_init(&node.machine, wait, nodeadm, group.reboots());
         // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
         let refused = super::trust::refused_certificate(env, &node.machine.name, &node.instance);
         let finished = if own_kernel {

@@ -107,7 +107,15 @@ pub struct CloudInitRun {
 /// at most `within`. With `nodeadm`, the image's two nodeadm
 /// units run in the same systemd transaction, ordered around cloud-init's stages as on an AL2023 AMI (config
 /// before the user's scripts, run after them).
-pub async fn run_cloud_init(node: &NodeMachine, within: Duration, nodeadm: bool) -> Result<CloudInitRun> {
+/// `reboots`: the node reboots later (`after: reboot`); on a container its first boot is the harness's (the user
+/// data is served only once the node's address is known), so the units the AMI build enables at boot (nodeadm's)
+/// are enabled once they have run, and its next boots are systemd's own.
+pub async fn run_cloud_init(
+    node: &NodeMachine,
+    within: Duration,
+    nodeadm: bool,
+    reboots: bool,
+) -> Result<CloudInitRun> {
     let mut units = "cloud-init-local.service cloud-init.service cloud-config.service cloud-final.service".to_string();
     if nodeadm {
         for u in nodeadm_report::UNITS {
@@ -123,6 +131,11 @@ pub async fn run_cloud_init(node: &NodeMachine, within: Duration, nodeadm: bool)
         )
     } else {
         String::new()
+    };
+    let enable = if reboots && nodeadm {
+        "for u in $units; do grep -qs '^\\[Install\\]' /etc/systemd/system/$u && systemctl enable --quiet $u; done\n"
+    } else {
+        ""
     };
     let script = if node.capabilities.kind.own_kernel {
         // A machine started them at boot, as an instance does (or did not: its cloud-init may have found no
@@ -145,6 +158,7 @@ cloud-init status --wait >/dev/null\n",
 units='{units}'\n\
 {boot_hook}\
 systemctl start $units || true\n\
+{enable}\
 cloud-init status --wait >/dev/null\n"
         )
     };
