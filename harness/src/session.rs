@@ -456,6 +456,7 @@ async fn provider_unavailable(
             version: s.cluster.kubernetes_version.clone(),
             service_cidr: s.cluster.service_cidr(),
             iam_lane: None,
+            certificate_lifetime: s.cluster.certificate_lifetime,
         };
         if let Some(why) = p.unavailable(settings, &spec, &docker).await {
             return Ok(Some(why));

@@ -209,6 +209,16 @@ check!(
      certificate on its disk)"
 );
 check!(
+    SERVING_CERT_AFTER,
+    "serving cert after",
+    "serving cert after <step>",
+    keys: ["servingCsr", "after"],
+    "a step that renews the serving certificate (`wait-for-rotation`)",
+    ":10250 serves the renewed certificate (another serial than before the step), for exactly the node's DNS \
+     name and IP, chained to the cluster CA; a renewal the approver refuses is decided once it stayed pending 15 s, \
+     quoting the CSR and the approver's reason"
+);
+check!(
     POD_RUNS_AGAIN,
     "pod runs again after",
     "pod runs again after <step>",

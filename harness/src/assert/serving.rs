@@ -32,6 +32,17 @@ impl std::fmt::Display for ServingCert {
 
 /// `Ok(cert)` when a TLS handshake verified against `ca_pem` succeeds; `Err(reason)` otherwise.
 pub async fn probe(ip: IpAddr, port: u16, ca_pem: &str) -> Result<ServingCert, String> {
+    describe(&probe_leaf(ip, port, ca_pem).await?)
+}
+
+/// What a certificate is told apart from its renewal by: its serial number, in hex.
+pub fn serial(der: &[u8]) -> Result<String, String> {
+    let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+    Ok(cert.raw_serial_as_string())
+}
+
+/// The leaf certificate (DER) served at `ip:port` when a TLS handshake verified against `ca_pem` succeeds.
+pub async fn probe_leaf(ip: IpAddr, port: u16, ca_pem: &str) -> Result<Vec<u8>, String> {
     let mut roots = rustls::RootCertStore::empty();
     let der = crate::pki::pem_to_der(ca_pem).map_err(|e| e.to_string())?;
     roots
@@ -61,7 +72,7 @@ pub async fn probe(ip: IpAddr, port: u16, ca_pem: &str) -> Result<ServingCert, S
         .peer_certificates()
         .and_then(|c| c.first())
         .ok_or("no peer certificate")?;
-    describe(leaf.as_ref())
+    Ok(leaf.as_ref().to_vec())
 }
 
 pub fn describe(der: &[u8]) -> Result<ServingCert, String> {

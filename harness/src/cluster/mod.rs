@@ -23,6 +23,17 @@ pub struct ClusterSpec {
     /// An IAM lane: a control plane apart from the shared one, used by one IAM scenario at a time (aws-auth and
     /// the authentication mode are cluster-wide) and reused by the next (see `Provider::iam_lanes`).
     pub iam_lane: Option<u32>,
+    /// How long the certificates the cluster signs for CSRs live (`--cluster-signing-duration`, `cluster.
+    /// certificateLifetime`): short, so a kubelet rotates its certificates while a scenario watches. Default:
+    /// the controller manager's (a year).
+    pub certificate_lifetime: Option<std::time::Duration>,
+}
+
+impl ClusterSpec {
+    /// `--cluster-signing-duration`'s value, when the scenario sets one.
+    pub fn signing_duration_arg(&self) -> Option<String> {
+        self.certificate_lifetime.map(|d| format!("{}s", d.as_secs()))
+    }
 }
 
 /// Where the API server sends TokenReviews for bearer tokens it does not know (EKS's IAM authenticator).

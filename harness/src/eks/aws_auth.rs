@@ -82,9 +82,11 @@ impl AwsAuth {
     }
 
     /// The entry for a caller whose canonical ARN is `canonical` (`arn:aws:iam::<acct>:role/<name>` or
-    /// `...:user/<name>`); matching ignores case, as EKS does.
+    /// `...:user/<name>`); matching ignores case, as EKS does. Of an ARN mapped twice the last entry wins, as in
+    /// EKS's authenticator (it keys its mappings by ARN): a node role mapped again under another username
+    /// authenticates as that user (awslabs/amazon-eks-ami#610, its serving CSR then pending).
     pub fn grant_for(&self, canonical: &str) -> Option<Grant> {
-        let roles = self.map_roles.iter().enumerate().find_map(|(i, r)| {
+        let roles = self.map_roles.iter().enumerate().rev().find_map(|(i, r)| {
             r.rolearn.eq_ignore_ascii_case(canonical).then(|| Grant {
                 username_template: r.username.clone(),
                 groups: r.groups.clone(),
@@ -92,7 +94,7 @@ impl AwsAuth {
             })
         });
         roles.or_else(|| {
-            self.map_users.iter().enumerate().find_map(|(i, u)| {
+            self.map_users.iter().enumerate().rev().find_map(|(i, u)| {
                 u.userarn.eq_ignore_ascii_case(canonical).then(|| Grant {
                     username_template: u.username.clone(),
                     groups: u.groups.clone(),

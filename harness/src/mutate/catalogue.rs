@@ -32,6 +32,15 @@ const fn catcher_of(
 
 pub const CATALOGUE: &[Mutation] = &[
     Mutation {
+        name: "no-client-rotation",
+        regression: "the kubelet config loses rotateCertificates: the join passes, and the client certificate \
+                     expires unrenewed",
+        target: Target::ReferenceBootstrap,
+        find: "  rotateCertificates: true,\n",
+        replace: "",
+        caught_by: &[catcher_of("cert-rotation", &checks::CLIENT_CSR_AFTER, "rotation", "no new CSR")],
+    },
+    Mutation {
         name: "kubelet-config-on-tmpfs",
         regression: "the bootstrap renders the kubelet's config into /run (a tmpfs, linked from /etc): the join \
                      passes, and after a reboot the kubelet finds no config",

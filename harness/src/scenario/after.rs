@@ -23,6 +23,9 @@ pub enum Action {
     /// The machine restarts as an instance does: its disk kept, its memory and `/run` gone, systemd booting
     /// again (and with it whatever the image enables at boot: nodeadm's units, cloud-init, the kubelet).
     Reboot,
+    /// Nothing is done: the kubelet renews its certificates by itself at 70-90 % of their lifetime (set short with
+    /// `cluster.certificateLifetime`), through new CSRs the cluster's approvers must accept again.
+    WaitForRotation,
 }
 
 impl Action {
@@ -30,6 +33,7 @@ impl Action {
     pub fn name(self) -> &'static str {
         match self {
             Action::Reboot => "reboot",
+            Action::WaitForRotation => "rotation",
         }
     }
 }
@@ -38,17 +42,20 @@ impl Action {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepExpect {
-    /// How long the node may take to be Ready again, counted from the step's start (default 120s).
-    #[serde(default = "default_within", deserialize_with = "super::durations::wait")]
-    #[schemars(with = "String")]
-    pub within: Duration,
-    /// Client CSRs made during the step (default `none`: the kubelet's client certificate is still valid, and a
-    /// kubelet that asks again lost it).
-    #[serde(default = "none")]
-    pub client_csr: CsrExpectation,
-    /// Serving CSRs made during the step (default `none`: the kubelet keeps its serving certificate on disk).
-    #[serde(default = "none")]
-    pub serving_csr: CsrExpectation,
+    /// How long the step may take: a reboot until the node is Ready again, a rotation until the renewed
+    /// certificates are issued and served (default 120s; a rotation's, the certificate lifetime and 15s: the certificates were issued before the step).
+    #[serde(default, deserialize_with = "super::durations::opt_wait")]
+    #[schemars(with = "Option<String>")]
+    pub within: Option<Duration>,
+    /// Client CSRs made during the step. Default: `none` for a reboot (the client certificate is still valid: a
+    /// kubelet that asks again lost it); `issued` for a rotation of a bootstrap-token node (an IAM node has no
+    /// client certificate: `none`).
+    #[serde(default)]
+    pub client_csr: Option<CsrExpectation>,
+    /// Serving CSRs made during the step. Default: `none` for a reboot (the kubelet keeps its serving certificate
+    /// on its disk), `issued` for a rotation.
+    #[serde(default)]
+    pub serving_csr: Option<CsrExpectation>,
     /// A pod bound to the node before the step runs again after it: the same pod, a sandbox started after the
     /// step.
     #[serde(default)]
@@ -63,24 +70,45 @@ pub struct StepExpect {
     pub files: Vec<FileExpectation>,
 }
 
-fn default_within() -> Duration {
-    Duration::from_secs(120)
-}
-
-fn none() -> CsrExpectation {
-    CsrExpectation::None
-}
-
 impl Default for StepExpect {
     fn default() -> Self {
         Self {
-            within: default_within(),
-            client_csr: none(),
-            serving_csr: none(),
+            within: None,
+            client_csr: None,
+            serving_csr: None,
             pod_runs_again: false,
             calls: None,
             files: Vec::new(),
         }
+    }
+}
+
+impl Step {
+    /// How long the step may take (`certificate_lifetime`: the cluster's, for a rotation's default).
+    pub fn within(&self, certificate_lifetime: Option<Duration>) -> Duration {
+        self.expect.within.unwrap_or(match self.action {
+            Action::Reboot => Duration::from_secs(120),
+            // The certificates were issued before the step began: renewed before they expire, or never.
+            Action::WaitForRotation => {
+                certificate_lifetime.unwrap_or(Duration::from_secs(120)) + Duration::from_secs(15)
+            }
+        })
+    }
+
+    /// The client CSRs expected of the step (`bootstrap_token`: the node holds a client certificate).
+    pub fn client_csr(&self, bootstrap_token: bool) -> CsrExpectation {
+        self.expect.client_csr.unwrap_or(match self.action {
+            Action::WaitForRotation if bootstrap_token => CsrExpectation::Issued,
+            _ => CsrExpectation::None,
+        })
+    }
+
+    /// The serving CSRs expected of the step.
+    pub fn serving_csr(&self) -> CsrExpectation {
+        self.expect.serving_csr.unwrap_or(match self.action {
+            Action::Reboot => CsrExpectation::None,
+            Action::WaitForRotation => CsrExpectation::Issued,
+        })
     }
 }
 
@@ -92,16 +120,25 @@ mod tests {
     fn a_reboot_expects_the_node_back_without_new_certificates_by_default() {
         let step: Step = serde_yaml_ng::from_str("do: reboot\n").unwrap();
         assert_eq!(step.action, Action::Reboot);
-        assert_eq!(step.expect.within, Duration::from_secs(120));
-        assert_eq!(step.expect.client_csr, CsrExpectation::None);
-        assert_eq!(step.expect.serving_csr, CsrExpectation::None);
+        assert_eq!(step.within(None), Duration::from_secs(120));
+        assert_eq!(step.client_csr(true), CsrExpectation::None);
+        assert_eq!(step.serving_csr(), CsrExpectation::None);
         let step: Step = serde_yaml_ng::from_str(
             "do: reboot\nexpect:\n  within: 90s\n  podRunsAgain: true\n  calls:\n    count: {\"imds GET /latest/user-data\": 1}\n",
         )
         .unwrap();
         assert!(step.expect.pod_runs_again);
-        assert_eq!(step.expect.within, Duration::from_secs(90));
+        assert_eq!(step.within(None), Duration::from_secs(90));
         assert!(step.expect.calls.is_some());
+    }
+
+    #[test]
+    fn a_rotation_expects_new_certificates_within_the_lifetime_and_a_minute() {
+        let step: Step = serde_yaml_ng::from_str("do: wait-for-rotation\n").unwrap();
+        assert_eq!(step.within(Some(Duration::from_secs(180))), Duration::from_secs(195));
+        assert_eq!(step.client_csr(true), CsrExpectation::Issued);
+        assert_eq!(step.client_csr(false), CsrExpectation::None);
+        assert_eq!(step.serving_csr(), CsrExpectation::Issued);
     }
 
     #[test]

@@ -24,6 +24,24 @@ pub fn wait<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     Ok(w)
 }
 
+/// An optional [`wait`].
+pub fn opt_wait<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    wait(d).map(Some)
+}
+
+/// `cluster.certificateLifetime`: long enough for a kubelet to use a certificate before it renews it, short
+/// enough to be a test setting.
+pub fn opt_certificate_lifetime<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let w = duration(d)?;
+    if w < Duration::from_secs(60) || w > Duration::from_secs(24 * 3600) {
+        return Err(serde::de::Error::custom(format!(
+            "certificateLifetime '{}' must be 1m to 24h",
+            humantime::format_duration(w)
+        )));
+    }
+    Ok(Some(w))
+}
+
 /// An optional delay (`latency`, `creatingFor`): at most [`MAX_WAIT`], so it cannot outlast every deadline.
 pub fn opt_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let w = duration(d)?;

@@ -107,6 +107,12 @@ pub struct Cluster {
     /// Access entries besides the node roles'.
     #[serde(default)]
     pub access_entries: Vec<AccessEntrySpec>,
+    /// How long the certificates the cluster signs for CSRs live (1m to 24h, e.g. `3m`), so a kubelet rotates its
+    /// client and serving certificates while the scenario runs (`after: - do: wait-for-rotation`). Default: a
+    /// year, as EKS signs them.
+    #[serde(default, deserialize_with = "super::durations::opt_certificate_lifetime")]
+    #[schemars(with = "Option<String>")]
+    pub certificate_lifetime: Option<Duration>,
 }
 
 /// A range of Kubernetes minor versions (`"1.35"`), both ends included, and why the others do not apply.
@@ -206,6 +212,7 @@ impl Default for Cluster {
             authentication_mode: AuthenticationMode::default(),
             aws_auth: None,
             access_entries: Vec::new(),
+            certificate_lifetime: None,
         }
     }
 }

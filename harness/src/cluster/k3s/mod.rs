@@ -63,6 +63,9 @@ pub fn server_args(spec: &ClusterSpec, san: &str, webhook: bool) -> Vec<String> 
         args.push(api("authentication-token-webhook-cache-ttl", "10s"));
     }
     args.push("--kube-controller-manager-arg=controllers=*,bootstrapsigner,tokencleaner".into());
+    if let Some(d) = spec.signing_duration_arg() {
+        args.push(format!("--kube-controller-manager-arg=cluster-signing-duration={d}"));
+    }
     args
 }
 
@@ -237,6 +240,7 @@ mod tests {
             version: "v1.36.3".into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,
+            certificate_lifetime: None,
         }
     }
 

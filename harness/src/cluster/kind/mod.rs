@@ -107,7 +107,10 @@ pub fn render_config(template: &str, name: &str, spec: &ClusterSpec, image: &str
         apiserver.push(("authentication-token-webhook-version", "v1".to_string()));
         apiserver.push(("authentication-token-webhook-cache-ttl", "10s".to_string()));
     }
-    let kcm = [("controllers", "*,bootstrapsigner,tokencleaner".to_string())];
+    let mut kcm = vec![("controllers", "*,bootstrapsigner,tokencleaner".to_string())];
+    if let Some(d) = spec.signing_duration_arg() {
+        kcm.push(("cluster-signing-duration", d));
+    }
     template
         .replace("{{name}}", name)
         .replace("{{serviceSubnet}}", &spec.service_cidr.to_string())
@@ -482,6 +485,7 @@ mod tests {
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,
+            certificate_lifetime: None,
         }
     }
 

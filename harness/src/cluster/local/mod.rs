@@ -330,7 +330,7 @@ pub const KCM_CONTROLLERS: &[&str] = &[
 
 fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> Vec<String> {
     let d = |p: &Path| p.display().to_string();
-    vec![
+    let mut args = vec![
         format!("--kubeconfig={}", d(kubeconfig)),
         format!("--authentication-kubeconfig={}", d(kubeconfig)),
         format!("--authorization-kubeconfig={}", d(kubeconfig)),
@@ -348,7 +348,11 @@ fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> V
         "--use-service-account-credentials=true".to_string(),
         "--leader-elect=false".to_string(),
         "--profiling=false".to_string(),
-    ]
+    ];
+    if let Some(d) = spec.signing_duration_arg() {
+        args.push(format!("--cluster-signing-duration={d}"));
+    }
+    args
 }
 
 impl ControlPlane for LocalControlPlane {

@@ -275,6 +275,7 @@ mod tests {
             version: "v1.36.3".into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,
+            certificate_lifetime: None,
         }
     }
 

@@ -1,8 +1,10 @@
 //! `after`: a node's life after its join. Each group's `after:` steps run in order once the join's checks are in,
 //! the n-th step of every group together as one phase of the report (`after: reboot`); each step's checks are
 //! named after it (`<node>/ready after reboot`).
+mod csrs;
 mod pod;
 mod reboot;
+mod rotation;
 
 use super::{Action, Context, Timed};
 use crate::assert::Check;
@@ -55,7 +57,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                     ));
                     continue;
                 }
-                let (found, notes) = run_step(cx.env, &cluster, n, &step).await;
+                let (found, notes) = run_step(cx.env, cx.sc, &cluster, n, &step).await;
                 checks.extend(found);
                 cx.report.notes.extend(notes);
             }
@@ -75,11 +77,13 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
 /// One step on one node: its checks and notes.
 async fn run_step(
     env: &crate::run::Environment,
+    sc: &crate::scenario::Scenario,
     cluster: &crate::run::env::SharedCluster,
     n: &mut crate::run::node::RunningNode,
     step: &Step,
 ) -> (Vec<Check>, Vec<String>) {
     match step.action {
         crate::scenario::after::Action::Reboot => reboot::run(env, cluster, n, step).await,
+        crate::scenario::after::Action::WaitForRotation => rotation::run(sc, cluster, n, step).await,
     }
 }

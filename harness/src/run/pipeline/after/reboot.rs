@@ -1,18 +1,16 @@
 //! `do: reboot`: the machine restarts as an instance does, and the node must come back as itself: the same Node
 //! Ready again (reported by a kubelet started after the reboot), no certificate asked for again that was still
 //! valid, a pod from before running again, and the calls this boot made.
+use super::csrs::{csr_check, csr_names, new_csrs};
 use super::pod;
-use crate::assert::csr::{client_csr, serving_csr, CsrState};
 use crate::assert::registry::{self as def, CheckDef};
 use crate::assert::Check;
 use crate::run::env::SharedCluster;
 use crate::run::node::RunningNode;
 use crate::run::pipeline::observe::failfast;
 use crate::scenario::after::Step;
-use crate::scenario::expect::CsrExpectation;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long after Ready the CSRs of the step are given to appear (a kubelet asks for a serving certificate it
@@ -30,6 +28,7 @@ pub(super) async fn run(
     step: &Step,
 ) -> (Vec<Check>, Vec<String>) {
     let action = step.action.name();
+    let within = step.within(None);
     let node = n.node_name.clone();
     let name = |d: &CheckDef| d.on_with(&node, action);
     let mut checks = Vec::new();
@@ -45,15 +44,11 @@ pub(super) async fn run(
     };
     let expected_ready = format!(
         "the same Node (uid {uid}) Ready again within {}, reported by a kubelet started after the {action}",
-        humantime::format_duration(step.expect.within)
+        humantime::format_duration(within)
     );
     let t0 = Instant::now();
     let cpu_before = n.machine.cpu_time().await;
-    let booted = match n
-        .machine
-        .reboot(crate::deadline::SYSTEMD_BOOT.min(step.expect.within))
-        .await
-    {
+    let booted = match n.machine.reboot(crate::deadline::SYSTEMD_BOOT.min(within)).await {
         Ok(took) => took,
         Err(e) => {
             checks.push(Check::new(
@@ -68,15 +63,7 @@ pub(super) async fn run(
     // The restarted machine is up: no kubelet of before can speak after this second.
     let up = epoch_seconds(SystemTime::now()) - booted.as_secs() as i64;
     let machine_up = t0.elapsed().saturating_sub(booted);
-    let came_back = wait_ready(
-        client,
-        n,
-        (&uid, &boot_before),
-        (up, t0.elapsed()),
-        t0,
-        step.expect.within,
-    )
-    .await;
+    let came_back = wait_ready(client, n, (&uid, &boot_before), (up, t0.elapsed()), t0, within).await;
     let ready_at = came_back.as_ref().ok().map(|_| Instant::now());
     checks.push(match &came_back {
         Ok(()) => Check::new(
@@ -97,13 +84,15 @@ pub(super) async fn run(
         let (clients, servings) = new_csrs(cluster, &node, &before);
         checks.extend(csr_check(
             name(&def::CLIENT_CSR_AFTER),
-            step.expect.client_csr,
+            step.client_csr(true),
             &clients,
+            cluster,
         ));
         checks.extend(csr_check(
             name(&def::SERVING_CSR_AFTER),
-            step.expect.serving_csr,
+            step.serving_csr(),
             &servings,
+            cluster,
         ));
     }
     if let Some(id) = n.node.as_ref().map(boot_id).filter(|_| came_back.is_ok()) {
@@ -286,103 +275,4 @@ fn ready_condition(node: &Node) -> Option<(String, i64, String)> {
         c.last_heartbeat_time.as_ref().map(|t| t.0.as_second()).unwrap_or(0),
         c.message.clone().unwrap_or_default(),
     ))
-}
-
-/// The names of every CSR of `node` the cluster holds now.
-fn csr_names(cluster: &SharedCluster, node: &str) -> BTreeSet<String> {
-    let Some(snapshot) = cluster.cache.snapshot() else {
-        return BTreeSet::new();
-    };
-    snapshot
-        .csrs
-        .iter()
-        .filter(|c| crate::assert::csr::belongs_to(c, node))
-        .filter_map(|c| c.metadata.name.clone())
-        .collect()
-}
-
-/// The client and serving CSRs of `node` made since `before` was taken.
-fn new_csrs(cluster: &SharedCluster, node: &str, before: &BTreeSet<String>) -> (Vec<CsrState>, Vec<CsrState>) {
-    let Some(snapshot) = cluster.cache.snapshot() else {
-        return (Vec::new(), Vec::new());
-    };
-    let fresh: Vec<&k8s_openapi::api::certificates::v1::CertificateSigningRequest> = snapshot
-        .csrs
-        .iter()
-        .filter(|c| c.metadata.name.as_ref().is_some_and(|n| !before.contains(n)))
-        .map(|c| c.as_ref())
-        .collect();
-    let clients = fresh
-        .iter()
-        .filter_map(|c| client_csr(std::slice::from_ref(c), node))
-        .collect();
-    let servings = fresh
-        .iter()
-        .filter_map(|c| serving_csr(std::slice::from_ref(c), node))
-        .collect();
-    (clients, servings)
-}
-
-/// A step's CSRs against what the scenario expects of them; nothing for `any`.
-fn csr_check(name: String, want: CsrExpectation, new: &[CsrState]) -> Option<Check> {
-    let (passed, expected) = match want {
-        CsrExpectation::Any => return None,
-        CsrExpectation::None => (new.is_empty(), "no new CSR"),
-        CsrExpectation::Issued => (new.iter().any(|c| c.issued), "a new CSR, issued"),
-        CsrExpectation::Pending => (
-            !new.is_empty() && new.iter().all(|c| !c.issued),
-            "a new CSR, not issued",
-        ),
-    };
-    let actual = if new.is_empty() {
-        "no new CSR".to_string()
-    } else {
-        new.iter()
-            .map(|c| {
-                format!(
-                    "{} by {} ({})",
-                    c.name.as_deref().unwrap_or("?"),
-                    c.requester.as_deref().unwrap_or("?"),
-                    if c.issued {
-                        "issued"
-                    } else if c.approved {
-                        "approved, not issued"
-                    } else {
-                        "pending"
-                    }
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    Some(Check::new(name, passed, expected, actual))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn csr(name: &str, issued: bool) -> CsrState {
-        CsrState {
-            name: Some(name.into()),
-            requester: Some("system:node:n".into()),
-            approved: issued,
-            issued,
-        }
-    }
-
-    #[test]
-    fn a_new_csr_fails_none_and_passes_issued() {
-        assert!(csr_check("x".into(), CsrExpectation::Any, &[]).is_none());
-        assert!(csr_check("x".into(), CsrExpectation::None, &[]).is_some_and(|c| c.passed));
-        let one = [csr("csr-1", true)];
-        let c = csr_check("x".into(), CsrExpectation::None, &one).unwrap();
-        assert!(!c.passed);
-        assert!(c.actual.contains("csr-1 by system:node:n (issued)"), "{}", c.actual);
-        assert!(csr_check("x".into(), CsrExpectation::Issued, &one).is_some_and(|c| c.passed));
-        assert!(csr_check("x".into(), CsrExpectation::Pending, &one).is_some_and(|c| !c.passed));
-        let pending = [csr("csr-2", false)];
-        assert!(csr_check("x".into(), CsrExpectation::Pending, &pending).is_some_and(|c| c.passed));
-        assert!(csr_check("x".into(), CsrExpectation::Issued, &[]).is_some_and(|c| !c.passed));
-    }
 }

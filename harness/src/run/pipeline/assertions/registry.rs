@@ -73,6 +73,7 @@ pub(crate) const CHECKS: &[Entry] = &[
     Entry::Core(&def::READY_AFTER),
     Entry::Core(&def::CLIENT_CSR_AFTER),
     Entry::Core(&def::SERVING_CSR_AFTER),
+    Entry::Core(&def::SERVING_CERT_AFTER),
     Entry::Core(&def::POD_RUNS_AGAIN),
     Entry::Core(&def::FAILING_CHECKS),
 ];

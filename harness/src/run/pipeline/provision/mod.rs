@@ -33,6 +33,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             version: sc.cluster.kubernetes_version.clone(),
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,
+            certificate_lifetime: sc.cluster.certificate_lifetime,
         };
         if let Some(reason) = provider.get().unavailable(&env.settings, &probe, &env.docker).await {
             return Err(Error::ProviderUnavailable {
@@ -99,6 +100,7 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             version: assets.version.clone(),
             service_cidr: sc.cluster.service_cidr(),
             iam_lane: None,
+            certificate_lifetime: sc.cluster.certificate_lifetime,
         });
         cx.provisioned.assets = Some(assets);
         Ok(())
