@@ -39,7 +39,7 @@ impl Action {
 }
 
 /// What must hold after a step.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepExpect {
     /// How long the step may take: a reboot until the node is Ready again, a rotation until the renewed
@@ -68,19 +68,6 @@ pub struct StepExpect {
     /// for the join's files only).
     #[serde(default)]
     pub files: Vec<FileExpectation>,
-}
-
-impl Default for StepExpect {
-    fn default() -> Self {
-        Self {
-            within: None,
-            client_csr: None,
-            serving_csr: None,
-            pod_runs_again: false,
-            calls: None,
-            files: Vec::new(),
-        }
-    }
 }
 
 impl Step {
