@@ -44,6 +44,7 @@ async fn kind_cli_accepts_the_rendered_config() {
             version: version.into(),
             service_cidr: "10.100.0.0/16".parse().unwrap(),
             iam_lane: None,
+            certificate_lifetime: None,
         };
         let config = kind::render_config(&template, &name, &spec, image, dir.path(), true);
         let err = create(&kind_bin, &config, &name);
