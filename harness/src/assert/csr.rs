@@ -40,13 +40,15 @@ pub fn client_csr<C: Borrow<CertificateSigningRequest>>(all: &[C], node: &str) -
     }))
 }
 
+/// The most advanced serving CSR for `node`: requested by the node, or asking for its name whoever requested it
+/// (a kubelet whose role maps to another user, awslabs/amazon-eks-ami#610: its CSR stays pending).
 pub fn serving_csr<C: Borrow<CertificateSigningRequest>>(all: &[C], node: &str) -> Option<CsrState> {
     let user = format!("system:node:{node}");
-    best(
-        all.iter()
-            .map(Borrow::borrow)
-            .filter(|c| c.spec.signer_name == SERVING_SIGNER && c.spec.username.as_deref() == Some(user.as_str())),
-    )
+    best(all.iter().map(Borrow::borrow).filter(|c| {
+        c.spec.signer_name == SERVING_SIGNER
+            && (c.spec.username.as_deref() == Some(user.as_str())
+                || parse_csr(&c.spec.request.0).is_ok_and(|p| p.common_name == user))
+    }))
 }
 
 /// Whether `csr` is one of `node`'s (client or serving).

@@ -36,8 +36,8 @@ pub const CATALOGUE: &[Mutation] = &[
         regression: "the kubelet config loses rotateCertificates: the join passes, and the client certificate \
                      expires unrenewed",
         target: Target::ReferenceBootstrap,
-        find: "  rotateCertificates: true,\n",
-        replace: "",
+        find: "if $rotate == \"yes\" then { rotateCertificates: true }",
+        replace: "if false then {}",
         caught_by: &[catcher_of("cert-rotation", &checks::CLIENT_CSR_AFTER, "rotation", "no new CSR")],
     },
     Mutation {

@@ -326,9 +326,14 @@ pub(crate) async fn gather_evidence(env: &Environment, cluster: &SharedCluster, 
                 let decisions = cluster.approver.decisions();
                 // Decisions from before this instance launched are another scenario's (a node name can recur).
                 let launched = n.instance.launch_time;
+                // The node's own CSRs too, whoever requested them (a node whose role maps to another user).
+                let own: Vec<&str> = [&n.client_csr, &n.serving_csr]
+                    .into_iter()
+                    .filter_map(|c| c.as_ref().and_then(|c| c.name.as_deref()))
+                    .collect();
                 let mine = decisions
                     .iter()
-                    .filter(|d| d.requester == requester && d.at >= launched);
+                    .filter(|d| (d.requester == requester || own.contains(&d.csr.as_str())) && d.at >= launched);
                 mine.map(|d| format!("{} {} {}", d.csr, d.requester, d.reason))
                     .collect::<Vec<_>>()
                     .join("\n")
