@@ -32,6 +32,34 @@ const fn catcher_of(
 
 pub const CATALOGUE: &[Mutation] = &[
     Mutation {
+        name: "serving-cert-on-tmpfs",
+        regression: "the kubelet keeps its certificates in /run (--cert-dir on a tmpfs): an IAM node joins, and after \
+                     a reboot asks for a serving certificate again",
+        target: Target::ReferenceBootstrap,
+        find: "--hostname-override=$PRIVATE_DNS_NAME --cloud-provider=external'",
+        replace: "--hostname-override=$PRIVATE_DNS_NAME --cloud-provider=external --cert-dir=/run/kubelet/pki'",
+        caught_by: &[catcher_of(
+            "reboot-al2-eksctl",
+            &checks::SERVING_CSR_AFTER,
+            "reboot",
+            "(issued)",
+        )],
+    },
+    Mutation {
+        name: "self-signed-serving-cert",
+        regression: "the kubelet config loses serverTLSBootstrap: the kubelet serves a certificate it signed itself, \
+                     and renews none through the cluster",
+        target: Target::ReferenceBootstrap,
+        find: "  serverTLSBootstrap: true,\n",
+        replace: "",
+        caught_by: &[catcher_of(
+            "cert-rotation",
+            &checks::SERVING_CERT_AFTER,
+            "rotation",
+            "no CA-verified TLS",
+        )],
+    },
+    Mutation {
         name: "no-client-rotation",
         regression: "the kubelet config loses rotateCertificates: the join passes, and the client certificate \
                      expires unrenewed",
