@@ -472,6 +472,7 @@ fn each_pipeline_step_uses_only_the_steps_before_it() {
             "bootstrap",
             "observe",
             "assertions",
+            "after",
             "snapshot",
             "artifacts",
             "teardown"
