@@ -451,7 +451,8 @@ impl VmNode {
             return Err(err(why));
         }
         let started_again = |down: Duration| async move {
-            // The new boot's lines follow this one; its kernel prints its version first.
+            // The new boot's lines follow this one; its kernel prints its version first (nodejoin's kernel runs
+            // with `console=ttyS0`; a disk of the user's may print nothing there, and does not reboot yet).
             let mark = format!(
                 "[nodejoin: rebooted with Ctrl-Alt-Delete, down after {:.1}s; the next boot follows]\n",
                 down.as_secs_f64()
