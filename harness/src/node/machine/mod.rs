@@ -47,7 +47,7 @@ pub struct MachineKind {
     /// It can be shut down and read from its disk afterwards (a machine seen from outside).
     pub read_after_shutdown: bool,
     /// It restarts as an instance does (`after: reboot`): its disk kept, its memory and `/run` gone, systemd
-    /// booting again.
+    /// booting again (a container restarted, nodejoin's VM rebooted by Ctrl-Alt-Delete).
     pub reboots: bool,
     pub weight: Weight,
     /// Only one scenario with such nodes runs at a time.
@@ -75,7 +75,7 @@ pub const VM: MachineKind = MachineKind {
     console: true,
     instance_store: true,
     read_after_shutdown: false,
-    reboots: false,
+    reboots: true,
     weight: Weight::HalfTheHost,
     one_scenario_at_a_time: true,
 };
@@ -337,5 +337,8 @@ mod tests {
         assert!(Capabilities::of(&OWN_DISK, false).read_after_shutdown());
         assert!(!Capabilities::of(&OWN_DISK, true).read_after_shutdown());
         assert!(!Capabilities::of(&VM, false).read_after_shutdown());
+        // nodejoin's VM reboots; a disk of the user's is waited for through its agent, not yet after a reboot.
+        let reboot: Vec<&str> = KINDS.iter().filter(|k| k.reboots).map(|k| k.name).collect();
+        assert_eq!(reboot, ["container", "vm"]);
     }
 }

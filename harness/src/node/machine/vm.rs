@@ -86,10 +86,7 @@ impl Machine for VmMachine {
     }
 
     fn reboot(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(std::future::ready(Err(crate::error::Error::node(
-            &self.0.name,
-            "a VM node does not reboot yet",
-        ))))
+        Box::pin(self.0.reboot())
     }
 
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {

@@ -94,6 +94,11 @@ impl Agent {
         Err(self.err("guest agent: no answer to its sync"))
     }
 
+    /// Drops the connection (a rebooted guest's agent is another), so the next request connects and syncs anew.
+    pub async fn disconnect(&self) {
+        *self.conn.lock().await = None;
+    }
+
     /// Whether the agent answers (the guest is up far enough to run commands).
     pub async fn ping(&self) -> bool {
         self.request("guest-ping", json!({})).await.is_ok()

@@ -51,6 +51,18 @@ fn cut(path: &Path, max: u64, keep: u64) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// What the console file at `path` holds past byte `from` (all of it when it was cut since), as text.
+pub fn since(path: &Path, from: u64) -> String {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = if len >= from { from } else { 0 };
+    let mut bytes = Vec::new();
+    let _ = f.seek(SeekFrom::Start(start)).and_then(|_| f.read_to_end(&mut bytes));
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// A failure the console shows to have been decided: the machine will not join however long it is given. Only
 /// what leaves no way back counts: the firmware (OVMF or SeaBIOS) found nothing to boot, the kernel panicked, systemd fell into
 /// emergency mode, nodeadm failed (its units run once, `Type=oneshot`, and print to the console as the AMI ships
@@ -231,6 +243,16 @@ mod tests {
             "systemd entered emergency mode after: [FAILED] Failed to mount data.mount - /data. / \
              [DEPEND] Dependency failed for local-fs.target - Local File Systems."
         );
+    }
+
+    #[test]
+    fn what_came_after_a_point_is_read_or_all_once_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("console.log");
+        std::fs::write(&p, "first boot\nsecond boot\n").unwrap();
+        assert_eq!(since(&p, 11), "second boot\n");
+        assert_eq!(since(&p, 100), "first boot\nsecond boot\n");
+        assert_eq!(since(&dir.path().join("none"), 0), "");
     }
 
     #[test]

@@ -102,6 +102,12 @@ pub const NO_WAY_IN: &str =
 
 /// How long a machine may take to power off once its power button is pressed (its units stopped under TCG).
 const POWER_OFF_WITHIN: Duration = Duration::from_secs(60);
+/// How long a machine may take to go down once it is told to reboot: its units stopped (the kubelet, containerd
+/// and its pods) under TCG. EC2 gives an instance a few minutes before it resets it.
+const REBOOT_DOWN_WITHIN: Duration = Duration::from_secs(180);
+/// How long after its reset a rebooted machine's kernel may take to print its first line (the firmware, then the
+/// kernel loaded again; seconds under TCG).
+const KERNEL_AGAIN_WITHIN: Duration = Duration::from_secs(60);
 
 /// How QEMU is started.
 struct Launch {
@@ -430,6 +436,55 @@ impl VmNode {
             ),
             Err(e) => format!("its power button was not pressed ({e}): QEMU stopped"),
         }
+    }
+
+    /// Reboots the machine as EC2 reboots an instance ([`qmp::reboot`]) and returns once QEMU has reset it: the
+    /// same QEMU with its disk, its tap and MAC (the run's DHCP still holds its lease, so it gets its address
+    /// again), its console file (the new boot's lines follow a line saying when it rebooted). Its guest agent
+    /// answers again once the new boot's systemd started it ([`VmNode::wait_agent`]).
+    pub async fn reboot(&self) -> Result<()> {
+        let err = |m: String| Error::node(&self.name, m);
+        if !self.powered() {
+            return Err(err("the machine was never started: nothing to reboot".into()));
+        }
+        if let Some(why) = self.exited() {
+            return Err(err(why));
+        }
+        let started_again = |down: Duration| async move {
+            // The new boot's lines follow this one; its kernel prints its version first (nodejoin's kernel runs
+            // with `console=ttyS0`; a disk of the user's may print nothing there, and does not reboot yet).
+            let mark = format!(
+                "[nodejoin: rebooted with Ctrl-Alt-Delete, down after {:.1}s; the next boot follows]\n",
+                down.as_secs_f64()
+            );
+            let _ = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&self.console)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, mark.as_bytes()));
+            let from = std::fs::metadata(&self.console).map(|m| m.len()).unwrap_or(0);
+            let t0 = Instant::now();
+            while t0.elapsed() < KERNEL_AGAIN_WITHIN {
+                if console::since(&self.console, from).contains("Linux version") {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(format!(
+                "the machine was reset, but no kernel started within {}s",
+                KERNEL_AGAIN_WITHIN.as_secs()
+            ))
+        };
+        qmp::reboot(&self._work.path().join("qmp.sock"), REBOOT_DOWN_WITHIN, started_again)
+            .await
+            .map_err(|why| {
+                err(format!(
+                    "reboot: {why}; the console ends: {}",
+                    crate::process::last_lines(&self.console(5), 5, " | ")
+                ))
+            })?;
+        // The connection of the boot before speaks to no agent now; the next request makes a new one.
+        self.agent.disconnect().await;
+        Ok(())
     }
 
     /// Stops the machine (QEMU killed, its network and files removed).

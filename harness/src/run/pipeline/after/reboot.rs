@@ -204,6 +204,10 @@ async fn wait_ready(
     let api: Api<Node> = Api::all(client.clone());
     let mut last;
     let mut probed = Instant::now();
+    // When the boot's systemd transaction was seen over. A container's is when it counts as booted; a machine
+    // counts as booted once its guest agent answers, while cloud-init and nodeadm (which starts the kubelet) still
+    // run in its boot, as on an instance.
+    let mut boot_over = (!n.machine.capabilities.kind.own_kernel).then(|| t0 + booted_by);
     loop {
         match api.get_opt(&n.node_name).await {
             Ok(Some(node)) if node.metadata.uid.as_deref() != Some(uid) => {
@@ -231,8 +235,12 @@ async fn wait_ready(
         if probed.elapsed() >= PROBE_EVERY {
             probed = Instant::now();
             if let Some(state) = failfast::kubelet_state(&n.machine).await {
-                // The boot is over (systemd said so before this wait began): what was to start the kubelet has.
-                if !state.ever_started && t0.elapsed() >= booted_by + failfast::NEVER_STARTED_GRACE {
+                if !state.ever_started && boot_over.is_none() && transaction_over(&n.machine).await {
+                    boot_over = Some(Instant::now());
+                }
+                // The boot is over: what was to start the kubelet has.
+                let over_for = boot_over.map(|at| at.elapsed()).unwrap_or_default();
+                if !state.ever_started && over_for >= failfast::NEVER_STARTED_GRACE {
                     let enabled = n
                         .machine
                         .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
@@ -240,9 +248,9 @@ async fn wait_ready(
                         .map(|o| o.stdout.trim().to_string())
                         .unwrap_or_else(|e| format!("unknown: {e}"));
                     return Err(format!(
-                        "kubelet.service never started on this boot ({}s after the machine booted; systemctl \
+                        "kubelet.service never started on this boot ({}s after its boot was over; systemctl \
                          is-enabled kubelet.service: {enabled})",
-                        (t0.elapsed() - booted_by).as_secs()
+                        over_for.as_secs()
                     ));
                 }
             }
@@ -258,6 +266,15 @@ async fn wait_ready(
             ));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Whether the node's boot transaction is over: systemd neither initializing nor starting (`is-system-running`
+/// says `running` or `degraded` then), so every unit the boot was to start has been started.
+async fn transaction_over(machine: &crate::node::machine::NodeMachine) -> bool {
+    match machine.exec(&["systemctl", "is-system-running"], &[]).await {
+        Ok(out) => !matches!(out.stdout.trim(), "initializing" | "starting" | ""),
+        Err(_) => false,
     }
 }
 
