@@ -18,10 +18,13 @@ const CONTAINER: &str = "pause";
 /// `connection refused`, dialled from inside the pod's network namespace.
 pub const PORT: u16 = 80;
 
+/// How long the kubelet's error may trail the end of a forwarded connection.
+const ERROR_AFTER_CLOSE: Duration = Duration::from_secs(2);
+
 /// What the API server said, without kube's wrapping (`ApiError: … (Status {…})`).
 fn said(e: &kube::Error) -> String {
     match e {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
+        kube::Error::Api(status) => format!("the API server said: {} ({})", status.message, status.code),
         other => other.to_string(),
     }
 }
@@ -74,8 +77,10 @@ pub async fn exec(client: &kube::Client, pod: &str) -> Result<String, String> {
                 "/pause started in the container and was ended by ^C (exit 130) after {:.2}s",
                 start.elapsed().as_secs_f64()
             )),
+            // The exec's status, relayed by the API server: its refusal to reach the kubelet, or the kubelet's
+            // report of another ending.
             Some(s) => Err(format!(
-                "{}{}",
+                "the exec's status: {}{}",
                 s.message.unwrap_or_default(),
                 s.reason.map(|r| format!(" ({r})")).unwrap_or_default()
             )),
@@ -122,19 +127,24 @@ pub async fn port_forward(client: &kube::Client, pod: &str) -> Result<String, St
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     bounded("port-forward", async {
         let mut pf = api.portforward(pod, &[PORT]).await.map_err(|e| said(&e))?;
-        let error = pf.take_error(PORT).ok_or("port-forward: no error channel")?;
+        let mut error = Box::pin(pf.take_error(PORT).ok_or("port-forward: no error channel")?);
         let mut stream = pf.take_stream(PORT).ok_or("port-forward: no data stream")?;
         // The kubelet dials the pod's port when the first bytes come.
         let _ = stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await;
         let mut buf = [0u8; 64];
+        let kubelet_said = |e: Option<String>| match e {
+            Some(e) => Ok(format!("the kubelet answered from the pod: {}", e.trim())),
+            None => Err("port-forward: the stream ended without a word from the kubelet".to_string()),
+        };
         let answer = tokio::select! {
-            e = error => match e {
-                Some(e) => Ok(format!("the kubelet answered from the pod: {}", e.trim())),
-                None => Err("port-forward: the stream ended without a word from the kubelet".to_string()),
-            },
+            e = &mut error => kubelet_said(e),
             n = stream.read(&mut buf) => match n {
                 Ok(n) if n > 0 => Ok(format!("{n} bytes from the pod's port {PORT}")),
-                Ok(_) => Ok(format!("the pod's port {PORT} accepted and closed the connection")),
+                // The data stream ends before the kubelet's error arrives when it could not connect: wait for it.
+                Ok(_) => match tokio::time::timeout(ERROR_AFTER_CLOSE, &mut error).await {
+                    Ok(Some(e)) => kubelet_said(Some(e)),
+                    _ => Ok(format!("the pod's port {PORT} accepted and closed the connection")),
+                },
                 Err(e) => Err(format!("port-forward: reading the pod's port {PORT}: {e}")),
             },
         };

@@ -80,7 +80,7 @@ async fn through_apiserver<'a>(
     };
     let (passed, actual) = match request(&f.cluster.client, pod).await {
         Ok(answer) => (true, answer),
-        Err(refusal) => (false, format!("the API server said: {refusal}")),
+        Err(refusal) => (false, refusal),
     };
     Finding::Check(Check::new(
         def.on(f.name()),
