@@ -46,7 +46,7 @@ pub const CATALOGUE: &[Mutation] = &[
         )],
     },
     Mutation {
-        name: "self-signed-serving-cert",
+        name: "self-signed-serving-cert-at-rotation",
         regression: "the kubelet config loses serverTLSBootstrap: the kubelet serves a certificate it signed itself, \
                      and renews none through the cluster",
         target: Target::ReferenceBootstrap,
@@ -145,6 +145,20 @@ pub const CATALOGUE: &[Mutation] = &[
         find: "systemctl enable kubelet\n",
         replace: "",
         caught_by: &[catcher("basic-bootstrap-token", &node_checks::kubelet_enabled::DEF, "disabled")],
+    },
+    Mutation {
+        name: "self-signed-serving-cert",
+        regression: "the kubelet config loses serverTLSBootstrap: the kubelet serves a certificate it signed itself, \
+                     which the API server (verifying :10250 against the cluster CA, as EKS's does) refuses, so \
+                     kubectl exec, logs and port-forward fail while the node is Ready",
+        target: Target::ReferenceBootstrap,
+        find: "  serverTLSBootstrap: true,\n",
+        replace: "",
+        caught_by: &[catcher(
+            "basic-bootstrap-token",
+            &node_checks::through_exec::DEF,
+            "tls: failed to verify certificate: x509: cannot validate certificate",
+        )],
     },
     Mutation {
         name: "wrong-ca",

@@ -235,6 +235,18 @@ pub enum ExitExpectation {
     Any,
 }
 
+/// One request the API server serves by calling the node's kubelet on :10250 (`expect.throughApiServer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiServerAction {
+    /// `kubectl exec`: a process started in the pod's container, its exit status returned.
+    Exec,
+    /// `kubectl logs`: the container's log, read from the kubelet.
+    Logs,
+    /// `kubectl port-forward`: a connection into the pod's network namespace.
+    PortForward,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum EvidenceSource {
@@ -370,6 +382,11 @@ pub struct Expect {
     /// cannot run pods is not a joined node.
     #[serde(default)]
     pub pod_runs: bool,
+    /// What the API server must do with the `podRuns` pod through the node's kubelet, as `kubectl` does: EKS's API
+    /// server reaches :10250 verifying the kubelet's serving certificate against the cluster CA, so a certificate
+    /// it refuses breaks these and nothing else. Needs `podRuns: true`.
+    #[serde(default)]
+    pub through_api_server: Vec<ApiServerAction>,
     /// The host's kernel parameters a fresh procfs or sysfs mount in the node reaches are as before the node ran
     /// (what a VM node's own kernel guarantees; a node container is as strong as kind's privileged node).
     #[serde(default)]
@@ -470,6 +487,7 @@ impl Default for Expect {
             executables: None,
             sandbox_image: false,
             pod_runs: false,
+            through_api_server: Vec::new(),
             host_kernel_untouched: false,
             local_storage: None,
             failing_checks: Vec::new(),

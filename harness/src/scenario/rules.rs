@@ -143,6 +143,16 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
             check_user_data(s, n, ud)
                 .map_err(|m| group(n, "userData", format!("node group '{}': userData: {m}", n.name)))?;
         }
+        if !n.expect.through_api_server.is_empty() && !n.expect.pod_runs {
+            return Err(group(
+                n,
+                "throughApiServer",
+                format!(
+                    "node group '{}': throughApiServer acts on the pod `podRuns` runs on the node: it needs podRuns: true",
+                    n.name
+                ),
+            ));
+        }
         if n.expect.deterministic && n.count < 2 {
             return Err(group(
                 n,
@@ -380,4 +390,37 @@ fn check_user_data(
         super::template::check(&t)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+
+    fn parse(text: &str) -> crate::error::Result<crate::scenario::model::Scenario> {
+        super::super::load::parse(text, &crate::paths::workspace_root().join("test.yaml"))
+    }
+
+    /// The API server's requests act on the `podRuns` pod: asked for without it, the scenario is refused at its
+    /// key, naming what is missing.
+    #[test]
+    fn through_api_server_needs_pod_runs() {
+        let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    expect:\n";
+        let without = format!("{base}      throughApiServer: [exec, logs, portForward]\n");
+        match parse(&without) {
+            Err(Error::ScenarioParse { line, message, .. }) => {
+                assert_eq!(line, 6, "{message}");
+                assert!(message.contains("needs podRuns: true"), "{message}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let with = format!("{base}      podRuns: true\n      throughApiServer: [exec, logs, portForward]\n");
+        let s = parse(&with).unwrap();
+        use crate::scenario::model::ApiServerAction::*;
+        assert_eq!(s.nodes[0].expect.through_api_server, [Exec, Logs, PortForward]);
+        let typo = format!("{base}      podRuns: true\n      throughApiServer: [attach]\n");
+        assert!(parse(&typo)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown variant `attach`"));
+    }
 }

@@ -19,6 +19,8 @@ pub const ENV_IMAGE: &str = crate::settings::var::K3S_IMAGE;
 /// Where the control plane's directory is mounted in the container (webhook config, audit policy and log).
 const MOUNT: &str = "/nodejoin";
 const API_PORT: u16 = 6443;
+/// The CA k3s signs its serving certificates and the kubelets' serving CSRs with: the one its kubeconfig names.
+const SERVER_CA: &str = "/var/lib/rancher/k3s/server/tls/server-ca.crt";
 
 /// The k3s image for a Kubernetes version.
 pub fn image_for(settings: &crate::settings::Settings, version: &str) -> String {
@@ -54,6 +56,9 @@ pub fn server_args(spec: &ClusterSpec, san: &str, webhook: bool) -> Vec<String> 
     args.push(api("enable-bootstrap-token-auth", "true"));
     args.push(api("audit-policy-file", &format!("{MOUNT}/audit-policy.yaml")));
     args.push(api("audit-log-path", &format!("{MOUNT}/audit.log")));
+    // k3s's own default, stated so it stays: the API server verifies the kubelets' serving certificates against
+    // the server CA (the cluster CA the nodes are given, which signs their serving CSRs), as EKS's does.
+    args.push(api("kubelet-certificate-authority", SERVER_CA));
     if webhook {
         args.push(api(
             "authentication-token-webhook-config-file",
@@ -257,6 +262,7 @@ mod tests {
             "--kube-apiserver-arg=enable-bootstrap-token-auth=true",
             "--kube-apiserver-arg=authentication-token-webhook-config-file=/nodejoin/token-webhook.kubeconfig",
             "--kube-apiserver-arg=audit-log-path=/nodejoin/audit.log",
+            "--kube-apiserver-arg=kubelet-certificate-authority=/var/lib/rancher/k3s/server/tls/server-ca.crt",
             "--kube-controller-manager-arg=controllers=*,bootstrapsigner,tokencleaner",
         ] {
             assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");

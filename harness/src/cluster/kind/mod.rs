@@ -98,6 +98,13 @@ pub fn render_config(template: &str, name: &str, spec: &ClusterSpec, image: &str
         ("enable-bootstrap-token-auth", "true".to_string()),
         ("audit-policy-file", "/nodejoin/audit-policy.yaml".to_string()),
         ("audit-log-path", "/nodejoin/audit.log".to_string()),
+        // kubeadm gives the API server a kubelet client certificate but no CA to verify the kubelets' serving
+        // certificates with; EKS's verifies them against the cluster CA, so exec, logs and port-forward fail on a
+        // node serving a certificate the cluster did not issue.
+        (
+            "kubelet-certificate-authority",
+            "/etc/kubernetes/pki/ca.crt".to_string(),
+        ),
     ];
     if webhook {
         apiserver.push((
@@ -531,18 +538,27 @@ mod tests {
                 serde_yaml_ng::from_str(node["kubeadmConfigPatches"][0].as_str().unwrap()).unwrap();
             assert_eq!(patch["apiVersion"].as_str(), Some(kubeadm_api(version)));
             let args = &patch["apiServer"]["extraArgs"];
-            let webhook = if list_shape {
-                args.as_sequence()
-                    .unwrap()
-                    .iter()
-                    .find(|a| a["name"].as_str() == Some("authentication-token-webhook-config-file"))
-                    .map(|a| a["value"].clone())
-            } else {
-                Some(args["authentication-token-webhook-config-file"].clone())
+            let arg = |name: &str| {
+                let value = if list_shape {
+                    args.as_sequence()
+                        .unwrap()
+                        .iter()
+                        .find(|a| a["name"].as_str() == Some(name))
+                        .map(|a| a["value"].clone())
+                } else {
+                    Some(args[name].clone())
+                };
+                value.and_then(|v| v.as_str().map(str::to_string))
             };
             assert_eq!(
-                webhook.and_then(|v| v.as_str().map(str::to_string)).as_deref(),
+                arg("authentication-token-webhook-config-file").as_deref(),
                 Some("/nodejoin/token-webhook.kubeconfig"),
+                "{version}"
+            );
+            // The API server verifies the kubelets' serving certificates against the cluster CA, as EKS's does.
+            assert_eq!(
+                arg("kubelet-certificate-authority").as_deref(),
+                Some("/etc/kubernetes/pki/ca.crt"),
                 "{version}"
             );
             let sans = patch["apiServer"]["certSANs"].as_sequence().unwrap();

@@ -69,7 +69,22 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 crate::run::pipeline::observe::watch::gather_evidence(env, &cluster, n).await;
             }
             let node_checks = registry::node_checks();
-            crate::run::pipeline::assertions::node::check_node(&cluster, n, report, &audit, pod, node_checks).await;
+            let running = pod.as_ref().and_then(|p| p.running.clone());
+            let pod_check = pod.map(|p| p.check);
+            crate::run::pipeline::assertions::node::check_node(
+                &cluster,
+                n,
+                report,
+                &audit,
+                pod_check,
+                running.as_deref(),
+                node_checks,
+            )
+            .await;
+            // The checks through the API server used the running pod; it goes now, whatever they found.
+            if let Some(pod) = &running {
+                crate::run::pipeline::observe::pod::delete(&cluster.client, pod).await;
+            }
             calls(env, n, report);
             user_data(env, n, report).await;
             if sc.cluster.auth == AuthMode::Iam {

@@ -5,6 +5,7 @@ pub(crate) mod disk;
 pub(crate) mod failfast;
 pub(crate) mod journal;
 pub(crate) mod pod;
+pub(crate) mod through_apiserver;
 pub(crate) mod watch;
 use super::{Action, Context, Timed};
 use crate::error::{Error, Result};

@@ -105,18 +105,41 @@ fn sandbox_refusals(events: &[Event]) -> (i32, Option<String>) {
     (count, refusals.next_back().and_then(|e| e.message.clone()))
 }
 
-/// Runs a pod on `node` and reports whether it ran with a pod IP; the pod is deleted afterwards.
-pub async fn check(client: &kube::Client, node: &str) -> Check {
+/// The pod check's verdict, and the pod while it runs: the checks through the API server (`throughApiServer`)
+/// act on it before [`delete`] removes it.
+pub struct Probe {
+    pub check: Check,
+    /// The running pod's name (`None`: it did not run, and is deleted already).
+    pub running: Option<String>,
+}
+
+/// Deletes the probe pod, without waiting for it to go.
+pub async fn delete(client: &kube::Client, name: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let _ = api.delete(name, &DeleteParams::default().grace_period(0)).await;
+}
+
+/// Runs a pod on `node` and reports whether it ran with a pod IP; a pod that did not run is deleted, a running one
+/// is the caller's to [`delete`].
+pub async fn check(client: &kube::Client, node: &str) -> Probe {
     let name = crate::assert::registry::POD_RUNS.on(node);
     let expected = format!("a pod bound to the node ({IMAGE}) Running with a pod IP within {TIMEOUT:?}");
     let pod_name = format!("nodejoin-probe-{}", crate::process::random_hex(6));
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod = match manifest(&pod_name, node) {
         Ok(p) => p,
-        Err(e) => return Check::new(name, false, expected, format!("pod manifest: {e}")),
+        Err(e) => {
+            return Probe {
+                check: Check::new(name, false, expected, format!("pod manifest: {e}")),
+                running: None,
+            }
+        }
     };
     if let Err(e) = api.create(&PostParams::default(), &pod).await {
-        return Check::new(name, false, expected, format!("creating the pod: {e}"));
+        return Probe {
+            check: Check::new(name, false, expected, format!("creating the pod: {e}")),
+            running: None,
+        };
     }
     let start = Instant::now();
     let mut last = String::from("not observed");
@@ -167,8 +190,17 @@ pub async fn check(client: &kube::Client, node: &str) -> Check {
             }
         }
     };
-    let _ = api.delete(&pod_name, &DeleteParams::default().grace_period(0)).await;
-    Check::new(name, outcome.is_some(), expected, actual)
+    let running = match outcome {
+        Some(_) => Some(pod_name),
+        None => {
+            delete(client, &pod_name).await;
+            None
+        }
+    };
+    Probe {
+        check: Check::new(name, running.is_some(), expected, actual),
+        running,
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@ pub(crate) mod labels_exactly;
 pub(crate) mod provider_id;
 pub(crate) mod serving_cert;
 pub(crate) mod taints;
+pub(crate) mod through_exec;
+pub(crate) mod through_logs;
+pub(crate) mod through_port_forward;
 
 use crate::assert::provenance::Provenance;
 use crate::assert::registry::{
@@ -33,6 +36,8 @@ pub(crate) struct NodeFacts<'a> {
     pub who: Provenance,
     pub expect: &'a Expect,
     pub cluster: &'a SharedCluster,
+    /// The `podRuns` pod, while it runs (the checks through the API server act on it).
+    pub pod: Option<&'a str>,
 }
 
 impl NodeFacts<'_> {
@@ -58,6 +63,33 @@ pub(crate) trait NodeCheck: Sync {
     fn check<'a>(&'a self, facts: &'a NodeFacts<'a>) -> BoxFuture<'a, Finding>;
 }
 
+/// One request through the API server to the node's kubelet, when the expectation names `action`: a check that
+/// passes on the kubelet's answer and quotes the API server's refusal. Without a running pod there is nothing to
+/// act on: a note (the `pod runs` check says why).
+async fn through_apiserver<'a>(
+    f: &'a NodeFacts<'a>,
+    action: crate::scenario::model::ApiServerAction,
+    def: &'static CheckDef,
+    request: impl FnOnce(&'a kube::Client, &'a str) -> BoxFuture<'a, std::result::Result<String, String>>,
+) -> Finding {
+    if !f.expect.through_api_server.contains(&action) {
+        return Finding::NotAsked;
+    }
+    let Some(pod) = f.pod else {
+        return Finding::Note(format!("{} not checked: the podRuns pod is not running", def.name));
+    };
+    let (passed, actual) = match request(&f.cluster.client, pod).await {
+        Ok(answer) => (true, answer),
+        Err(refusal) => (false, refusal),
+    };
+    Finding::Check(Check::new(
+        def.on(f.name()),
+        passed,
+        "the kubelet's answer, through the API server (cluster CA verifying :10250)",
+        actual,
+    ))
+}
+
 /// "set by the kubelet", for the expected side of a check.
 pub(crate) fn describe_set_by(s: crate::scenario::expect::SetBy) -> &'static str {
     use crate::scenario::expect::SetBy;
@@ -70,12 +102,14 @@ pub(crate) fn describe_set_by(s: crate::scenario::expect::SetBy) -> &'static str
 
 /// Compares what the cluster saw with the expectations of one node; `node_checks` are the checks on its Node, as
 /// the registry lists them (handed in: the registry names this module's checks, so this module cannot name it).
+/// `running_pod` is the `podRuns` pod while it still runs.
 pub(crate) async fn check_node(
     cluster: &SharedCluster,
     n: &RunningNode,
     report: &mut ScenarioReport,
     audit: &[assert::audit::Event],
     pod: Option<Check>,
+    running_pod: Option<&str>,
     node_checks: impl Iterator<Item = &'static dyn NodeCheck>,
 ) {
     let e = n.expect().clone();
@@ -216,6 +250,7 @@ pub(crate) async fn check_node(
         who: Provenance::of(node, created),
         expect: &e,
         cluster,
+        pod: running_pod,
     };
     for check in node_checks {
         match check.check(&facts).await {
@@ -299,13 +334,22 @@ pub(crate) async fn configz(cluster: &SharedCluster, node: &str) -> std::result:
     let req = http::Request::get(format!("/api/v1/nodes/{node}/proxy/configz"))
         .body(Vec::new())
         .map_err(|e| e.to_string())?;
-    let text = cluster
-        .client
-        .request_text(req)
+    // Bounded: the client retries the node proxy's 503 (a kubelet whose TLS the API server refuses) for minutes.
+    let text = tokio::time::timeout(CONFIGZ_WITHIN, cluster.client.request_text(req))
         .await
+        .map_err(|_| {
+            format!(
+                "configz: the API server's node proxy gave no answer within {}s (it answers 503 while it cannot \
+                 reach the kubelet; see the checks through the API server for its words)",
+                CONFIGZ_WITHIN.as_secs()
+            )
+        })?
         .map_err(|e| format!("configz: {e}"))?;
     serde_json::from_str(&text).map_err(|e| format!("configz: {e}"))
 }
+
+/// How long `/configz` through the node proxy may take.
+const CONFIGZ_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The kubelet's live `clusterDNS`, from `/configz`.
 pub(crate) async fn configz_cluster_dns(
