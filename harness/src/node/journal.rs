@@ -23,19 +23,54 @@ pub fn drop_in() -> NodeFile {
 /// The host directory holding one node's journal; removed when dropped (after the container, which the node
 /// container drops first). A killed run's are removed by the reaper: they are scratch directories of the run.
 pub struct HostJournal {
-    dir: PathBuf,
+    dir: ScratchDir,
+}
+
+/// A scratch directory of a run for one node (its journal, its kept `/var`), removed when dropped; a killed run's
+/// are removed by the reaper with the run's others.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// A fresh one for `what` of node container `container` of run `run_id`.
+    pub fn create(run_id: &str, what: &str, container: &str) -> std::io::Result<Self> {
+        // A run being stopped by a signal exits without dropping its directories; its clean-up removes what exists
+        // by then.
+        if crate::reaper::interrupted() {
+            return Err(std::io::Error::other("the run is being stopped"));
+        }
+        // Made here, new, 0700, with a random suffix (as etcd's data): in a shared /dev/shm a predictable name
+        // could be taken first, or be a link another local user planted.
+        use std::os::unix::fs::PermissionsExt;
+        Ok(Self(
+            tempfile::Builder::new()
+                .prefix(&format!("{}{what}-{container}-", crate::reaper::scratch_prefix(run_id)))
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(crate::reaper::scratch_dir())?
+                .keep(),
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl HostJournal {
     /// A fresh directory for the node container `container` of run `run_id`.
     pub fn create(run_id: &str, container: &str) -> std::io::Result<Self> {
         Ok(Self {
-            dir: scratch(run_id, "journal", container)?,
+            dir: ScratchDir::create(run_id, "journal", container)?,
         })
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The journal of `unit` (all of it for `None`), its last `lines` if given, as `journalctl` prints it.
@@ -62,37 +97,13 @@ impl HostJournal {
 
     /// journald writes into a directory named after the machine id; `journalctl --directory` reads one level.
     fn machine_dir(&self) -> PathBuf {
-        std::fs::read_dir(&self.dir)
+        std::fs::read_dir(self.dir.path())
             .into_iter()
             .flatten()
             .flatten()
             .map(|e| e.path())
             .find(|p| p.is_dir())
-            .unwrap_or_else(|| self.dir.clone())
-    }
-}
-
-/// A fresh scratch directory of run `run_id` for `what` of node container `container`, which the reaper removes
-/// with the run's others should the run be killed.
-pub(super) fn scratch(run_id: &str, what: &str, container: &str) -> std::io::Result<PathBuf> {
-    // A run being stopped by a signal exits without dropping its directories; its clean-up removes what exists by
-    // then.
-    if crate::reaper::interrupted() {
-        return Err(std::io::Error::other("the run is being stopped"));
-    }
-    // Made here, new, 0700, with a random suffix (as etcd's data): in a shared /dev/shm a predictable name could be
-    // taken first, or be a link another local user planted.
-    use std::os::unix::fs::PermissionsExt;
-    Ok(tempfile::Builder::new()
-        .prefix(&format!("{}{what}-{container}-", crate::reaper::scratch_prefix(run_id)))
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir_in(crate::reaper::scratch_dir())?
-        .keep())
-}
-
-impl Drop for HostJournal {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+            .unwrap_or_else(|| self.dir.path().to_path_buf())
     }
 }
 

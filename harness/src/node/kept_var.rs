@@ -4,37 +4,32 @@
 //! pod evicted at the reboot). So a host directory in the run's scratch space (a tmpfs, like the entrypoint's),
 //! bound at [`MOUNT`]; the entrypoint fills `var/` in it from the image's `/var` at the first start and binds it
 //! over `/var` at every start.
-use std::path::{Path, PathBuf};
+use super::journal::ScratchDir;
+use std::path::Path;
 
 /// Where the host directory is bound in the node (the entrypoint looks for it there).
 pub const MOUNT: &str = "/run/nodejoin/kept";
 
 /// The host directory; removed when dropped (after the container, which drops first).
 pub struct KeptVar {
-    dir: PathBuf,
+    dir: ScratchDir,
 }
 
 impl KeptVar {
     /// A fresh directory for the node container `container` of run `run_id`.
     pub fn create(run_id: &str, container: &str) -> std::io::Result<Self> {
         Ok(Self {
-            dir: super::journal::scratch(run_id, "var", container)?,
+            dir: ScratchDir::create(run_id, "var", container)?,
         })
     }
 
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The container's bind of it.
     pub fn bind(&self) -> String {
-        format!("{}:{MOUNT}", self.dir.display())
-    }
-}
-
-impl Drop for KeptVar {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        format!("{}:{MOUNT}", self.dir.path().display())
     }
 }
 
