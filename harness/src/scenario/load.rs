@@ -346,6 +346,25 @@ mod tests {
     }
 
     #[test]
+    fn steps_after_the_join_are_refused_where_they_cannot_run() {
+        let reboot = format!("{MINIMAL}    after:\n      - do: reboot\n");
+        assert_eq!(p(&reboot).unwrap().nodes[0].after.len(), 1);
+        let negative = format!(
+            "{MINIMAL}    expect:\n      joins: false\n      evidence: [{{ source: kubelet, contains: x }}]\n    after:\n      - do: reboot\n"
+        );
+        let (_, _, msg) = parse_error(&negative);
+        assert!(msg.contains("steps after the join need a node that joins"), "{msg}");
+        let many = format!("{MINIMAL}    after:\n{}", "      - do: wait-for-rotation\n".repeat(17));
+        let (_, _, msg) = parse_error(&many);
+        assert!(msg.contains("17 steps after the join; at most 16"), "{msg}");
+        let golden = format!(
+            "{MINIMAL}    after:\n      - do: reboot\n        expect:\n          files: [{{ path: /x, golden: g }}]\n"
+        );
+        let (_, _, msg) = parse_error(&golden);
+        assert!(msg.contains("`golden` is for the join's files"), "{msg}");
+    }
+
+    #[test]
     fn local_storage_needs_a_vm_of_a_type_with_instance_store() {
         let on_container = format!("{MINIMAL}    instanceType: m5d.4xlarge\n    expect:\n      localStorage: RAID0\n");
         let (line, _, msg) = parse_error(&on_container);

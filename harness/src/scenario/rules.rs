@@ -7,6 +7,8 @@ use std::path::Path;
 /// A sanity bound on a node group's size; whether the machine can hold the nodes is checked when the scenario
 /// runs (`node::capacity`).
 pub const MAX_GROUP_NODES: u32 = 1000;
+/// A bound on a group's steps after the join, so a scenario cannot hold a run for days.
+pub const MAX_STEPS: usize = 16;
 
 pub(super) fn invalid(file: &Path, message: String) -> Error {
     Error::ScenarioInvalid {
@@ -186,6 +188,17 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                     } else {
                         "a container node"
                     }
+                ),
+            ));
+        }
+        if n.after.len() > MAX_STEPS {
+            return Err(group(
+                n,
+                "after",
+                format!(
+                    "node group '{}': {} steps after the join; at most {MAX_STEPS} (each may last up to an hour)",
+                    n.name,
+                    n.after.len()
                 ),
             ));
         }

@@ -36,7 +36,16 @@ pub fn last_error(journal: &str) -> Option<String> {
         .lines()
         .rev()
         .map(message)
+        .filter(|m| !is_consequence(m))
         .find(|m| is_klog_error(m) || (is_klog(m) && (m.contains(" err=") || m.contains(" error="))))
+}
+
+/// Errors that only say the Node is not registered yet (a mirror pod, the eviction manager's stats), repeated
+/// hundreds of times a minute while the cause (a refused handshake, a 401) is logged less often.
+fn is_consequence(msg: &str) -> bool {
+    msg.contains("because node is not registered yet")
+        || msg.contains("failed to get node info: node")
+        || (msg.contains("err=\"node \\\"") && msg.contains("not found"))
 }
 
 #[cfg(test)]
@@ -54,6 +63,18 @@ Nov 23 12:00:03 ip-1 kubelet[446]: W1123 12:00:03.3 446 x.go:3] a warning\n";
         );
         assert!(last_error("Nov 23 ip-1 kubelet[1]: Error is not a klog line\n").is_none());
         assert!(last_error("Nov 23 ip-1 kubelet[1]: I1123 12:00:01.1 1 a.go:1] \"all good\"\n").is_none());
+    }
+
+    #[test]
+    fn not_being_registered_yet_is_no_cause() {
+        let journal = "Nov 23 12:00:02 ip-1 kubelet[4]: E1123 12:00:02.2 4 kubelet.go:3516] \"Unable to register node with API server\" err=\"Post: x509: certificate signed by unknown authority\"\n\
+Nov 23 12:00:03 ip-1 kubelet[4]: E1123 12:00:03.3 4 kubelet.go:3516] \"Unable to register mirror pod because node is not registered yet\" err=\"node \\\"ip-1\\\" not found\"\n\
+Nov 23 12:00:04 ip-1 kubelet[4]: E1123 12:00:04.4 4 eviction_manager.go:297] \"Eviction manager: failed to get summary stats\" err=\"failed to get node info: node \\\"ip-1\\\" not found\"\n";
+        assert!(
+            last_error(journal).unwrap().contains("x509"),
+            "{:?}",
+            last_error(journal)
+        );
     }
 
     #[test]
