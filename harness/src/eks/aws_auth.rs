@@ -376,6 +376,21 @@ mod tests {
         assert!(a.near_miss(canonical).unwrap().contains("with a path"));
     }
 
+    #[test]
+    fn a_role_mapped_twice_is_its_last_entry_as_in_eks() {
+        let a = AwsAuth::parse(&data(
+            "- rolearn: arn:aws:iam::111122223333:role/NodeRole\n  username: system:node:{{EC2PrivateDNSName}}\n  \
+             groups: [system:nodes]\n- rolearn: arn:aws:iam::111122223333:role/noderole\n  username: ops-admin\n  \
+             groups: [system:masters]\n",
+            None,
+        ))
+        .unwrap();
+        let g = a.grant_for("arn:aws:iam::111122223333:role/NodeRole").unwrap();
+        assert_eq!(g.username_template, "ops-admin");
+        assert_eq!(g.groups, ["system:masters"]);
+        assert_eq!(g.source, "aws-auth mapRoles[1]");
+    }
+
     proptest::proptest! {
         #[test]
         fn arbitrary_documents_never_panic(roles in ".{0,200}", users in "[-:a-z {}\\[\\]\n/]{0,120}") {

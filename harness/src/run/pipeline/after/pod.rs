@@ -1,13 +1,10 @@
 //! `podRunsAgain`: a pod bound to the node before a step, found running again after it. The same pod (its UID),
 //! its container started after the step began: a pod object that merely survived in the API while nothing ran it
 //! does not count.
-use crate::run::pipeline::observe::pod::{manifest, not_running};
+use crate::run::pipeline::observe::pod::{delete, not_running};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::Api;
 use std::time::{Duration, Instant};
-
-/// How long the pod may take to run before the step.
-const BEFORE_WITHIN: Duration = Duration::from_secs(45);
 
 /// The pod placed before a step.
 pub(super) struct Survivor {
@@ -33,30 +30,22 @@ fn running_since(pod: &Pod) -> Option<i64> {
         .map(|t| t.0.as_second())
 }
 
-/// Binds a pod to `node` and waits until it runs; why not otherwise.
+/// The `podRuns` probe pod, placed on `node` and running, kept as the pod from before the step; why not otherwise.
 pub(super) async fn place(client: &kube::Client, node: &str) -> Result<Survivor, String> {
-    let name = format!("nodejoin-survivor-{}", crate::process::random_hex(6));
-    let pod = manifest(&name, node).map_err(|e| format!("pod manifest: {e}"))?;
-    let created = api(client)
-        .create(&PostParams::default(), &pod)
-        .await
-        .map_err(|e| format!("creating the pod before the step: {e}"))?;
-    let uid = created.metadata.uid.unwrap_or_default();
-    let start = Instant::now();
-    let mut last = "not observed".to_string();
-    while start.elapsed() < BEFORE_WITHIN {
-        match api(client).get(&name).await {
-            Ok(p) if running_since(&p).is_some() => return Ok(Survivor { name, uid }),
-            Ok(p) => last = not_running(&p),
-            Err(e) => last = format!("reading the pod: {e}"),
+    let probe = crate::run::pipeline::observe::pod::check(client, node).await;
+    let Some(name) = probe.running else {
+        return Err(format!("the pod did not run before the step: {}", probe.check.actual));
+    };
+    match api(client).get(&name).await {
+        Ok(p) => Ok(Survivor {
+            name,
+            uid: p.metadata.uid.unwrap_or_default(),
+        }),
+        Err(e) => {
+            delete(client, &name).await;
+            Err(format!("reading the pod placed before the step: {e}"))
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    remove(client, &Survivor { name, uid }).await;
-    Err(format!(
-        "the pod did not run before the step (within {}s): {last}",
-        BEFORE_WITHIN.as_secs()
-    ))
 }
 
 /// Waits until the same pod runs again with its container started at `since` (seconds since the epoch) or
@@ -101,7 +90,5 @@ pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, withi
 
 /// Deletes the pod (its node may be gone: not waited for).
 pub(super) async fn remove(client: &kube::Client, s: &Survivor) {
-    if let Err(e) = api(client).delete(&s.name, &DeleteParams::default()).await {
-        tracing::debug!(pod = %s.name, "deleting the survivor pod: {e}");
-    }
+    delete(client, &s.name).await;
 }

@@ -118,10 +118,7 @@ pub(super) async fn run(
         }
         let roots = crate::scenario::confine::Roots::default();
         let found = crate::run::pipeline::assertions::files::expectations(&roots, &node, &files, &contents, &n.vars);
-        checks.extend(found.into_iter().map(|mut c| {
-            c.name = format!("{} after {action}", c.name);
-            c
-        }));
+        checks.extend(named_after(found, action));
     }
     if let Some(placed) = survivor {
         let expected = format!(
@@ -157,10 +154,10 @@ pub(super) async fn run(
         ),
     });
     if let Some(want) = &step.expect.calls {
-        for mut c in crate::assert::calls::checks(&node, &calls, want, t0, ready_at) {
-            c.name = format!("{} after {action}", c.name);
-            checks.push(c);
-        }
+        checks.extend(named_after(
+            crate::assert::calls::checks(&node, &calls, want, t0, ready_at),
+            action,
+        ));
     }
     if let (Some(a), Some(b)) = (cpu_before, n.machine.cpu_time().await) {
         // A container's count starts again with it; a VM's process keeps counting.
@@ -172,6 +169,14 @@ pub(super) async fn run(
         ));
     }
     (checks, notes)
+}
+
+/// The join's checks (calls, files) run again for a step, named after it (`<node>/calls … after reboot`).
+fn named_after(checks: Vec<Check>, action: &str) -> impl Iterator<Item = Check> + '_ {
+    checks.into_iter().map(move |mut c| {
+        c.name = format!("{} after {action}", c.name);
+        c
+    })
 }
 
 fn epoch_seconds(t: SystemTime) -> i64 {
@@ -207,7 +212,10 @@ async fn wait_ready(
     // When the boot's systemd transaction was seen over. A container's is when it counts as booted; a machine
     // counts as booted once its guest agent answers, while cloud-init and nodeadm (which starts the kubelet) still
     // run in its boot, as on an instance.
-    let mut boot_over = (!n.machine.capabilities.kind.own_kernel).then(|| t0 + booted_by);
+    let mut boot_over = None;
+    if !n.machine.capabilities.kind.own_kernel {
+        boot_over = Some((t0 + booted_by, kubelet_enabled(n).await));
+    }
     loop {
         match api.get_opt(&n.node_name).await {
             Ok(Some(node)) if node.metadata.uid.as_deref() != Some(uid) => {
@@ -234,29 +242,8 @@ async fn wait_ready(
         }
         if probed.elapsed() >= PROBE_EVERY {
             probed = Instant::now();
-            if let Some(state) = failfast::kubelet_state(&n.machine).await {
-                if !state.ever_started && boot_over.is_none() && transaction_over(&n.machine).await {
-                    boot_over = Some(Instant::now());
-                }
-                // The boot is over: what was to start the kubelet has.
-                let over_for = boot_over.map(|at| at.elapsed()).unwrap_or_default();
-                if !state.ever_started && over_for >= failfast::NEVER_STARTED_GRACE {
-                    let enabled = n
-                        .machine
-                        .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
-                        .await
-                        .map(|o| o.stdout.trim().to_string())
-                        .unwrap_or_else(|e| format!("unknown: {e}"));
-                    return Err(format!(
-                        "kubelet.service never started on this boot ({}s after its boot was over; systemctl \
-                         is-enabled kubelet.service: {enabled})",
-                        over_for.as_secs()
-                    ));
-                }
-            }
-            // A kubelet that crash-loops, or exited on a config error that every restart repeats.
-            if let Some(stop) = failfast::probe(&n.machine, ("the reboot", Duration::ZERO), None, String::new).await {
-                return Err(format!("after the reboot: {}", stop.cause));
+            if let Some(why) = decided(n, &mut boot_over).await {
+                return Err(why);
             }
         }
         if t0.elapsed() >= within {
@@ -267,6 +254,34 @@ async fn wait_ready(
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Whether the node will not come back by itself, and why in the kubelet's words (failfast's verdicts: a kubelet
+/// that crash-loops, exits on a config error, or never started once the boot was over). `boot_over` is when the
+/// boot's transaction was seen over and what `systemctl is-enabled kubelet.service` said then.
+async fn decided(n: &RunningNode, boot_over: &mut Option<(Instant, String)>) -> Option<String> {
+    if boot_over.is_none() && transaction_over(&n.machine).await {
+        *boot_over = Some((Instant::now(), kubelet_enabled(n).await));
+    }
+    let (over_for, enabled) = match boot_over {
+        Some((at, enabled)) => (at.elapsed(), enabled.clone()),
+        None => (Duration::ZERO, String::new()),
+    };
+    let origin = ("the boot after the reboot was over", over_for);
+    let stop = failfast::probe(&n.machine, origin, None, || {
+        format!("systemctl is-enabled kubelet.service: {enabled}")
+    })
+    .await?;
+    Some(format!("after the reboot: {}", stop.cause))
+}
+
+/// What `systemctl is-enabled kubelet.service` says.
+async fn kubelet_enabled(n: &RunningNode) -> String {
+    n.machine
+        .exec(&["systemctl", "is-enabled", "kubelet.service"], &[])
+        .await
+        .map(|o| o.stdout.trim().to_string())
+        .unwrap_or_else(|e| format!("unknown: {e}"))
 }
 
 /// Whether the node's boot transaction is over: systemd neither initializing nor starting (`is-system-running`

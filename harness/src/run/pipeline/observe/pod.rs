@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 /// The pod's container: the sandbox image the node image caches in containerd (as the EKS AMI does), so nothing
 /// is pulled.
-pub(crate) const IMAGE: &str = "localhost/kubernetes/pause:latest";
+const IMAGE: &str = "localhost/kubernetes/pause:latest";
 /// How long a pod may take to run.
 const TIMEOUT: Duration = Duration::from_secs(45);
 
-pub(crate) fn manifest(name: &str, node: &str) -> Result<Pod, serde_json::Error> {
+fn manifest(name: &str, node: &str) -> Result<Pod, serde_json::Error> {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
