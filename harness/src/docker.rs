@@ -100,6 +100,12 @@ pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork>
 }
 
 /// The container's IPv4 address and MAC address on `network`.
+/// A running container's init process, as the host numbers it.
+pub async fn init_pid(docker: &Docker, container: &str) -> Option<i64> {
+    let inspect = docker.inspect_container(container, None).await.ok()?;
+    inspect.state?.pid.filter(|p| *p > 0)
+}
+
 pub async fn container_address(docker: &Docker, container: &str, network: &str) -> Result<(Ipv4Addr, Option<String>)> {
     let inspect = docker
         .inspect_container(container, None)
@@ -244,7 +250,8 @@ fn floor_char_boundary(s: &str, at: usize) -> usize {
     i
 }
 
-async fn exec_unbounded(
+/// [`exec`] without its deadline (the caller bounds it).
+pub async fn exec_unbounded(
     docker: &Docker,
     container: &str,
     cmd: &[&str],

@@ -390,6 +390,31 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map(usize::from).unwrap_or(1)
 }
 
+/// The CPU time every core of the host has spent busy since boot (user, nice, system, irq, softirq, steal from
+/// `/proc/stat`): two readings give what a run cost the whole host, its nodes, control planes and engine included.
+pub fn busy_cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    busy_from_stat(&stat, clock_ticks())
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}
+
+fn busy_from_stat(stat: &str, hz: u64) -> Option<std::time::Duration> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal (guest time is already in user and nice)
+    let busy = [0, 1, 2, 5, 6, 7].iter().filter_map(|i| f.get(*i)).sum::<u64>();
+    Some(std::time::Duration::from_millis(busy * 1000 / hz.max(1)))
+}
+
 /// This process's peak RSS in MiB (`VmHWM`): the harness itself, without the control-plane processes it started.
 pub fn own_peak_rss_mib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -437,6 +462,13 @@ pub fn has_cap_sys_resource() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_time_leaves_idle_and_iowait_out() {
+        let stat = "cpu  100 5 50 1000 40 3 2 0 0 0\ncpu0 50 2 25 500 20 1 1 0 0 0\n";
+        assert_eq!(busy_from_stat(stat, 100), Some(std::time::Duration::from_millis(1600)));
+        assert_eq!(busy_from_stat("nothing", 100), None);
+    }
 
     #[test]
     fn finds_commands_on_path() {

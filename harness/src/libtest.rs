@@ -29,6 +29,8 @@ struct Shared {
     availability: BTreeMap<(&'static str, String), Availability>,
     /// Parts of names whose trials are listed as ignored (the skip-trials setting).
     skip: Vec<String>,
+    /// What each trial cost the last time it ran here: the longest start first; noted again as they end.
+    costs: Arc<std::sync::Mutex<crate::run::driver::costs::Costs>>,
 }
 
 impl Shared {
@@ -41,6 +43,7 @@ impl Shared {
 /// A trial that runs `trial`; `strict` makes a scenario that could not run a failure rather than a skip.
 fn runner(shared: &Shared, trial: crate::run::trial::Trial, strict: bool) -> impl FnOnce() -> TrialResult {
     let lazy = shared.env.clone();
+    let costs = shared.costs.clone();
     move || {
         let env = lazy.get().map_err(Failed::from)?;
         let files = crate::run::events::EventSink::to(vec![Box::new(crate::reporter::text::ReportFiles)]);
@@ -48,6 +51,9 @@ fn runner(shared: &Shared, trial: crate::run::trial::Trial, strict: bool) -> imp
             .runtime()
             .block_on(crate::run::scenario::run_observed(&env, &trial, &files));
         println!("{}", crate::reporter::text::full(&report));
+        if let Ok(mut costs) = costs.lock() {
+            costs.note_one(&trial, &report);
+        }
         crate::run::verdict::verdict(&report.outcome, || report.failure_lines(), strict)
     }
 }
@@ -55,7 +61,12 @@ fn runner(shared: &Shared, trial: crate::run::trial::Trial, strict: bool) -> imp
 type TrialResult = Result<libtest_mimic::Completion, Failed>;
 
 /// The trials of one scenario file: one per provider it runs on, or one failing trial if the file is invalid.
-fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider], shared: &Shared) -> Vec<Trial> {
+fn trials_of(
+    file: PathBuf,
+    loaded: crate::Result<Scenario>,
+    enabled: &[Provider],
+    shared: &Shared,
+) -> Vec<(Trial, std::time::Duration)> {
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
@@ -64,9 +75,10 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
         Ok(s) => s,
         Err(e) => {
             let message = format!("{e}\n  hint: {}", e.hint());
-            return vec![Trial::test(format!("invalid/{stem}"), move || {
-                Err(Failed::from(message))
-            })];
+            return vec![(
+                Trial::test(format!("invalid/{stem}"), move || Err(Failed::from(message))),
+                std::time::Duration::ZERO,
+            )];
         }
     };
     trials::providers_for(&scenario, enabled)
@@ -84,6 +96,7 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
             let required = shared.required.contains(&provider);
             let mut run = crate::run::trial::Trial::new(&file, scenario, provider);
             run.one_of_several_versions = shared.several_versions.contains(&run.scenario.name);
+            let expected = shared.costs.lock().map(|c| c.expected(&run)).unwrap_or_default();
             let trial = match trials::plan(provider, unsupported.clone(), &availability, required) {
                 Plan::Run => Trial::ignorable_test(name, runner(shared, run, required)),
                 Plan::Fail(why) => Trial::test(name, move || Err(Failed::from(why))),
@@ -100,11 +113,12 @@ fn trials_of(file: PathBuf, loaded: crate::Result<Scenario>, enabled: &[Provider
             // No libtest "kind": nextest would list `[local] local/...` and hash that, and `nodejoin run
             // --partition` must split the very names nextest splits (the provider leads the name already).
             // The skip-trials setting ignores whatever the plan made of the trial, as it says.
-            if shared.skipped(trial.name()) {
+            let trial = if shared.skipped(trial.name()) {
                 trial.with_ignored_flag(true)
             } else {
                 trial
-            }
+            };
+            (trial, expected)
         })
         .collect()
 }
@@ -228,17 +242,25 @@ pub fn main(dir: &Path) -> ! {
             .filter_map(|(_, s)| s.as_ref().ok())
             .map(|s| s.name.as_str()),
     );
+    let costs_file = crate::run::driver::costs::Costs::path(&settings);
     let shared = Shared {
+        costs: Arc::new(std::sync::Mutex::new(crate::run::driver::costs::Costs::load(
+            &costs_file,
+        ))),
         several_versions,
         env: env.clone(),
         required,
         availability,
         skip: settings.skip_trials.clone(),
     };
-    let all: Vec<Trial> = loaded
+    // The longest first (by what each cost the last time it ran here, `run::driver::costs`), as `nodejoin run`
+    // orders them: libtest starts them in this order.
+    let mut all: Vec<(Trial, std::time::Duration)> = loaded
         .into_iter()
         .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
         .collect();
+    all.sort_by_key(|(_, cost)| std::cmp::Reverse(*cost));
+    let all: Vec<Trial> = all.into_iter().map(|(t, _)| t).collect();
     let left_out = all.iter().filter(|t| shared.skipped(t.name())).count();
     if left_out > 0 {
         eprintln!(
@@ -248,6 +270,11 @@ pub fn main(dir: &Path) -> ! {
         );
     }
     let conclusion = libtest_mimic::run(&args, all);
+    if !args.list {
+        if let Ok(costs) = shared.costs.lock() {
+            costs.save(&costs_file);
+        }
+    }
     let leftovers = env.finish();
     if !leftovers.is_empty() {
         eprintln!("error: the run left objects behind: {leftovers:?}");

@@ -180,6 +180,7 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
         .max(1);
     let reporters = Arc::new(request.reporters.build(&env.run_id, &env.run_dir));
     let started = std::time::Instant::now();
+    let host_busy = crate::host::busy_cpu_time();
     end_reports_on_signal(&reporters, &trials, started, (record_at.clone(), env.run_id.clone()));
     reporters.sink.emit(Event::RunStarted {
         run_id: env.run_id.clone(),
@@ -211,6 +212,9 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
         wall: started.elapsed(),
         leftovers: leftovers.clone(),
         cancelled: None,
+        host_cpu: host_busy
+            .zip(crate::host::busy_cpu_time())
+            .map(|(a, b)| b.saturating_sub(a)),
     });
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {}", leftovers.join(", "));
@@ -331,6 +335,7 @@ fn end_reports_on_signal(
             wall: started.elapsed(),
             leftovers: Vec::new(),
             cancelled: Some(signal),
+            host_cpu: None,
         });
     }));
 }

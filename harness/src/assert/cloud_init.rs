@@ -22,6 +22,19 @@ pub struct CloudInitReport {
     pub failed_parts: Vec<String>,
 }
 
+/// Whether a stage recorded an error in `status.json`: what makes `cloud-init status` exit 1 (a missing file, a
+/// cloud-init that never ran, is not an error there).
+pub fn stages_failed(status_json: Option<&str>) -> bool {
+    let Some(v) = status_json.and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok()) else {
+        return false;
+    };
+    v["v1"].as_object().is_some_and(|stages| {
+        stages
+            .values()
+            .any(|info| info["errors"].as_array().is_some_and(|e| !e.is_empty()))
+    })
+}
+
 impl CloudInitReport {
     /// Builds the report from `status.json` (may be missing when cloud-init never started) and the log.
     pub fn parse(status_json: Option<&str>, log: &str) -> Self {
@@ -215,6 +228,17 @@ fn is_cloud_inits_own(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_error_fails_as_cloud_init_status_does() {
+        let ok =
+            r#"{"v1": {"datasource": "DataSourceEc2Local", "init": {"errors": [], "finished": 1.0}, "stage": null}}"#;
+        let bad = r#"{"v1": {"init": {"errors": []}, "modules-final": {"errors": ["Runparts: 1 failures"]}}}"#;
+        assert!(!stages_failed(Some(ok)));
+        assert!(stages_failed(Some(bad)));
+        assert!(!stages_failed(None), "a cloud-init that never ran is said elsewhere");
+        assert!(!stages_failed(Some("not json")));
+    }
 
     #[test]
     fn a_cloud_init_that_never_ran_says_what_ds_identify_decided() {

@@ -1,6 +1,7 @@
 //! Nodes: the image they run, the machines that run it (`machine`: a container, a VM, the user's own disk), and the
 //! host state they touch.
 pub mod capacity;
+pub mod cpu;
 pub mod dmi;
 pub mod eks_ami;
 pub mod eks_ami_git;

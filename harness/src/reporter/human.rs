@@ -118,7 +118,12 @@ impl Reporter for Human {
                     )
                 });
             }
-            Event::RunFinished { reports, wall, .. } => {
+            Event::RunFinished {
+                reports,
+                wall,
+                host_cpu,
+                ..
+            } => {
                 let mut rss = crate::host::own_peak_rss_mib()
                     .map(|m| format!(", harness peak RSS {m} MiB"))
                     .unwrap_or_default();
@@ -126,9 +131,10 @@ impl Reporter for Human {
                     rss.push_str(&format!(", harness CPU {}", report::secs(cpu)));
                 }
                 self.print(&format!(
-                    "\n{}\nwall {}{rss}\n",
+                    "\n{}\nwall {}{rss}\n{}\n",
                     text::summary(reports),
-                    report::secs(*wall)
+                    report::secs(*wall),
+                    crate::run::cost::RunCost::of(reports, *wall, *host_cpu).line()
                 ));
             }
         }

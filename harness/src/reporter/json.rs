@@ -45,6 +45,30 @@ fn node_json(n: &NodeTimeline) -> Value {
         "clientCsrIssued": opt_secs(n.client_csr_issued), "registered": opt_secs(n.registered),
         "ready": opt_secs(n.ready), "servingCsrIssued": opt_secs(n.serving_csr_issued),
         "servingCertLive": opt_secs(n.serving_cert_live), "cpu": opt_secs(n.cpu),
+        "cpuProfile": cpu_profile_json(n),
+    })
+}
+
+/// Where a node's CPU went (seconds by part, whole and phase by phase), or null when it could not be read.
+fn cpu_profile_json(n: &NodeTimeline) -> Value {
+    use crate::node::cpu::{Part, Profile};
+    let parts = |p: &Profile| -> Value {
+        Part::ALL
+            .iter()
+            .map(|part| (part.name().to_string(), json!(p.get(*part).as_secs_f64())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let Some(whole) = n.cpu_parts() else {
+        return Value::Null;
+    };
+    json!({
+        "parts": parts(&whole),
+        "realParts": whole.real().as_secs_f64(),
+        "ratioToRealParts": whole.ratio(),
+        "nodejoinShare": whole.nodejoin_share(),
+        "phases": n.cpu_profile.iter().map(|(phase, p)| json!({"phase": phase, "parts": parts(p)})).collect::<Vec<_>>(),
+        "top": n.cpu_top.iter().map(|(cgroup, part, d)| json!({"cgroup": cgroup, "part": part.name(), "seconds": d.as_secs_f64()})).collect::<Vec<_>>(),
     })
 }
 
@@ -63,6 +87,7 @@ pub fn report_json(r: &ScenarioReport) -> Value {
         "wall": r.wall.as_secs_f64(),
         // Part of `wall`, blocked on builds other scenarios had started.
         "waitedForBuilds": r.waited_for_builds.as_secs_f64(),
+        "waitedForRoom": r.waited_for_room.as_secs_f64(),
         "phases": r.phases.iter().map(|(n, d)| json!({"phase": n, "took": d.as_secs_f64()})).collect::<Vec<_>>(),
         "checks": r.checks.iter().map(check_json).collect::<Vec<_>>(),
         "nodes": r.nodes.iter().map(node_json).collect::<Vec<_>>(),
@@ -126,6 +151,7 @@ pub fn to_json(event: &Event) -> Value {
             wall,
             leftovers,
             cancelled,
+            host_cpu,
         } => {
             let count = |f: fn(&Outcome) -> bool| reports.iter().filter(|r| f(&r.outcome)).count();
             let flaky = reports.iter().filter(|r| r.flaky()).count();
@@ -140,6 +166,7 @@ pub fn to_json(event: &Event) -> Value {
                 "cancelled": cancelled,
                 "harnessPeakRssMib": crate::host::own_peak_rss_mib(),
                 "harnessCpuSeconds": crate::host::own_cpu_time().map(|d| d.as_secs_f64()),
+                "cost": crate::run::cost::RunCost::of(reports, *wall, *host_cpu).json(),
             })
         }
     }
@@ -173,6 +200,7 @@ mod tests {
                 reports: Arc::new(vec![report]),
                 wall: Duration::from_secs(3),
                 leftovers: vec![],
+                host_cpu: None,
                 cancelled: None,
             });
         }

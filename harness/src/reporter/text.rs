@@ -84,6 +84,26 @@ pub fn brief(r: &ScenarioReport) -> String {
 }
 
 /// The lines both renderings start with: the verdict, why it was ignored, the phases.
+/// Where a node's CPU went: `CPU by part: kubelet 0.40s | ... (1.42x its real parts; nodejoin 6%)`, then each
+/// phase's parts.
+fn cpu_profile_line(n: &crate::run::timeline::NodeTimeline) -> Option<String> {
+    let whole = n.cpu_parts()?;
+    let mut line = format!("CPU by part: {}", whole.line());
+    if let (Some(ratio), Some(share)) = (whole.ratio(), whole.nodejoin_share()) {
+        line.push_str(&format!(
+            " ({ratio:.2}x its real parts; nodejoin {:.0}%)",
+            share * 100.0
+        ));
+    }
+    let phases: Vec<String> = n
+        .cpu_profile
+        .iter()
+        .map(|(phase, p)| format!("{phase} {}", secs(p.total())))
+        .collect();
+    line.push_str(&format!("; by phase: {}", phases.join(" | ")));
+    Some(line)
+}
+
 fn head(r: &ScenarioReport) -> String {
     let mut out = format!(
         "scenario {}: {} in {}{}\n",
@@ -138,6 +158,9 @@ pub fn full(r: &ScenarioReport) -> String {
             .collect();
         let cpu = n.cpu.map(|c| format!(" | CPU {}", secs(c))).unwrap_or_default();
         out.push_str(&format!("    {}{cpu}\n", parts.join(" | ")));
+        if let Some(line) = cpu_profile_line(n) {
+            out.push_str(&format!("    {line}\n"));
+        }
     }
     for line in r.aggregate() {
         out.push_str(&format!("  nodes: {line}\n"));
@@ -203,6 +226,17 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
             waits.join(", ")
         ));
     }
+    let room: Vec<String> = reports
+        .iter()
+        .filter(|r| r.waited_for_room >= WAITED)
+        .map(|r| format!("{} {}", r.name, secs(r.waited_for_room)))
+        .collect();
+    if !room.is_empty() {
+        out.push_str(&format!(
+            "of those walls, waiting for room (other scenarios running): {}\n",
+            room.join(", ")
+        ));
+    }
     let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
     let flaky = match count("FLAKY") {
         0 => String::new(),
@@ -266,13 +300,20 @@ fn cut(s: &str, max: usize) -> String {
 /// Less waiting for shared builds than this is not named.
 const WAITED: Duration = Duration::from_millis(10);
 
-/// ` (X of it waiting for shared builds)` after a wall that includes such waiting, else nothing: the wall stays
-/// whole and the waiting is named beside it, never taken out of it.
+/// ` (X of it waiting for shared builds, Y of it waiting for room)` after a wall that includes such waiting, else
+/// nothing: the wall stays whole and the waiting is named beside it, never taken out of it.
 pub fn waited_note(r: &ScenarioReport) -> String {
-    if r.waited_for_builds < WAITED {
-        return String::new();
+    let mut waits = Vec::new();
+    if r.waited_for_builds >= WAITED {
+        waits.push(format!("{} of it waiting for shared builds", secs(r.waited_for_builds)));
     }
-    format!(" ({} of it waiting for shared builds)", secs(r.waited_for_builds))
+    if r.waited_for_room >= WAITED {
+        waits.push(format!("{} of it waiting for room", secs(r.waited_for_room)));
+    }
+    match waits.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", waits.join(", ")),
+    }
 }
 
 /// Nodes a console timeline lists ([`node_timeline`]); `timeline.svg` draws more.
@@ -468,7 +509,11 @@ mod tests {
         );
         r.waited_for_builds = Duration::from_millis(2);
         assert!(full(&r).starts_with("scenario al2023-karpenter: PASSED in 751.67s\n"));
-        assert!(!summary(&[r]).contains("waiting"));
+        assert!(!summary(&[r.clone()]).contains("waiting"));
+        r.waited_for_room = Duration::from_millis(140_000);
+        assert!(full(&r).starts_with("scenario al2023-karpenter: PASSED in 751.67s (140.00s of it waiting for room)\n"));
+        assert!(summary(&[r])
+            .contains("\nof those walls, waiting for room (other scenarios running): al2023-karpenter 140.00s\n"));
     }
 
     #[test]

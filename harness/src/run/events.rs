@@ -49,6 +49,8 @@ pub enum Event {
         /// The signal that cut the run short (`SIGTERM`...): the scenarios that had not finished are in
         /// `reports` as errors saying so.
         cancelled: Option<&'static str>,
+        /// The host's busy CPU time while the run lasted (`crate::run::cost`).
+        host_cpu: Option<Duration>,
     },
 }
 

@@ -2,6 +2,7 @@
 //! planes), the driver (`driver`: trials, the runner, verdicts) and the per-scenario pipeline (`pipeline`: one
 //! folder per step, named as the report shows its phases); with what they share: the node while it runs, the
 //! events reporters consume, and the report.
+pub mod cost;
 pub mod driver;
 pub mod env;
 pub mod events;

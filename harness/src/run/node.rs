@@ -60,11 +60,53 @@ pub(crate) struct RunningNode {
     /// The host's kernel parameters a fresh procfs or sysfs reaches, read before the node started
     /// (`expect.hostKernelUntouched`).
     pub(crate) host_kernel_before: Vec<(String, String)>,
+    /// Readings of its cgroup tree's CPU at the end of each phase so far (`boot`, `bootstrap`, `join`).
+    pub(crate) cpu_readings: Vec<(&'static str, crate::node::cpu::Reading)>,
+    /// The units seen in its cgroup tree so far, for those that end between readings.
+    pub(crate) cpu_units: crate::node::cpu::Tracker,
+}
+
+/// How often a machine whose CPU is read from the host is read while its bootstrap runs: the units that end in
+/// it (cloud-init's stages, nodeadm's) run for longer than this.
+const CPU_WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Reads `machine`'s cgroup tree into `units` every [`CPU_WATCH_EVERY`], until dropped; nothing for a machine
+/// whose tree is not read from the host.
+pub(crate) async fn watch_cpu(machine: &NodeMachine, units: &mut crate::node::cpu::Tracker) {
+    if !machine.capabilities.kind.cpu_from_host {
+        return std::future::pending().await;
+    }
+    loop {
+        tokio::time::sleep(CPU_WATCH_EVERY).await;
+        if let Some(r) = machine.cpu_reading().await {
+            units.observe(&r);
+        }
+    }
 }
 
 impl RunningNode {
     pub(crate) fn expect(&self) -> &Expect {
         &self.expect
+    }
+
+    /// Reads its cgroup tree's CPU as `phase` ends (a machine whose tree cannot be read keeps none).
+    pub(crate) async fn note_cpu(&mut self, phase: &'static str) {
+        if let Some(r) = self.machine.cpu_reading().await {
+            let r = self.cpu_units.complete(r);
+            self.cpu_readings.push((phase, r));
+        }
+    }
+
+    /// Each phase's CPU by part, from the readings: what was used between the end of the one before and its own.
+    pub(crate) fn cpu_profile(&self) -> Vec<(String, crate::node::cpu::Profile)> {
+        let mut before = crate::node::cpu::Profile::default();
+        let mut out = Vec::new();
+        for (phase, r) in &self.cpu_readings {
+            let now = r.profile();
+            out.push((phase.to_string(), now.since(&before)));
+            before = now;
+        }
+        out
     }
 }
 

@@ -66,6 +66,9 @@ pub struct ScenarioReport {
     /// Part of `wall` spent blocked on builds other scenarios had started (binaries, node images, the sandbox
     /// image), measured in `provision`: in a cold run it dwarfs a scenario's own work, so reports show it apart.
     pub waited_for_builds: Duration,
+    /// Part of `wall` spent waiting for room (node slots, the VM lane, an IAM control plane to itself) while
+    /// other scenarios ran: the run's, not the scenario's own time.
+    pub waited_for_room: Duration,
     /// The attempts that failed before this one: a scenario that passes after any is FLAKY.
     pub earlier_attempts: Vec<Attempt>,
 }
@@ -89,6 +92,7 @@ impl ScenarioReport {
             snapshot: None,
             report_file: None,
             waited_for_builds: Duration::ZERO,
+            waited_for_room: Duration::ZERO,
             earlier_attempts: Vec::new(),
         }
     }

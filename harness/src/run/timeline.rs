@@ -25,6 +25,11 @@ pub struct NodeTimeline {
     pub serving_cert_live: Option<Duration>,
     /// CPU time the node's container used from its start until its join was settled (the end of `join observed`).
     pub cpu: Option<Duration>,
+    /// Where that CPU went, phase by phase (`boot`, `bootstrap`, `join`), by part ([`crate::node::cpu`]): empty
+    /// when the node's cgroup tree could not be read.
+    pub cpu_profile: Vec<(String, crate::node::cpu::Profile)>,
+    /// The cgroups that used the most of it (their own CPU, with their part), from the last reading.
+    pub cpu_top: Vec<(String, crate::node::cpu::Part, Duration)>,
     /// When `container_up` was timed from (the node's turn to boot), from the start of the scenario's pipeline.
     pub boot_at: Option<Duration>,
     /// When the join milestones are measured from (the kubelet's start, once the bootstrap finished), from the
@@ -71,6 +76,17 @@ impl NodeTimeline {
     pub fn anchor(&mut self, start: std::time::Instant, booted: std::time::Instant, kubelet: std::time::Instant) {
         self.boot_at = Some(booted.saturating_duration_since(start));
         self.kubelet_at = Some(kubelet.saturating_duration_since(start));
+    }
+
+    /// The whole profile: every phase's parts added up.
+    pub fn cpu_parts(&self) -> Option<crate::node::cpu::Profile> {
+        let mut whole = crate::node::cpu::Profile::default();
+        for (_, p) in &self.cpu_profile {
+            for (i, d) in whole.parts.iter_mut().enumerate() {
+                *d += p.parts[i];
+            }
+        }
+        (!self.cpu_profile.is_empty()).then_some(whole)
     }
 
     /// The milestones on the scenario's clock; none without the anchors ([`Self::anchor`]).

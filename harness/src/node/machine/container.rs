@@ -69,6 +69,8 @@ struct ContainerMachine {
     network: String,
     ip: std::net::Ipv4Addr,
     container: Box<ContainerAsync<GenericImage>>,
+    /// Its cgroup on the host (`cpuacct`'s on cgroup v1), where its units' CPU is read ([`crate::node::cpu`]).
+    cgroup: Option<std::path::PathBuf>,
     /// Dropped after the container (field order).
     _kept_var: Option<crate::node::kept_var::KeptVar>,
 }
@@ -132,6 +134,9 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
         .map_err(|e| Error::node(&name, format!("container start: {e}")))?;
     let id = container.id().to_string();
     let (ip, mac) = docker::container_address(docker, &id, &spec.network.name).await?;
+    let cgroup = docker::init_pid(docker, &id)
+        .await
+        .and_then(|pid| crate::node::cpu::container_root(pid, &id));
     let machine = ContainerMachine {
         docker: docker.clone(),
         id: id.clone(),
@@ -139,6 +144,7 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
         network: spec.network.name.clone(),
         ip,
         container: Box::new(container),
+        cgroup,
         _kept_var: spec.kept_var,
     };
     Ok(NodeMachine::new(
@@ -157,8 +163,12 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
 }
 
 impl ContainerMachine {
+    /// Runs `cmd` in the node, in the cgroup of nodejoin's own work ([`crate::node::cpu::EXEC_CGROUP`]).
     async fn exec(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
-        docker::exec(&self.docker, &self.id, &self.name, cmd, env, None, deadline).await
+        let run = crate::node::cpu::exec_wrapper(crate::node::cpu::EXEC_CGROUP, cmd);
+        let what = format!("`{}` in container {}", docker::short_command(cmd), self.name);
+        let exec = docker::exec_unbounded(&self.docker, &self.id, &run, env, None);
+        crate::deadline::within(what, deadline, exec).await
     }
 
     /// Waits until systemd has finished booting (`running` or `degraded`).
@@ -167,12 +177,15 @@ impl ContainerMachine {
         // One exec that polls inside the node, rather than one exec per look: a `docker exec` costs the engine
         // about 0.1 s of CPU and a boot took five or six of them, where `systemctl` in a loop costs milliseconds.
         // (`is-system-running --wait` would do, but it also waits for units the harness itself starts later,
-        // such as cloud-init's.) The loop keeps its own deadline so it can say the last state it saw.
+        // such as cloud-init's.) The loop keeps its own bound (a count of looks, sleeps being most of the time)
+        // so it can say the last state it saw.
+        // Every 0.1 s, counted rather than timed: each look costs two processes in the node (systemctl, sleep),
+        // which are nodejoin's share of the node's CPU.
         let script = format!(
-            "end=$(( $(date +%s) + {secs} )); while :; do s=$(systemctl is-system-running 2>&1); \
+            "i=0; while :; do s=$(systemctl is-system-running 2>&1); \
              case \"$s\" in running|degraded) exit 0;; esac; \
-             [ \"$(date +%s)\" -ge \"$end\" ] && break; sleep 0.05; done; echo \"$s\"; exit 1",
-            secs = timeout.as_secs().max(1)
+             i=$((i + 1)); [ \"$i\" -ge {looks} ] && break; sleep 0.1; done; echo \"$s\"; exit 1",
+            looks = timeout.as_millis().div_ceil(100).max(1)
         );
         // The exec's own bound, a little past the loop's, catches an engine that stops answering.
         let why = match self.exec(&["sh", "-c", &script], &[], timeout + SYSTEMD_GRACE).await {
@@ -300,6 +313,12 @@ impl Machine for ContainerMachine {
 
     fn cpu_time(&self) -> BoxFuture<'_, Option<Duration>> {
         Box::pin(docker::cpu_time(&self.docker, &self.id))
+    }
+
+    fn cpu_reading(&self) -> BoxFuture<'_, Option<crate::node::cpu::Reading>> {
+        Box::pin(std::future::ready(
+            self.cgroup.as_deref().and_then(crate::node::cpu::Reading::read),
+        ))
     }
 
     fn exited(&self) -> BoxFuture<'_, Option<String>> {

@@ -50,6 +50,9 @@ pub struct MachineKind {
     /// booting again (a container restarted, nodejoin's VM rebooted by Ctrl-Alt-Delete).
     pub reboots: bool,
     pub weight: Weight,
+    /// Its units' CPU is read from the host while it runs, for nothing in it ([`crate::node::cpu`]): often
+    /// enough to catch a unit's CPU before its cgroup goes (a VM's is read through its agent, at phase ends).
+    pub cpu_from_host: bool,
     /// Only one scenario with such nodes runs at a time.
     pub one_scenario_at_a_time: bool,
 }
@@ -64,6 +67,7 @@ pub const CONTAINER: MachineKind = MachineKind {
     read_after_shutdown: false,
     reboots: true,
     weight: Weight::One,
+    cpu_from_host: true,
     one_scenario_at_a_time: false,
 };
 
@@ -77,6 +81,7 @@ pub const VM: MachineKind = MachineKind {
     read_after_shutdown: false,
     reboots: true,
     weight: Weight::HalfTheHost,
+    cpu_from_host: false,
     one_scenario_at_a_time: true,
 };
 
@@ -90,6 +95,7 @@ pub const OWN_DISK: MachineKind = MachineKind {
     read_after_shutdown: true,
     reboots: false,
     weight: Weight::HalfTheHost,
+    cpu_from_host: false,
     one_scenario_at_a_time: true,
 };
 
@@ -145,6 +151,13 @@ pub trait Machine: Send + Sync {
     fn console(&self, lines: usize) -> BoxFuture<'_, String>;
     /// The CPU time it has used since it started.
     fn cpu_time(&self) -> BoxFuture<'_, Option<Duration>>;
+    /// Its cgroup tree's CPU, unit by unit ([`crate::node::cpu`]); `None` where it cannot be read.
+    fn cpu_reading(&self) -> BoxFuture<'_, Option<crate::node::cpu::Reading>>;
+    /// Its instructions are emulated (a VM under TCG): every command the harness runs in it costs many times
+    /// what it costs on an instance, so it is looked at less often.
+    fn emulated(&self) -> bool {
+        false
+    }
     /// Why it no longer runs, if it does not.
     fn exited(&self) -> BoxFuture<'_, Option<String>>;
     /// Shut down and read from its disk (with `files`); `None` where the machine cannot be.
@@ -295,6 +308,16 @@ impl NodeMachine {
     /// The CPU time the node has used since it started (systemd, containerd, the kubelet, the bootstrap, pods).
     pub async fn cpu_time(&self) -> Option<Duration> {
         self.machine.cpu_time().await
+    }
+
+    /// Its instructions are emulated ([`Machine::emulated`]).
+    pub fn emulated(&self) -> bool {
+        self.machine.emulated()
+    }
+
+    /// Its cgroup tree's CPU, unit by unit, now.
+    pub async fn cpu_reading(&self) -> Option<crate::node::cpu::Reading> {
+        self.machine.cpu_reading().await
     }
 
     /// Why the node is no longer running, if it is not; `None` while it runs, or when that cannot be said.

@@ -73,6 +73,23 @@ impl Machine for VmMachine {
         Box::pin(std::future::ready(self.0.cpu_time()))
     }
 
+    fn emulated(&self) -> bool {
+        self.0.accel == crate::node::vm::qemu::Accel::Tcg
+    }
+
+    /// The guest's own cgroup tree, through its agent: the guest's CPU, which emulation multiplies in QEMU's.
+    fn cpu_reading(&self) -> BoxFuture<'_, Option<crate::node::cpu::Reading>> {
+        Box::pin(async move {
+            let script = crate::node::cpu::guest_listing_script();
+            let out = self
+                .0
+                .exec_within(&["sh", "-c", script], &[], crate::deadline::NODE_EXEC)
+                .await
+                .ok()?;
+            (out.exit_code == 0).then(|| crate::node::cpu::Reading::parse_listing(&out.stdout))
+        })
+    }
+
     fn exited(&self) -> BoxFuture<'_, Option<String>> {
         Box::pin(std::future::ready(self.0.exited()))
     }

@@ -55,13 +55,27 @@ pub async fn run_all_retried(
     retries: u32,
     events: &EventSink,
 ) -> Vec<ScenarioReport> {
-    schedule(
-        trials.iter().collect(),
-        |t| t.scenario.has_vm_nodes(),
+    // The longest first (by what each cost the last time it ran here), the rest packed around them.
+    let costs_file = super::costs::Costs::path(&env.settings);
+    let mut costs = super::costs::Costs::load(&costs_file);
+    let mut order: Vec<usize> = (0..trials.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse(costs.expected(&trials[*i])));
+    let done = schedule(
+        order.clone(),
+        |i| trials[*i].scenario.has_vm_nodes(),
         jobs,
-        |t| run_guarded(env, t, retries, events),
+        |i| run_guarded(env, &trials[i], retries, events),
     )
-    .await
+    .await;
+    // Back in the order the trials were given.
+    let mut reports: Vec<Option<ScenarioReport>> = (0..trials.len()).map(|_| None).collect();
+    for (i, r) in order.into_iter().zip(done) {
+        reports[i] = Some(r);
+    }
+    let reports: Vec<ScenarioReport> = reports.into_iter().flatten().collect();
+    costs.note(trials, &reports);
+    costs.save(&costs_file);
+    reports
 }
 
 /// Runs `items`, `jobs` at a time, and gives their results in the items' order. Those `in_lane` run one after

@@ -101,7 +101,8 @@ pub(crate) struct Action {
 pub(crate) enum Timed {
     /// As one phase.
     Whole,
-    /// As one phase when it waited (for room, for a lease).
+    /// As one phase when it waited (for room, for a lease), that time counted as waiting for room
+    /// (`ScenarioReport::waited_for_room`).
     IfWaited,
     /// Not at all: it reports phases of its own (one per step after the join).
     ByItself,
@@ -197,6 +198,9 @@ impl<'a> Context<'a> {
             let waited = !(action.timed == Timed::IfWaited && t.elapsed() < WAITED);
             if action.timed != Timed::ByItself && waited {
                 self.phase(action.name, t.elapsed());
+            }
+            if action.timed == Timed::IfWaited && waited {
+                self.report.waited_for_room += t.elapsed();
             }
             if result.is_err() {
                 break;

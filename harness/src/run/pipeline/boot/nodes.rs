@@ -283,6 +283,8 @@ pub(crate) async fn boot_node(
         executables: None,
         stopped: None,
         host_kernel_before,
+        cpu_readings: Vec::new(),
+        cpu_units: Default::default(),
     };
     // A machine whose bootstrap is its user data boots once that is in IMDS (`run_bootstrap`): an instance
     // reads it at its first boot.
@@ -302,5 +304,6 @@ pub(crate) async fn boot_node(
         return Ok(node);
     }
     node.timeline.container_up = Some(t0.elapsed());
+    node.note_cpu("boot").await;
     Ok(node)
 }

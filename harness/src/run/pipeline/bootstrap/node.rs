@@ -105,20 +105,28 @@ pub(crate) async fn run_bootstrap(
                 return Ok(());
             }
             node.timeline.container_up = Some(t.elapsed());
+            node.note_cpu("boot").await;
         }
         let t1 = Instant::now();
         let own_kernel = node.machine.capabilities.kind.own_kernel;
         let wait = bootstrap_wait(own_kernel, &group.expect);
-        let cloud_init = super::userdata::run_cloud_init(&node.machine, wait, nodeadm, group.reboots());
-        // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
-        let refused = super::trust::refused_certificate(env, &node.machine.name, &node.instance);
-        let finished = if own_kernel {
-            tokio::select! {
-                r = cloud_init => r,
-                e = refused => Err(e),
+        let finished = {
+            let cloud_init = super::userdata::run_cloud_init(&node.machine, wait, nodeadm, group.reboots());
+            // A machine reaches AWS by its names, over TLS it must trust: a refusal ends the wait at once.
+            let refused = super::trust::refused_certificate(env, &node.machine.name, &node.instance);
+            // The units that end in it are read as they run, so their CPU is theirs in the node's profile.
+            let watch = crate::run::node::watch_cpu(&node.machine, &mut node.cpu_units);
+            if own_kernel {
+                tokio::select! {
+                    r = cloud_init => r,
+                    e = refused => Err(e),
+                }
+            } else {
+                tokio::select! {
+                    r = cloud_init => r,
+                    () = watch => Err(Error::node(&label, "the CPU watch ended".to_string())),
+                }
             }
-        } else {
-            cloud_init.await
         };
         match finished {
             Ok(run) => {
@@ -130,6 +138,7 @@ pub(crate) async fn run_bootstrap(
         }
         node.timeline.bootstrap = Some(t1.elapsed());
         node.kubelet_start = Instant::now();
+        node.note_cpu("bootstrap").await;
         return Ok(());
     }
     let mut cmd = vec!["/etc/eks/bootstrap.sh"];
@@ -159,6 +168,8 @@ pub(crate) async fn run_bootstrap(
         ]);
     }
     run.extend(cmd.iter().copied());
+    // In a cgroup of its own: the bootstrap's CPU is the node's real work, not the harness's.
+    let run = crate::node::cpu::exec_wrapper(crate::node::cpu::BOOTSTRAP_CGROUP, &run);
     let t1 = Instant::now();
     match node.machine.exec_within(&run, &exec_env, group.expect.within).await {
         Ok(out) => node.bootstrap = Some(out),
@@ -177,6 +188,7 @@ pub(crate) async fn run_bootstrap(
     });
     node.timeline.bootstrap = Some(t1.elapsed());
     node.kubelet_start = Instant::now();
+    node.note_cpu("bootstrap").await;
     Ok(())
 }
 

@@ -18,6 +18,9 @@ pub(crate) const ACTION: Action = Action {
     run,
 };
 
+/// How many of a node's cgroups its report names, the most costly first.
+const TOP_CGROUPS: usize = 10;
+
 fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
     Box::pin(async move {
         let cluster = cx.cluster("observe")?;
@@ -30,10 +33,18 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 message: format!("{component}; logs in {}", cluster.logs_dir.display()),
             });
         }
-        // What each node's start, bootstrap and join cost in CPU (one stats sample per container, in parallel).
+        // What each node's start, bootstrap and join cost in CPU (one stats sample per container, in parallel),
+        // and where it went, phase by phase and part by part (its cgroup tree, read again now).
         let cpu = futures::future::join_all(cx.nodes.iter().map(|n| n.machine.cpu_time())).await;
-        for (n, cpu) in cx.nodes.iter_mut().zip(cpu) {
+        let readings = futures::future::join_all(cx.nodes.iter().map(|n| n.machine.cpu_reading())).await;
+        for ((n, cpu), reading) in cx.nodes.iter_mut().zip(cpu).zip(readings) {
             n.timeline.cpu = cpu;
+            if let Some(r) = reading {
+                let r = n.cpu_units.complete(r);
+                n.timeline.cpu_top = r.top(TOP_CGROUPS);
+                n.cpu_readings.push(("join", r));
+            }
+            n.timeline.cpu_profile = n.cpu_profile();
         }
         let memory = cluster.control_plane.lock().await.memory();
         if !memory.is_empty() {
