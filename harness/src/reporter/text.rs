@@ -187,6 +187,9 @@ pub fn check_line(c: &Check) -> String {
     format!("{:<5} {}: expected {}, got {}", c.mark(), c.name, c.expected, c.actual)
 }
 
+/// Which of a report's waits a line names.
+type WaitOf = fn(&ScenarioReport) -> Duration;
+
 /// A summary table of several scenarios.
 pub fn summary(reports: &[ScenarioReport]) -> String {
     let width = reports.iter().map(|r| r.name.len()).max().unwrap_or(8).max(8);
@@ -215,27 +218,19 @@ pub fn summary(reports: &[ScenarioReport]) -> String {
         ));
     }
     // Part of the walls above, named apart: in a cold run it is most of them.
-    let waits: Vec<String> = reports
-        .iter()
-        .filter(|r| r.waited_for_builds >= WAITED)
-        .map(|r| format!("{} {}", r.name, secs(r.waited_for_builds)))
-        .collect();
-    if !waits.is_empty() {
-        out.push_str(&format!(
-            "of those walls, waiting for shared builds: {}\n",
-            waits.join(", ")
-        ));
-    }
-    let room: Vec<String> = reports
-        .iter()
-        .filter(|r| r.waited_for_room >= WAITED)
-        .map(|r| format!("{} {}", r.name, secs(r.waited_for_room)))
-        .collect();
-    if !room.is_empty() {
-        out.push_str(&format!(
-            "of those walls, waiting for room (other scenarios running): {}\n",
-            room.join(", ")
-        ));
+    let waited: [(&str, WaitOf); 2] = [
+        ("shared builds", |r| r.waited_for_builds),
+        ("room (other scenarios running)", |r| r.waited_for_room),
+    ];
+    for (what, of) in waited {
+        let waits: Vec<String> = reports
+            .iter()
+            .filter(|r| of(r) >= WAITED)
+            .map(|r| format!("{} {}", r.name, secs(of(r))))
+            .collect();
+        if !waits.is_empty() {
+            out.push_str(&format!("of those walls, waiting for {what}: {}\n", waits.join(", ")));
+        }
     }
     let count = |w: &str| reports.iter().filter(|r| r.status_word() == w).count();
     let flaky = match count("FLAKY") {

@@ -177,15 +177,14 @@ impl ContainerMachine {
         // One exec that polls inside the node, rather than one exec per look: a `docker exec` costs the engine
         // about 0.1 s of CPU and a boot took five or six of them, where `systemctl` in a loop costs milliseconds.
         // (`is-system-running --wait` would do, but it also waits for units the harness itself starts later,
-        // such as cloud-init's.) The loop keeps its own bound (a count of looks, sleeps being most of the time)
-        // so it can say the last state it saw.
-        // Every 0.1 s, counted rather than timed: each look costs two processes in the node (systemctl, sleep),
-        // which are nodejoin's share of the node's CPU.
+        // such as cloud-init's.) The loop keeps its own deadline so it can say the last state it saw.
+        // Every 0.1 s, its clock read by the shell itself (/proc/uptime): each look costs two processes in the
+        // node (systemctl, sleep), which are nodejoin's share of the node's CPU.
         let script = format!(
-            "i=0; while :; do s=$(systemctl is-system-running 2>&1); \
+            "read t _ < /proc/uptime; end=$(( ${{t%.*}} + {secs} )); while :; do s=$(systemctl is-system-running 2>&1); \
              case \"$s\" in running|degraded) exit 0;; esac; \
-             i=$((i + 1)); [ \"$i\" -ge {looks} ] && break; sleep 0.1; done; echo \"$s\"; exit 1",
-            looks = timeout.as_millis().div_ceil(100).max(1)
+             read t _ < /proc/uptime; [ \"${{t%.*}}\" -ge \"$end\" ] && break; sleep 0.1; done; echo \"$s\"; exit 1",
+            secs = timeout.as_secs().max(1)
         );
         // The exec's own bound, a little past the loop's, catches an engine that stops answering.
         let why = match self.exec(&["sh", "-c", &script], &[], timeout + SYSTEMD_GRACE).await {
