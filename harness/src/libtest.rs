@@ -254,12 +254,14 @@ pub fn main(dir: &Path) -> ! {
         skip: settings.skip_trials.clone(),
     };
     // The longest first (by what each cost the last time it ran here, `run::driver::costs`), as `nodejoin run`
-    // orders them: libtest starts them in this order.
+    // orders them (one at a time, in the order found): libtest starts them in this order.
     let mut all: Vec<(Trial, std::time::Duration)> = loaded
         .into_iter()
         .flat_map(|(f, s)| trials_of(f, s, &enabled, &shared))
         .collect();
-    all.sort_by_key(|(_, cost)| std::cmp::Reverse(*cost));
+    if args.test_threads.is_some_and(|n| n > 1) {
+        all.sort_by_key(|(_, cost)| std::cmp::Reverse(*cost));
+    }
     let all: Vec<Trial> = all.into_iter().map(|(t, _)| t).collect();
     let left_out = all.iter().filter(|t| shared.skipped(t.name())).count();
     if left_out > 0 {

@@ -55,11 +55,14 @@ pub async fn run_all_retried(
     retries: u32,
     events: &EventSink,
 ) -> Vec<ScenarioReport> {
-    // The longest first (by what each cost the last time it ran here), the rest packed around them.
+    // The longest first (by what each cost the last time it ran here), the rest packed around them; one at a
+    // time, in the order given (the order changes no wall then).
     let costs_file = super::costs::Costs::path(&env.settings);
     let mut costs = super::costs::Costs::load(&costs_file);
     let mut order: Vec<usize> = (0..trials.len()).collect();
-    order.sort_by_key(|i| std::cmp::Reverse(costs.expected(&trials[*i])));
+    if jobs > 1 {
+        order.sort_by_key(|i| std::cmp::Reverse(costs.expected(&trials[*i])));
+    }
     let done = schedule(
         order.clone(),
         |i| trials[*i].scenario.has_vm_nodes(),
