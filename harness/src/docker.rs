@@ -183,8 +183,13 @@ pub async fn exec(
     stdin: Option<&[u8]>,
     deadline: std::time::Duration,
 ) -> Result<ExecOutput> {
-    let what = format!("`{}` in container {label}", short_command(cmd));
+    let what = exec_what(cmd, label);
     crate::deadline::within(what, deadline, exec_unbounded(docker, container, cmd, env, stdin)).await
+}
+
+/// How an exec of `cmd` in the container `label` is named in messages.
+pub fn exec_what(cmd: &[&str], label: &str) -> String {
+    format!("`{}` in container {label}", short_command(cmd))
 }
 
 /// The CPU time a container's processes have used so far (its cgroup's, every process inside included), from one

@@ -89,7 +89,6 @@ impl NodeTimeline {
         (!self.cpu_profile.is_empty()).then_some(whole)
     }
 
-    /// The milestones on the scenario's clock; none without the anchors ([`Self::anchor`]).
     /// What its boot milestone is called: a container's start, or a machine's.
     pub fn up_label(&self) -> &'static str {
         if self.machine {
@@ -99,6 +98,7 @@ impl NodeTimeline {
         }
     }
 
+    /// The milestones on the scenario's clock; none without the anchors ([`Self::anchor`]).
     pub fn placed(&self) -> Placed {
         let after_kubelet = |d: Option<Duration>| Some(self.kubelet_at? + d?);
         Placed {

@@ -166,9 +166,8 @@ impl ContainerMachine {
     /// Runs `cmd` in the node, in the cgroup of nodejoin's own work ([`crate::node::cpu::EXEC_CGROUP`]).
     async fn exec(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {
         let run = crate::node::cpu::exec_wrapper(crate::node::cpu::EXEC_CGROUP, cmd);
-        let what = format!("`{}` in container {}", docker::short_command(cmd), self.name);
         let exec = docker::exec_unbounded(&self.docker, &self.id, &run, env, None);
-        crate::deadline::within(what, deadline, exec).await
+        crate::deadline::within(docker::exec_what(cmd, &self.name), deadline, exec).await
     }
 
     /// Waits until systemd has finished booting (`running` or `degraded`).
