@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod guest;
+pub use guest::guest_listing_script;
+
 /// The cgroup, under a node's own, that nodejoin's execs move themselves into ([`exec_wrapper`]).
 pub const EXEC_CGROUP: &str = "nodejoin.exec";
 /// The cgroup, under a node's own, in which the harness runs a group's `bootstrap.sh` (the real bootstrap, not
@@ -245,30 +248,6 @@ impl Reading {
             root: Part::Nodejoin,
         })
     }
-
-    /// Parses `<microseconds> <path>` lines, as [`guest_listing_script`] prints them (a VM guest's tree).
-    pub fn parse_listing(text: &str) -> Reading {
-        let mut cgroups = Vec::new();
-        for line in text.lines().take(MAX_CGROUPS) {
-            let Some((usec, path)) = line.split_once(' ') else {
-                continue;
-            };
-            let Ok(usec) = usec.parse::<u64>() else { continue };
-            let path = path.trim_start_matches("./").trim_start_matches('.');
-            let path = path.trim_end_matches("/cpu.stat").trim_end_matches("cpu.stat");
-            let path = path
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(label)
-                .collect::<Vec<_>>()
-                .join("/");
-            cgroups.push((path, Duration::from_micros(usec)));
-        }
-        Reading {
-            cgroups,
-            root: Part::System,
-        }
-    }
 }
 
 /// A node's readings over time. systemd removes a unit's cgroup once the unit has ended (cloud-init's stages,
@@ -299,13 +278,6 @@ impl Tracker {
         }
         r
     }
-}
-
-/// A shell script that prints a cgroup v2 tree's CPU, `<usage_usec> <path>` a line, to depth 2: what a VM guest
-/// is asked through its agent.
-pub fn guest_listing_script() -> &'static str {
-    "cd /sys/fs/cgroup 2>/dev/null && for f in cpu.stat */cpu.stat */*/cpu.stat; do \
-     [ -f \"$f\" ] && awk -v p=\"$f\" '$1 == \"usage_usec\" { print $2, p }' \"$f\"; done"
 }
 
 /// `path`'s parent (`""` for a depth-1 path); `None` for the root.
@@ -476,17 +448,6 @@ mod tests {
         assert_eq!(p.get(Part::Bootstrap), ms(300));
         assert_eq!(p.get(Part::System), ms(150));
         assert_eq!(p.total(), ms(700));
-    }
-
-    #[test]
-    fn a_guest_listing_parses_and_bad_lines_are_skipped() {
-        let r = Reading::parse_listing(
-            "5000000 cpu.stat\n2000000 system.slice/cpu.stat\n1000000 system.slice/kubelet.service/cpu.stat\n\
-             garbage\nx y\n300000 qemu-guest-agent.service/cpu.stat\n",
-        );
-        assert_eq!(r.total(), Some(ms(5000)));
-        assert_eq!(r.cgroups.len(), 4);
-        assert_eq!(r.profile().get(Part::Kubelet), ms(1000));
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct MachineKind {
     /// Its units' CPU is read from the host while it runs, for nothing in it ([`crate::node::cpu`]): often
     /// enough to catch a unit's CPU before its cgroup goes (a VM's is read through its agent, at phase ends).
     pub cpu_from_host: bool,
+    /// Its [`Machine::read_bytes`] reads a file as a process inside would see it, with no process started there
+    /// (a VM's agent's file calls): text files are read that way too. A container's engine reads its image's
+    /// layers only, not the mounts made inside (`/run`), so `cat` runs there.
+    pub reads_without_exec: bool,
     /// Only one scenario with such nodes runs at a time.
     pub one_scenario_at_a_time: bool,
 }
@@ -68,6 +72,7 @@ pub const CONTAINER: MachineKind = MachineKind {
     reboots: true,
     weight: Weight::One,
     cpu_from_host: true,
+    reads_without_exec: false,
     one_scenario_at_a_time: false,
 };
 
@@ -82,6 +87,7 @@ pub const VM: MachineKind = MachineKind {
     reboots: true,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
+    reads_without_exec: true,
     one_scenario_at_a_time: true,
 };
 
@@ -96,6 +102,7 @@ pub const OWN_DISK: MachineKind = MachineKind {
     reboots: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
+    reads_without_exec: true,
     one_scenario_at_a_time: true,
 };
 
@@ -262,6 +269,10 @@ impl NodeMachine {
 
     /// A file's content, or `None` when it cannot be read.
     pub async fn read_file(&self, path: &str) -> Option<String> {
+        if self.capabilities.kind.reads_without_exec {
+            let bytes = self.read_bytes(path).await.ok()?;
+            return Some(String::from_utf8_lossy(&bytes).into_owned());
+        }
         let out = self.exec(&["cat", path], &[]).await.ok()?;
         (out.exit_code == 0).then_some(out.stdout)
     }

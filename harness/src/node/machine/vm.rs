@@ -81,6 +81,7 @@ impl Machine for VmMachine {
     fn cpu_reading(&self) -> BoxFuture<'_, Option<crate::node::cpu::Reading>> {
         Box::pin(async move {
             let script = crate::node::cpu::guest_listing_script();
+            let script = script.as_str();
             let out = self
                 .0
                 .exec_within(&["sh", "-c", script], &[], crate::deadline::NODE_EXEC)

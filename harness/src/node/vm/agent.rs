@@ -16,6 +16,9 @@ use tokio::sync::Mutex;
 const PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// How long one request may wait for its answer.
 const REQUEST: Duration = Duration::from_secs(20);
+/// What [`Agent::read_file`] keeps of a file at most, and asks for at a time.
+const MAX_FILE: usize = 16 << 20;
+const FILE_CHUNK: usize = 1 << 20;
 
 pub struct Agent {
     node: String,
@@ -37,8 +40,16 @@ impl Agent {
     }
 
     /// One request and its answer's `return`; the connection is made (and synchronised) on first use and
-    /// dropped after any failure, so the next request starts clean.
+    /// dropped once broken, so the next request starts clean.
     async fn request(&self, execute: &str, arguments: Value) -> Result<Value> {
+        self.request_or_refusal(execute, arguments)
+            .await?
+            .map_err(|e| self.err(format!("guest agent, {execute}: {e}")))
+    }
+
+    /// Like [`Agent::request`], with the agent's refusal (its `error` answer: the inner error) apart from a
+    /// broken connection (the outer one, after which the connection is dropped).
+    async fn request_or_refusal(&self, execute: &str, arguments: Value) -> Result<std::result::Result<Value, String>> {
         let mut guard = self.conn.lock().await;
         let answer = tokio::time::timeout(REQUEST, async {
             if guard.is_none() {
@@ -50,10 +61,9 @@ impl Agent {
                 .write_all(line.as_bytes())
                 .await
                 .map_err(|e| self.err(format!("guest agent: {e}")))?;
-            match read_answer(conn).await {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) | Err(e) => Err(self.err(format!("guest agent, {execute}: {e}"))),
-            }
+            read_answer(conn)
+                .await
+                .map_err(|e| self.err(format!("guest agent, {execute}: {e}")))
         })
         .await
         .unwrap_or_else(|_| Err(self.err(format!("guest agent: no answer to {execute} within {REQUEST:?}"))));
@@ -154,8 +164,55 @@ impl Agent {
                 });
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
+            // Each look is a request the guest's agent answers (and logs): a long command is looked at less often.
+            let most = if t0.elapsed() > Duration::from_secs(10) {
+                2000
+            } else {
+                500
+            };
+            pause = (pause * 2).min(Duration::from_millis(most));
         }
+    }
+
+    /// A file's bytes through the agent's own file calls: no process in the guest (each one costs a fork and an
+    /// exec, emulated under TCG). At most [`MAX_FILE`] bytes are kept. The inner error is the agent's word on
+    /// the file (`failed to open file ...: No such file or directory`); the outer, the connection's.
+    pub async fn read_file(&self, path: &str) -> Result<std::result::Result<Vec<u8>, String>> {
+        let handle = match self
+            .request_or_refusal("guest-file-open", json!({"path": path, "mode": "r"}))
+            .await?
+        {
+            Ok(h) => h,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let handle = handle
+            .as_i64()
+            .ok_or_else(|| self.err(format!("guest-file-open gave no handle: {handle}")))?;
+        let mut out = Vec::new();
+        let read = loop {
+            let chunk = match self
+                .request_or_refusal("guest-file-read", json!({"handle": handle, "count": FILE_CHUNK}))
+                .await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(refused)) => break Ok(Err(refused)),
+                Err(e) => break Err(e),
+            };
+            let bytes = chunk["buf-b64"]
+                .as_str()
+                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                .unwrap_or_default();
+            let room = MAX_FILE.saturating_sub(out.len());
+            out.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            if chunk["eof"].as_bool() != Some(false) || bytes.is_empty() || out.len() >= MAX_FILE {
+                break Ok(Ok(std::mem::take(&mut out)));
+            }
+        };
+        // The handle is the agent's until closed; a failed close is the connection's, reported by the next call.
+        let _ = self
+            .request_or_refusal("guest-file-close", json!({ "handle": handle }))
+            .await;
+        read
     }
 
     pub async fn exec(&self, cmd: &[&str], env: &[String], deadline: Duration) -> Result<ExecOutput> {

@@ -141,7 +141,10 @@ pub async fn run_cloud_init(
     };
     let script = if node.capabilities.kind.own_kernel {
         // A machine started them at boot, as an instance does (or did not: its cloud-init may have found no
-        // datasource): wait until no job of theirs is left, never start one.
+        // datasource): wait until no job of theirs is left, never start one. One transient unit ordered after
+        // them all waits in systemd's queue until their jobs are done, at no cost in the machine; where it
+        // cannot be started (no systemd-run), a look at the job queue every 2 s (0.5 s unless emulated: each
+        // look is two processes there).
         let pattern = units
             .split(' ')
             .map(|u| u.replace('.', "\\."))
@@ -150,8 +153,8 @@ pub async fn run_cloud_init(
         format!(
             "units='{units}'\n\
 {boot_hook}\
+systemd-run --quiet --wait --collect --unit=nodejoin-bootstrap-wait -p \"After=$units\" true 2>/dev/null ||\n\
 while systemctl list-jobs --no-legend 2>/dev/null | grep -Eq ' ({pattern}|{hook}) '; do sleep {every}; done\n",
-            // Each look is two processes in the machine: under emulation a look every 2 s, not every 0.5 s.
             every = if node.emulated() { 2.0 } else { 0.5 },
             hook = nodeadm_report::BOOT_HOOK.replace('.', "\\.")
         )
