@@ -107,7 +107,7 @@ pub fn expected(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> R
     let base_tag = base_tag(settings)?;
     let mut node = Sha256::new();
     node.update(base_tag.as_bytes());
-    for input in ["Dockerfile", "files", "pause.c"] {
+    for input in ["Dockerfile", "files", "pause.c", "sysfs.c"] {
         hash_path(settings, &mut node, &dir.join(input))?;
     }
     node.update(file_digest(&assets.kubelet)?.as_bytes());
@@ -393,21 +393,26 @@ async fn build_base(settings: &Settings, docker: &crate::docker::Docker, tag: &s
 
 /// Compiles the pause program statically into `<work>/pause-root/pause`.
 pub(crate) async fn compile_pause(settings: &Settings, work: &Path) -> Result<PathBuf> {
+    let root = work.join("pause-root");
+    std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
+    compile_static(settings, "pause.c", &root.join("pause")).await?;
+    Ok(root.join("pause"))
+}
+
+/// Compiles one of the recipe's C programs (`source`) statically into `out`.
+async fn compile_static(settings: &Settings, source: &str, out: &Path) -> Result<()> {
     let cc = ["cc", "gcc"]
         .into_iter()
         .find(|c| crate::assets::which(c).is_some())
         .ok_or_else(|| image_err("no C compiler (apt-get install gcc libc6-dev)"))?;
-    let root = work.join("pause-root");
-    std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
     run(
         Command::new(cc)
             .args(["-static", "-O2", "-o"])
-            .arg(root.join("pause"))
-            .arg(recipe_dir(settings).join("pause.c")),
-        "compile pause.c",
+            .arg(out)
+            .arg(recipe_dir(settings).join(source)),
+        &format!("compile {source}"),
     )
-    .await?;
-    Ok(root.join("pause"))
+    .await
 }
 
 /// The tag the pause image is saved under in the node image (containerd's sandbox image).
@@ -449,6 +454,7 @@ async fn build_node(
     steps.step(1, "build context");
     let ctx = work.to_path_buf();
     copy_tree(settings, &recipe_dir(settings).join("files"), &ctx.join("files"))?;
+    compile_static(settings, "sysfs.c", &ctx.join("nodejoin-sysfs")).await?;
     std::fs::copy(recipe_dir(settings).join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
     std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
     for (name, bin) in tools.binaries() {
