@@ -6,7 +6,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
-use testcontainers::bollard::models::{ContainerSummary, Ipam, IpamConfig, Network, NetworkCreateRequest};
+use testcontainers::bollard::models::{ContainerSummary, Network};
 use testcontainers::bollard::query_parameters::{
     ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder,
     RemoveImageOptionsBuilder,
@@ -14,7 +14,9 @@ use testcontainers::bollard::query_parameters::{
 pub use testcontainers::bollard::Docker;
 
 pub mod images;
+mod network;
 pub mod oneshot;
+pub use network::{create_network, restart_at, RunNetwork};
 
 /// Label every object of a run carries: its run id.
 pub const RUN_LABEL: &str = "io.nodejoin.run";
@@ -54,49 +56,6 @@ pub fn run_labels(run_id: &str) -> HashMap<String, String> {
 
 fn docker_err(context: &str) -> impl Fn(testcontainers::bollard::errors::Error) -> Error + '_ {
     move |e| Error::Docker(format!("{context}: {e}"))
-}
-
-/// A user-defined bridge network for one run; Docker picks a free subnet, so parallel runs never collide.
-pub struct RunNetwork {
-    pub name: String,
-    pub gateway: Ipv4Addr,
-    pub subnet: ipnet::Ipv4Net,
-}
-
-pub async fn create_network(docker: &Docker, run_id: &str) -> Result<RunNetwork> {
-    let name = format!("nodejoin-{run_id}");
-    docker
-        .create_network(NetworkCreateRequest {
-            name: name.clone(),
-            driver: Some("bridge".into()),
-            labels: Some(run_labels(run_id)),
-            ..Default::default()
-        })
-        .await
-        .map_err(docker_err("create network"))?;
-    let inspect = docker
-        .inspect_network(&name, None)
-        .await
-        .map_err(docker_err("inspect network"))?;
-    let config: Option<IpamConfig> = inspect.ipam.and_then(|i: Ipam| i.config).and_then(|c| {
-        c.into_iter()
-            .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
-    });
-    let subnet = config
-        .as_ref()
-        .and_then(|c| c.subnet.as_deref())
-        .and_then(|s| s.parse().ok());
-    let gateway = config
-        .as_ref()
-        .and_then(|c| c.gateway.as_deref())
-        .and_then(|s| s.parse().ok());
-    match (subnet, gateway) {
-        (Some(subnet), Some(gateway)) => Ok(RunNetwork { name, gateway, subnet }),
-        _ => {
-            let _ = docker.remove_network(&name).await;
-            Err(Error::Docker(format!("network {name} has no IPv4 subnet/gateway")))
-        }
-    }
 }
 
 /// The container's IPv4 address and MAC address on `network`.

@@ -223,7 +223,9 @@ const RUNTIME_RECIPE: &str = "COPY rootfs/ /\nCOPY bin/ /usr/bin/\n\
      && containerd --version > /etc/eks/containerd-version.txt \
      && systemctl enable systemd-networkd.service \
      && sed -e '/^After=multi-user.target$/d' -e '/^Before=apt-daily.service$/d' \
-        /lib/systemd/system/cloud-final.service > /etc/systemd/system/cloud-final.service\n";
+        /lib/systemd/system/cloud-final.service > /etc/systemd/system/cloud-final.service \
+     && sed -e '/^Before=sysinit.target$/d' -e '/^Conflicts=shutdown.target$/d' \
+        /lib/systemd/system/cloud-init.service > /etc/systemd/system/cloud-init.service\n";
 
 /// The repository of the AL2023 images built from checkouts (tagged by [`image_hash`]).
 pub(crate) const AL2023_REPOSITORY: &str = "nodejoin-al2023";
@@ -246,10 +248,14 @@ pub(crate) fn image_hash(settings: &Settings, base_tag: &str, checkout: &Checkou
 /// provisioners leave that nodeadm relies on (`/etc/eks/nodeadm.d/`, `/etc/eks/kubelet-version.txt`,
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
 /// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
-/// ours of the same name. cloud-init's final stage is ordered as on Amazon Linux, not after multi-user.target as
-/// Debian orders it: the AMI's nodeadm-run.service, wanted by multi-user.target and ordered after cloud-final,
-/// would otherwise close a cycle that systemd breaks at each boot the AMI's units run by dropping a job (nodeadm's
-/// run phase, at a reboot). Tagged by a hash of the base and the files; rebuilt only when either changes.
+/// ours of the same name. cloud-init's network and final stages are ordered as on Amazon Linux (cloud-init's
+/// units for its `amazon` variant), not as Debian orders them: the final stage not after multi-user.target (the
+/// AMI's nodeadm-run.service, wanted by multi-user.target and ordered after cloud-final, would close a cycle),
+/// the network stage not before sysinit.target (the AMI's nodeadm-config.service, after basic.target by default
+/// and before cloud-init.service, would close another). systemd breaks a cycle at each boot the AMI's units run
+/// by dropping one job, not always the same: nodeadm's config or run phase, or a custom AMI's own unit ordered
+/// before them, missing after a reboot now and then. Tagged by a hash of the base and the files; rebuilt only
+/// when either changes.
 pub async fn ensure_image(
     settings: &Settings,
     docker: &crate::docker::Docker,

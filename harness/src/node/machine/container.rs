@@ -68,6 +68,7 @@ struct ContainerMachine {
     /// The run network, where its address must stay the same across a restart.
     network: String,
     ip: std::net::Ipv4Addr,
+    mac: Option<String>,
     container: Box<ContainerAsync<GenericImage>>,
     /// Its cgroup on the host (`cpuacct`'s on cgroup v1), where its units' CPU is read ([`crate::node::cpu`]).
     cgroup: Option<std::path::PathBuf>,
@@ -143,6 +144,7 @@ pub async fn start(docker: &Docker, spec: NodeSpec<'_>) -> Result<NodeMachine> {
         name: name.clone(),
         network: spec.network.name.clone(),
         ip,
+        mac: mac.clone(),
         container: Box::new(container),
         cgroup,
         _kept_var: spec.kept_var,
@@ -201,16 +203,20 @@ impl ContainerMachine {
     }
 
     /// Restarts the container (systemd stops on the image's stop signal, as at an instance's shutdown): its
-    /// filesystem kept, `/run` and `/tmp` (tmpfs) empty again. The engine may give it another address, which an
-    /// instance never gets: that is an error, not a reboot.
+    /// filesystem kept, `/run` and `/tmp` (tmpfs) empty again, at the address it had ([`docker::restart_at`]).
+    /// An engine that gives it another all the same has made it something an instance never is: that is an
+    /// error, not a reboot.
     async fn restart(&self) -> Result<()> {
-        let options = testcontainers::bollard::query_parameters::RestartContainerOptionsBuilder::new()
-            .t(RESTART_STOP_WITHIN.as_secs() as i32)
-            .build();
-        self.docker
-            .restart_container(&self.id, Some(options))
-            .await
-            .map_err(|e| Error::node(&self.name, format!("restarting the node container: {e}")))?;
+        docker::restart_at(
+            &self.docker,
+            &self.id,
+            &self.network,
+            self.ip,
+            self.mac.as_deref(),
+            RESTART_STOP_WITHIN,
+        )
+        .await
+        .map_err(|e| Error::node(&self.name, format!("restarting the node container: {e}")))?;
         let (ip, _) = docker::container_address(&self.docker, &self.id, &self.network).await?;
         if ip != self.ip {
             return Err(Error::node(

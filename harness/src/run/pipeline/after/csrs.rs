@@ -19,20 +19,32 @@ pub(super) fn csr_names(cluster: &SharedCluster, node: &str) -> BTreeSet<String>
         .collect()
 }
 
-/// The client and serving CSRs of `node` made since `before` was taken.
+/// The client and serving CSRs of `node` made since `before` was taken, and, given `since` (Unix seconds), made
+/// in that second or later: `before` comes from the cluster's watch cache, which may not hold yet a CSR the
+/// kubelet made just before the step (its first serving CSR, a second or two after it started); a CSR made before
+/// a restarted machine came up is its old kubelet's, not one the step caused.
 pub(super) fn new_csrs(
     cluster: &SharedCluster,
     node: &str,
     before: &BTreeSet<String>,
+    since: Option<i64>,
 ) -> (Vec<CsrState>, Vec<CsrState>) {
     let Some(snapshot) = cluster.cache.snapshot() else {
         return (Vec::new(), Vec::new());
+    };
+    let made_since = |c: &k8s_openapi::api::certificates::v1::CertificateSigningRequest| match (
+        since,
+        c.metadata.creation_timestamp.as_ref(),
+    ) {
+        (Some(since), Some(t)) => t.0.as_second() >= since,
+        _ => true,
     };
     let fresh: Vec<&k8s_openapi::api::certificates::v1::CertificateSigningRequest> = snapshot
         .csrs
         .iter()
         .filter(|c| c.metadata.name.as_ref().is_some_and(|n| !before.contains(n)))
         .map(|c| c.as_ref())
+        .filter(|c| made_since(c))
         .collect();
     let clients = fresh
         .iter()

@@ -81,7 +81,7 @@ pub(super) async fn run(
     });
     if came_back.is_ok() {
         tokio::time::sleep(SETTLE).await;
-        let (clients, servings) = new_csrs(cluster, &node, &before);
+        let (clients, servings) = new_csrs(cluster, &node, &before, Some(up));
         checks.extend(csr_check(
             name(&def::CLIENT_CSR_AFTER),
             step.client_csr(true),

@@ -43,7 +43,7 @@ pub(super) async fn run(
     let (mut clients, mut servings): (Vec<CsrState>, Vec<CsrState>);
     let mut live: Result<(Vec<u8>, String), String>;
     let decided = loop {
-        (clients, servings) = new_csrs(cluster, &node, &before);
+        (clients, servings) = new_csrs(cluster, &node, &before, None);
         live = live_serial(ip, &cluster.ca_pem).await;
         let client_done = want_client != CsrExpectation::Issued || clients.iter().any(|c| c.issued);
         let serving_done = want_serving != CsrExpectation::Issued || servings.iter().any(|c| c.issued);
