@@ -2,6 +2,7 @@
 pub mod audit;
 pub mod calls;
 pub mod cloud_init;
+pub mod containerd;
 pub mod csr;
 pub mod executables;
 pub mod files;

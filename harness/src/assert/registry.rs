@@ -175,6 +175,16 @@ check!(
      current nodeadm uses a local pause image and pulls nothing)"
 );
 check!(
+    CONTAINERD_WARNINGS,
+    "containerd warnings",
+    keys: ["containerdWarnings", "containerd"],
+    "nodes that join on a containerd line no AMI ships yet (2.3, 2.4: the canary), or `containerdWarnings: none`; \
+     a note on the others (`containerdWarnings: any` for a note anywhere)",
+    "containerd used every key of the configuration the node gave it and reports no deprecated feature in use: \
+     the keys it ignored (`Ignoring unknown key in TOML`, from its log) and `ctr deprecations list`, in its words \
+     (a key a newer containerd ignores fails nothing else until a user relies on it)"
+);
+check!(
     POD_RUNS,
     "pod runs",
     keys: ["podRuns"],

@@ -284,4 +284,20 @@ pub const CATALOGUE: &[Mutation] = &[
         replace: "_STS_ENDPOINT\" --region eu-west-1 sts",
         caught_by: &[catcher_of("iam-join", &checks::EVIDENCE, "bootstrap log", "")],
     },
+    Mutation {
+        name: "containerd-deprecated-mirrors",
+        regression: "the user data's NodeConfig sets a registry mirror the way containerd deprecated (the CRI \
+                     plugin's `registry.mirrors`, removed in containerd 2): the node joins, and breaks on the \
+                     next containerd",
+        target: Target::UserData,
+        find: "- --register-with-taints=dedicated=infra:NoSchedule\n",
+        replace: "- --register-with-taints=dedicated=infra:NoSchedule\n  containerd:\n    config: |\n      \
+                  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.\"docker.io\"]\n        \
+                  endpoint = [\"https://mirror.example.com\"]\n",
+        caught_by: &[catcher(
+            "userdata-nodeadm",
+            &checks::CONTAINERD_WARNINGS,
+            "cri-registry-mirrors",
+        )],
+    },
 ];

@@ -396,10 +396,25 @@ pub struct Expect {
     /// `localStorage.strategy` asks the AMI's `setup-local-disks` for.
     #[serde(default)]
     pub local_storage: Option<LocalStorageExpectation>,
+    /// What containerd may say is wrong with how the node set it up (keys of its configuration it ignored,
+    /// deprecated features in use): `none` makes it a check, `any` a note. Unset: a check on a containerd line no
+    /// AMI ships yet (2.3, 2.4: the canary), a note on the others.
+    #[serde(default)]
+    pub containerd_warnings: Option<ContainerdWarnings>,
     /// Checks that must fail (globs on the check's name after `node/`, e.g. `calls imds * at most 30`): how a
     /// scenario proves an assertion catches a bad bootstrap. They are reported with what they found.
     #[serde(default)]
     pub failing_checks: Vec<String>,
+}
+
+/// `expect.containerdWarnings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerdWarnings {
+    /// containerd ignored no key of its configuration and reports no deprecation: a check.
+    None,
+    /// Whatever it says is a note.
+    Any,
 }
 
 /// The providerID a node must have when the scenario names none: what EC2's kubelet and cloud provider set.
@@ -490,6 +505,7 @@ impl Default for Expect {
             through_api_server: Vec::new(),
             host_kernel_untouched: false,
             local_storage: None,
+            containerd_warnings: None,
             failing_checks: Vec::new(),
         }
     }

@@ -34,6 +34,11 @@ impl ContainerdLine {
         Self::ALL.into_iter().find(|l| l.as_str() == s.trim())
     }
 
+    /// Whether an AMI ships it today; the others are the canary.
+    pub fn shipped(self) -> bool {
+        matches!(self, Self::V2_2 | Self::V1_7)
+    }
+
     /// The lines' names, as a message lists them (`2.2, 1.7, 2.3 or 2.4`).
     pub fn known() -> String {
         let names: Vec<&str> = Self::ALL.iter().map(|l| l.as_str()).collect();

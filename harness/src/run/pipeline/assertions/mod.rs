@@ -1,5 +1,6 @@
 //! `assertions`: for each node, the evidence gathered while it joined (and what is read now: Node object, files,
 //! calls, cloud-init's and nodeadm's reports) turned into checks by `assert`, then each group's own checks.
+mod containerd;
 pub(crate) mod files;
 pub(crate) mod iam;
 pub(crate) mod node;
@@ -283,6 +284,16 @@ async fn user_data(env: &crate::run::Environment, n: &RunningNode, report: &mut 
         report
             .checks
             .push(userdata::sandbox_check(env, &n.machine, &n.node_name, &n.instance.instance_id).await);
+    }
+    if n.expect().joins && n.machine.sees_inside() {
+        match containerd::containerd_warnings(n).await {
+            Some(containerd::Verdict::Check(c, note)) => {
+                report.checks.push(c);
+                report.notes.extend(note);
+            }
+            Some(containerd::Verdict::Notes(notes)) => report.notes.extend(notes),
+            None => {}
+        }
     }
 }
 

@@ -53,6 +53,7 @@ pub(crate) const CHECKS: &[Entry] = &[
     Entry::Core(&def::IDENTITY_GROUPS),
     Entry::Core(&def::AWS_AUTH_CHANGED_BY),
     Entry::Core(&def::SANDBOX_IMAGE),
+    Entry::Core(&def::CONTAINERD_WARNINGS),
     Entry::Core(&def::POD_RUNS),
     Entry::Core(&def::CLOUD_INIT_STATUS),
     Entry::Core(&def::CLOUD_INIT_MODULE),
