@@ -52,16 +52,18 @@ impl Check {
 /// around: each must have failed (it then passes, marked as an expected failure, its findings kept); one that
 /// passed, or a pattern no check matches, fails.
 pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_checks: &[String]) {
-    let node = owners.first().cloned().unwrap_or_default();
+    let unmatched = turn_around(checks, owners, failing_checks);
+    no_such_checks(checks, owners, &unmatched);
+}
+
+/// [`expect_failures`] without judging the patterns no check matched, which it returns: the checks of steps
+/// after the join come later ([`no_such_checks`] then).
+pub fn turn_around(checks: &mut [Check], owners: &[String], failing_checks: &[String]) -> Vec<String> {
+    let mut unmatched = Vec::new();
     for pattern in failing_checks {
         let mut matched = false;
         for c in checks.iter_mut() {
-            let Some(what) = owners
-                .iter()
-                .find_map(|o| c.name.strip_prefix(o.as_str()).and_then(|r| r.strip_prefix('/')))
-            else {
-                continue;
-            };
+            let Some(what) = owned_name(c, owners) else { continue };
             if !crate::fakes::calls::glob(pattern, what) {
                 continue;
             }
@@ -76,6 +78,20 @@ pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_check
             c.xfail = true;
         }
         if !matched {
+            unmatched.push(pattern.clone());
+        }
+    }
+    unmatched
+}
+
+/// A failed check for each of `patterns` that still matches no check of `owners` in `checks`.
+pub fn no_such_checks(checks: &mut Vec<Check>, owners: &[String], patterns: &[String]) {
+    let node = owners.first().cloned().unwrap_or_default();
+    for pattern in patterns {
+        let matched = checks
+            .iter()
+            .any(|c| owned_name(c, owners).is_some_and(|what| crate::fakes::calls::glob(pattern, what)));
+        if !matched {
             checks.push(Check::new(
                 registry::FAILING_CHECKS.on_with(&node, pattern),
                 false,
@@ -84,6 +100,13 @@ pub fn expect_failures(checks: &mut Vec<Check>, owners: &[String], failing_check
             ));
         }
     }
+}
+
+/// A check's name after its owner (`<owner>/<what>`), if one of `owners` owns it.
+fn owned_name<'c>(c: &'c Check, owners: &[String]) -> Option<&'c str> {
+    owners
+        .iter()
+        .find_map(|o| c.name.strip_prefix(o.as_str()).and_then(|r| r.strip_prefix('/')))
 }
 
 #[cfg(test)]
@@ -103,5 +126,26 @@ mod tests {
         let mut checks = vec![Check::new("n1/registered", false, "a Node", "none")];
         expect_failures(&mut checks, &owners, &["registered".into(), "*".into()]);
         assert!(checks[0].passed, "a check that failed as expected passes once");
+    }
+
+    #[test]
+    fn a_pattern_for_a_later_step_is_judged_once_the_step_ran() {
+        let owners = vec!["n1".to_string(), "group".to_string()];
+        let patterns = ["node deleted after terminate".to_string()];
+        let mut checks = vec![Check::new("n1/registered", true, "a Node", "a Node")];
+        assert_eq!(turn_around(&mut checks, &owners, &patterns), patterns.to_vec());
+        let mut step = vec![Check::new(
+            "n1/node deleted after terminate",
+            false,
+            "gone",
+            "still there",
+        )];
+        assert!(turn_around(&mut step, &owners, &patterns).is_empty());
+        assert!(step[0].passed && step[0].xfail);
+        checks.extend(step);
+        no_such_checks(&mut checks, &owners, &patterns);
+        assert_eq!(checks.len(), 2, "matched by the step's check: nothing added");
+        no_such_checks(&mut checks, &owners, &["ready after reboot".to_string()]);
+        assert!(!checks[2].passed && checks[2].actual == "no such check ran");
     }
 }

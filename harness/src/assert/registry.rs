@@ -196,9 +196,20 @@ check!(
     "ready after",
     "ready after <step>",
     keys: ["after"],
-    "each step of a group's `after`",
+    "each `reboot` or `wait-for-rotation` step of a group's `after`",
     "the same Node (name and UID) is Ready again within the step's `within`, reported by a kubelet started after \
      the step; a node that does not come back quotes the kubelet's error line or the Node's Ready condition"
+);
+check!(
+    NODE_DELETED_AFTER,
+    "node deleted after",
+    "node deleted after terminate",
+    keys: ["after"],
+    "each `terminate` step of a group's `after`",
+    "once EC2 reports the instance terminated and the machine has shut down, the Node goes NotReady (its lease \
+     expires) and the cloud controller deletes it within the step's `within`, as the AWS cloud controller manager \
+     does: a Node left behind keeps pods bound to a machine that is gone. Quotes when it went NotReady and when it \
+     was deleted, or what it still says"
 );
 check!(
     CLIENT_CSR_AFTER,

@@ -82,9 +82,11 @@ fn ec2_error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, [("content-type", "text/xml;charset=UTF-8")], body).into_response()
 }
 
-fn instance_xml(i: &Instance, empty_dns: bool) -> String {
+/// An instance as DescribeInstances lists it; `terminated`: in state 48, as EC2 keeps a terminated instance
+/// listed for about an hour.
+fn instance_xml(i: &Instance, empty_dns: bool, terminated: bool) -> String {
     format!(
-        "<item><instanceId>{id}</instanceId><imageId>{ami}</imageId><instanceState><code>16</code><name>running</name></instanceState>\
+        "<item><instanceId>{id}</instanceId><imageId>{ami}</imageId><instanceState>{state}</instanceState>\
 <privateDnsName>{dns}</privateDnsName><dnsName></dnsName><instanceType>{ty}</instanceType><placement><availabilityZone>{az}</availabilityZone><tenancy>default</tenancy></placement>\
 <privateIpAddress>{ip}</privateIpAddress><subnetId>{subnet}</subnetId><vpcId>{vpc}</vpcId><architecture>x86_64</architecture>{lifecycle}</item>",
         id = xml_escape(&i.instance_id),
@@ -96,6 +98,11 @@ fn instance_xml(i: &Instance, empty_dns: bool) -> String {
         subnet = xml_escape(&i.vpc.subnet_id),
         vpc = xml_escape(&i.vpc.vpc_id),
         lifecycle = if i.lifecycle == "spot" { "<instanceLifecycle>spot</instanceLifecycle>" } else { "" },
+        state = if terminated {
+            "<code>48</code><name>terminated</name>"
+        } else {
+            "<code>16</code><name>running</name>"
+        },
     )
 }
 
@@ -210,7 +217,11 @@ fn describe_instances(ec2: &Ec2, params: &HashMap<String, String>) -> Response {
                 "<item><reservationId>r-{}</reservationId><ownerId>{}</ownerId><groupSet/><instancesSet>{}</instancesSet></item>",
                 i.instance_id.trim_start_matches("i-"),
                 i.account_id,
-                instance_xml(i, ec2.take_empty_dns(&i.instance_id))
+                instance_xml(
+                    i,
+                    ec2.take_empty_dns(&i.instance_id),
+                    ec2.instances.is_terminated(&i.instance_id)
+                )
             )
         })
         .collect();

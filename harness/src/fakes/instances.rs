@@ -120,6 +120,9 @@ pub struct Instances {
     registered: Notify,
     /// IMDS requests by caller address.
     log: Mutex<super::capped::Capped<IpAddr, ImdsRequest>>,
+    /// The instances terminated (`after: terminate`), by id: EC2 reports them so, the cloud controller deletes
+    /// their Nodes.
+    terminated: RwLock<std::collections::BTreeSet<String>>,
 }
 
 impl Instances {
@@ -161,6 +164,17 @@ impl Instances {
                 return self.by_ip(ip);
             }
         }
+    }
+
+    /// EC2 terminates the instance `id`: from now on it reports it `terminated`.
+    pub fn terminate(&self, id: &str) {
+        if let Ok(mut t) = self.terminated.write() {
+            t.insert(id.to_string());
+        }
+    }
+
+    pub fn is_terminated(&self, id: &str) -> bool {
+        self.terminated.read().is_ok_and(|t| t.contains(id))
     }
 
     pub fn by_id(&self, id: &str) -> Option<Arc<Instance>> {

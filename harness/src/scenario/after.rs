@@ -1,6 +1,6 @@
 //! A node's life after its join (`after:` in a node group): an ordered list of steps done to each of the group's
 //! nodes once the join's checks are in, each with its own expectations, its own phase in the report and checks
-//! named after it. Built for more actions to come (an upgrade, a drain, a termination, a shutdown).
+//! named after it. Built for more actions to come (an upgrade, a drain, a shutdown).
 use super::expect::{CallExpectation, CsrExpectation, FileExpectation};
 use serde::Deserialize;
 use std::time::Duration;
@@ -26,6 +26,10 @@ pub enum Action {
     /// Nothing is done: the kubelet renews its certificates by itself at 70-90 % of their lifetime (set short with
     /// `cluster.certificateLifetime`), through new CSRs the cluster's approvers must accept again.
     WaitForRotation,
+    /// EC2 terminates the instance: it reports it `terminated`, the machine shuts down (its OS's shutdown, then
+    /// off), and the cloud controller deletes its Node once the Node is not Ready, as the AWS cloud controller
+    /// manager does. The last step of its group: nothing is left to do to the node.
+    Terminate,
 }
 
 impl Action {
@@ -34,6 +38,7 @@ impl Action {
         match self {
             Action::Reboot => "reboot",
             Action::WaitForRotation => "rotation",
+            Action::Terminate => "terminate",
         }
     }
 }
@@ -75,6 +80,9 @@ impl Step {
     pub fn within(&self, certificate_lifetime: Option<Duration>) -> Duration {
         self.expect.within.unwrap_or(match self.action {
             Action::Reboot => Duration::from_secs(120),
+            // The kubelet's lease expires (the node lifecycle controller's grace period, 50 s), then the cloud
+            // controller deletes the Node.
+            Action::Terminate => Duration::from_secs(120),
             // The certificates were issued before the step began: renewed before they expire, or never.
             Action::WaitForRotation => {
                 certificate_lifetime.unwrap_or(Duration::from_secs(120)) + Duration::from_secs(15)
@@ -93,7 +101,7 @@ impl Step {
     /// The serving CSRs expected of the step.
     pub fn serving_csr(&self) -> CsrExpectation {
         self.expect.serving_csr.unwrap_or(match self.action {
-            Action::Reboot => CsrExpectation::None,
+            Action::Reboot | Action::Terminate => CsrExpectation::None,
             Action::WaitForRotation => CsrExpectation::Issued,
         })
     }
@@ -126,6 +134,14 @@ mod tests {
         assert_eq!(step.client_csr(true), CsrExpectation::Issued);
         assert_eq!(step.client_csr(false), CsrExpectation::None);
         assert_eq!(step.serving_csr(), CsrExpectation::Issued);
+    }
+
+    #[test]
+    fn a_termination_waits_for_the_node_to_go() {
+        let step: Step = serde_yaml_ng::from_str("do: terminate\n").unwrap();
+        assert_eq!(step.action, Action::Terminate);
+        assert_eq!(step.action.name(), "terminate");
+        assert_eq!(step.within(None), Duration::from_secs(120));
     }
 
     #[test]

@@ -202,6 +202,21 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if let Some(i) = n.after.iter().position(|s| s.action == super::after::Action::Terminate) {
+            if i + 1 < n.after.len() {
+                return Err(group(
+                    n,
+                    "after",
+                    format!(
+                        "node group '{}': step {} (`do: {}`) comes after `do: terminate`; a terminated node has \
+                         nothing left to do: terminate last",
+                        n.name,
+                        i + 2,
+                        n.after[i + 1].action.name()
+                    ),
+                ));
+            }
+        }
         if n.reboots() && !machine.reboots {
             return Err(group(
                 n,
@@ -435,5 +450,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown variant `attach`"));
+    }
+
+    #[test]
+    fn terminate_is_the_last_step() {
+        let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    after:\n      - do: terminate\n";
+        assert!(parse(base).is_ok());
+        let msg = parse(&format!("{base}      - do: reboot\n")).unwrap_err().to_string();
+        assert!(
+            msg.contains("step 2 (`do: reboot`) comes after `do: terminate`"),
+            "{msg}"
+        );
     }
 }

@@ -341,6 +341,25 @@ impl Machine for ContainerMachine {
         Box::pin(self.restart())
     }
 
+    /// The image's stop signal (systemd's shutdown), then KILL past [`RESTART_STOP_WITHIN`].
+    fn shut_down(&self) -> BoxFuture<'_, Result<String>> {
+        Box::pin(async move {
+            use testcontainers::bollard::query_parameters::StopContainerOptionsBuilder;
+            let t0 = std::time::Instant::now();
+            let options = StopContainerOptionsBuilder::new()
+                .t(RESTART_STOP_WITHIN.as_secs() as i32)
+                .build();
+            self.docker
+                .stop_container(&self.id, Some(options))
+                .await
+                .map_err(|e| Error::node(&self.name, format!("stopping the node container: {e}")))?;
+            Ok(format!(
+                "the container stopped {:.1}s after its stop signal (systemd's shutdown)",
+                t0.elapsed().as_secs_f64()
+            ))
+        })
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let this = *self;

@@ -175,6 +175,9 @@ pub trait Machine: Send + Sync {
     ) -> BoxFuture<'a, Option<std::result::Result<(String, crate::node::vm::reader::DiskLogs), String>>>;
     /// Restarts it as an instance reboots (its kind `reboots`); returns once it is powered again, not booted.
     fn reboot(&self) -> BoxFuture<'_, Result<()>>;
+    /// Shuts it down as EC2 does an instance it terminates (its OS's own shutdown, then off) and says how that
+    /// went; it stays made, its logs readable, until removed.
+    fn shut_down(&self) -> BoxFuture<'_, Result<String>>;
     /// Removes it now.
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
@@ -347,6 +350,11 @@ impl NodeMachine {
         }
         self.machine.reboot().await?;
         self.wait_systemd(boot).await
+    }
+
+    /// Shuts the node down as an instance terminated ([`Machine::shut_down`]): how it went.
+    pub async fn shut_down(&self) -> Result<String> {
+        self.machine.shut_down().await
     }
 
     /// Removes the node now.

@@ -107,6 +107,11 @@ impl Machine for VmMachine {
         Box::pin(self.0.reboot())
     }
 
+    /// Its power button, as EC2 signals a guest it terminates; QEMU stopped if the guest does not power off.
+    fn shut_down(&self) -> BoxFuture<'_, Result<String>> {
+        Box::pin(async move { Ok(self.0.shut_down().await) })
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.0.remove().await })
     }

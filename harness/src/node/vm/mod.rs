@@ -408,7 +408,7 @@ impl VmNode {
     }
 
     /// Presses the power button and waits for QEMU to end; stops it past [`POWER_OFF_WITHIN`]. Says how it went.
-    async fn shut_down(&self) -> String {
+    pub async fn shut_down(&self) -> String {
         if !self.powered() {
             return "never started".into();
         }

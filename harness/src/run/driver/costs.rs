@@ -103,6 +103,7 @@ fn estimate(sc: &crate::scenario::model::Scenario) -> Duration {
         for step in &g.after {
             secs += match step.action {
                 crate::scenario::after::Action::Reboot => 20.0,
+                crate::scenario::after::Action::Terminate => 60.0,
                 crate::scenario::after::Action::WaitForRotation => {
                     sc.cluster.certificate_lifetime.map(|d| d.as_secs_f64()).unwrap_or(60.0)
                 }

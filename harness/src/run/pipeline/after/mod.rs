@@ -5,6 +5,7 @@ mod csrs;
 mod pod;
 mod reboot;
 mod rotation;
+mod terminate;
 
 use super::{Action, Context, Timed};
 use crate::assert::Check;
@@ -61,6 +62,10 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 checks.extend(found);
                 cx.report.notes.extend(notes);
             }
+            for g in &cx.sc.nodes {
+                let owners = owners(cx, g);
+                crate::assert::turn_around(&mut checks, &owners, &g.expect.failing_checks);
+            }
             for c in &checks {
                 cx.events.emit(crate::run::events::Event::CheckDone {
                     scenario: cx.report.name.clone(),
@@ -70,8 +75,33 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             cx.report.checks.extend(checks);
             cx.phase(&phase, t.elapsed());
         }
+        // `failingChecks` patterns that matched no check of the join nor of a step (the join's were turned
+        // around then, a step's as it ran).
+        let before = cx.report.checks.len();
+        for g in cx.sc.nodes.iter().filter(|g| !g.after.is_empty()) {
+            let owners = owners(cx, g);
+            crate::assert::no_such_checks(&mut cx.report.checks, &owners, &g.expect.failing_checks);
+        }
+        for c in &cx.report.checks[before..] {
+            cx.events.emit(crate::run::events::Event::CheckDone {
+                scenario: cx.report.name.clone(),
+                check: c.clone(),
+            });
+        }
         Ok(())
     })
+}
+
+/// Who owns a group's checks: its nodes and the group itself (`<owner>/<what>`).
+fn owners(cx: &Context<'_>, g: &crate::scenario::model::NodeGroup) -> Vec<String> {
+    let mut owners: Vec<String> = cx
+        .nodes
+        .iter()
+        .filter(|n| n.group.name == g.name)
+        .map(|n| n.node_name.clone())
+        .collect();
+    owners.push(g.name.clone());
+    owners
 }
 
 /// One step on one node: its checks and notes.
@@ -85,5 +115,6 @@ async fn run_step(
     match step.action {
         crate::scenario::after::Action::Reboot => reboot::run(env, cluster, n, step).await,
         crate::scenario::after::Action::WaitForRotation => rotation::run(sc, cluster, n, step).await,
+        crate::scenario::after::Action::Terminate => terminate::run(env, cluster, n, step).await,
     }
 }

@@ -75,6 +75,7 @@ pub(crate) const CHECKS: &[Entry] = &[
     Entry::Core(&def::LOCAL_STORAGE),
     Entry::Core(&def::EVIDENCE),
     Entry::Core(&def::READY_AFTER),
+    Entry::Core(&def::NODE_DELETED_AFTER),
     Entry::Core(&def::CLIENT_CSR_AFTER),
     Entry::Core(&def::SERVING_CSR_AFTER),
     Entry::Core(&def::SERVING_CERT_AFTER),
