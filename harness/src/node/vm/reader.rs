@@ -437,10 +437,18 @@ async fn render(settings: &Settings, docker: &Docker, dir: &Path, output: &str, 
         .collect();
     cmd.push(JOURNAL_LINES.into());
     cmd.extend(filter.iter().map(|s| s.to_string()));
+    // The base image has the journalctl this runs. Nothing else may have needed it in this run (a disk of the
+    // user's, every node image already built), and it may have been pruned since: built again if missing.
+    let base = crate::node::image::base_tag(settings)?;
+    if !crate::node::image::exists(docker, &base).await {
+        let _lock = crate::node::image::image_lock(settings).await?;
+        let work = crate::node::image::work_dir(settings, "reader-base")?;
+        crate::node::image::ensure_base(settings, docker, &base, work.path()).await?;
+    }
     let (out, stdout) = crate::docker::oneshot::run(
         docker,
         crate::docker::oneshot::OneShot {
-            image: &crate::node::image::base_tag(settings)?,
+            image: &base,
             cmd,
             env: Vec::new(),
             read_only: vec![dir.display().to_string()],
