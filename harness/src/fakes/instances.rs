@@ -120,9 +120,10 @@ pub struct Instances {
     registered: Notify,
     /// IMDS requests by caller address.
     log: Mutex<super::capped::Capped<IpAddr, ImdsRequest>>,
-    /// The instances terminated (`after: terminate`), by id: EC2 reports them so, the cloud controller deletes
-    /// their Nodes.
-    terminated: RwLock<std::collections::BTreeSet<String>>,
+    /// The instances terminated (`after: terminate`), by id: EC2 still lists them (terminated), the cloud
+    /// controller deletes their Nodes. Their addresses are free again, as EC2 frees a terminated instance's: the
+    /// engine may give one to another scenario's node, which is then the one at that address.
+    terminated: RwLock<HashMap<String, Arc<Instance>>>,
 }
 
 impl Instances {
@@ -139,12 +140,19 @@ impl Instances {
         instance
     }
 
-    pub fn remove(&self, ip: IpAddr) {
+    /// Forgets `instance` (its scenario is over): at its address only if it is still the one there (a terminated
+    /// instance's address may be another's by now).
+    pub fn remove(&self, instance: &Instance) {
+        let ip = IpAddr::V4(instance.private_ip);
         if let Ok(mut map) = self.by_ip.write() {
-            if let Some(gone) = map.remove(&ip) {
-                self.iam.forget_instance(&gone.instance_id);
+            if map.get(&ip).is_some_and(|i| i.instance_id == instance.instance_id) {
+                map.remove(&ip);
             }
         }
+        if let Ok(mut t) = self.terminated.write() {
+            t.remove(&instance.instance_id);
+        }
+        self.iam.forget_instance(&instance.instance_id);
     }
 
     pub fn by_ip(&self, ip: IpAddr) -> Option<Arc<Instance>> {
@@ -166,28 +174,49 @@ impl Instances {
         }
     }
 
-    /// EC2 terminates the instance `id`: from now on it reports it `terminated`.
+    /// EC2 terminates the instance `id`: from now on it reports it `terminated`, and its address is no longer
+    /// its own (nothing IMDS serves there is its; [`Instances::forget_requests`] too).
     pub fn terminate(&self, id: &str) {
+        let Some(instance) = self.by_id(id) else { return };
+        if let Ok(mut map) = self.by_ip.write() {
+            let ip = IpAddr::V4(instance.private_ip);
+            if map.get(&ip).is_some_and(|i| i.instance_id == id) {
+                map.remove(&ip);
+            }
+        }
         if let Ok(mut t) = self.terminated.write() {
-            t.insert(id.to_string());
+            t.insert(id.to_string(), instance);
         }
     }
 
     pub fn is_terminated(&self, id: &str) -> bool {
-        self.terminated.read().is_ok_and(|t| t.contains(id))
+        self.terminated.read().is_ok_and(|t| t.contains_key(id))
     }
 
+    /// A running instance or a terminated one, by id.
     pub fn by_id(&self, id: &str) -> Option<Arc<Instance>> {
+        if let Some(t) = self.terminated.read().ok().and_then(|t| t.get(id).cloned()) {
+            return Some(t);
+        }
         self.by_ip.read().ok()?.values().find(|i| i.instance_id == id).cloned()
     }
 
+    /// A running instance by its private DNS name, else a terminated one (whose address, and so name, another
+    /// may have been given since).
     pub fn by_private_dns_name(&self, name: &str) -> Option<Arc<Instance>> {
-        self.by_ip
+        let live = self
+            .by_ip
             .read()
-            .ok()?
-            .values()
-            .find(|i| i.private_dns_name() == name)
-            .cloned()
+            .ok()
+            .and_then(|m| m.values().find(|i| i.private_dns_name() == name).cloned());
+        live.or_else(|| {
+            self.terminated
+                .read()
+                .ok()?
+                .values()
+                .find(|i| i.private_dns_name() == name)
+                .cloned()
+        })
     }
 
     pub fn record(&self, request: ImdsRequest) {
@@ -218,6 +247,33 @@ impl Instances {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_terminated_instance_gives_up_its_address() {
+        let instances = Instances::new();
+        let old = instances.register(instance());
+        instances.terminate(&old.instance_id);
+        assert!(instances.by_ip(IpAddr::V4(old.private_ip)).is_none());
+        assert!(instances.is_terminated(&old.instance_id));
+        // Another scenario's node gets the same address.
+        let new = instances.register(Instance {
+            instance_id: "i-0new".into(),
+            ..instance()
+        });
+        assert_eq!(
+            instances.by_id(&old.instance_id).map(|i| i.instance_id.clone()),
+            Some(old.instance_id.clone())
+        );
+        // The terminated one's teardown leaves the new one where it is.
+        instances.remove(&old);
+        assert_eq!(
+            instances
+                .by_ip(IpAddr::V4(new.private_ip))
+                .map(|i| i.instance_id.clone()),
+            Some("i-0new".to_string())
+        );
+        assert!(instances.by_id(&old.instance_id).is_none() && !instances.is_terminated(&old.instance_id));
+    }
 
     /// A plain m5.large in us-west-2 at 172.18.0.5 with role `NodeRole`.
     pub(crate) fn instance() -> Instance {

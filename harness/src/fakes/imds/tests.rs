@@ -242,7 +242,7 @@ async fn network_leaves_serve_the_declared_vpc() {
 #[tokio::test]
 async fn no_user_data_is_404_and_unknown_caller_is_404() {
     let instances = Instances::new();
-    instances.register(instance("127.0.0.1", false, None));
+    let registered = instances.register(instance("127.0.0.1", false, None));
     let imds = Arc::new(Imds {
         instances: instances.clone(),
         tokens: Mutex::new(HashMap::new()),
@@ -260,7 +260,7 @@ async fn no_user_data_is_404_and_unknown_caller_is_404() {
             .status(),
         404
     );
-    instances.remove("127.0.0.1".parse().unwrap());
+    instances.remove(&registered);
     assert_eq!(
         c.get(format!("{}/latest/meta-data/", s.url()))
             .send()

@@ -45,6 +45,11 @@ pub(super) async fn run(
     }
     // Gone for good: later phases see it as a node that stopped (its journal read from where it outlives it).
     n.container_exit = Some("terminated by the scenario (`do: terminate`)".into());
+    // Its address is free: the engine may give it to another scenario's node, whose IMDS tokens and requests
+    // must not be mixed with this one's.
+    let ip = std::net::IpAddr::V4(n.instance.private_ip);
+    env.imds.forget(ip);
+    env.instances.forget_requests(ip);
     let api: Api<Node> = Api::all(cluster.client.clone());
     let mut not_ready_at: Option<Duration> = None;
     let found = loop {

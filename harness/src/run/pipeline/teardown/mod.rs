@@ -25,10 +25,13 @@ pub(crate) async fn run(cx: &mut Context<'_>) {
     let mut removals = Vec::new();
     let mut node_names = Vec::new();
     for n in nodes {
-        env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
-        env.imds.forget(std::net::IpAddr::V4(n.instance.private_ip));
-        env.instances
-            .forget_requests(std::net::IpAddr::V4(n.instance.private_ip));
+        // A terminated node's address was given up then (and may be another scenario's node's by now).
+        if !env.instances.is_terminated(&n.instance.instance_id) {
+            env.imds.forget(std::net::IpAddr::V4(n.instance.private_ip));
+            env.instances
+                .forget_requests(std::net::IpAddr::V4(n.instance.private_ip));
+        }
+        env.instances.remove(&n.instance);
         env.calls.forget(&n.instance.instance_id);
         env.authenticator.forget(&n.instance.instance_id);
         node_names.push(n.node_name.clone());
@@ -98,7 +101,7 @@ pub(crate) fn in_background(cx: &mut Context<'_>) {
         return;
     };
     for n in nodes {
-        cx.env.instances.remove(std::net::IpAddr::V4(n.instance.private_ip));
+        cx.env.instances.remove(&n.instance);
         handle.spawn(async move { n.machine.remove().await });
     }
 }
