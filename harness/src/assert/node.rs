@@ -5,10 +5,18 @@ use std::collections::BTreeMap;
 use crate::scenario::model::Taint;
 
 pub fn is_ready(node: &Node) -> bool {
+    ready_status(node) == Some("True")
+}
+
+/// The status of the Node's Ready condition (`True`, `False`, `Unknown`), if it has one.
+pub fn ready_status(node: &Node) -> Option<&str> {
     node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.as_str())
 }
 
 pub fn labels(node: &Node) -> BTreeMap<String, String> {

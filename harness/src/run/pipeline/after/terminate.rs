@@ -64,7 +64,7 @@ pub(super) async fn run(
                 ))
             }
             Ok(Some(node)) => {
-                let ready = ready_status(&node);
+                let ready = crate::assert::node::ready_status(&node).map(str::to_string);
                 if not_ready_at.is_none() && ready.as_deref() != Some("True") {
                     not_ready_at = Some(t0.elapsed());
                 }
@@ -90,14 +90,4 @@ pub(super) async fn run(
     let passed = found.is_ok();
     let actual = found.unwrap_or_else(|e| e);
     (vec![Check::new(name, passed, expected, actual)], notes)
-}
-
-fn ready_status(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.clone())
 }
