@@ -212,6 +212,55 @@ check!(
      was deleted, or what it still says"
 );
 check!(
+    CORDONED_AFTER,
+    "cordoned after",
+    "cordoned after <step>",
+    keys: ["after"],
+    "each `cordon` or `drain` step of a group's `after`",
+    "the Node marked unschedulable is tainted `node.kubernetes.io/unschedulable:NoSchedule` by the node lifecycle \
+     controller within the step's `within`, so nothing new is scheduled to it while it is drained"
+);
+check!(
+    DRAINED_AFTER,
+    "drained after",
+    "drained after drain",
+    keys: ["workload", "after"],
+    "each `drain` step of a group's `after`",
+    "a workload placed on the node before (a ReplicaSet under a PodDisruptionBudget, a DaemonSet's pod) is drained \
+     through the eviction API as a managed node group's update drains it: every pod but the DaemonSet's evicted \
+     and ended by the node's kubelet within the step's `within`, an eviction refused (429) while the budget is \
+     spent and allowed once the replacement runs on another node; a drain the budget blocks quotes the refusal"
+);
+check!(
+    INHIBITOR_LOCK_BEFORE,
+    "inhibitor lock before",
+    "inhibitor lock before shutdown",
+    keys: ["after"],
+    "each `shutdown` step of a group's `after`",
+    "the kubelet holds a delay inhibitor lock on shutdown in systemd-logind before the shutdown (its graceful node \
+     shutdown, `shutdownGracePeriod`, which AL2023's nodeadm sets on 1.34+): without it the machine powers off \
+     under its pods. A missing lock quotes the kubelet's own line about it"
+);
+check!(
+    PODS_TERMINATED_AFTER,
+    "pods terminated after",
+    "pods terminated after shutdown",
+    keys: ["after"],
+    "each `shutdown` step of a group's `after`",
+    "a pod on the node before a graceful shutdown is ended by the kubelet (phase Failed, reason `Terminated`) \
+     before the machine is off: told by logind (`PrepareForShutdown`), the kubelet ends its pods within its grace \
+     period"
+);
+check!(
+    NOT_READY_AFTER,
+    "not ready after",
+    "not ready after shutdown",
+    keys: ["after"],
+    "each `shutdown` step of a group's `after`",
+    "the Node's Ready condition is False as the kubelet reported it while shutting down (its own words quoted), \
+     not left Ready for the node lifecycle controller to find Unknown once the lease expires"
+);
+check!(
     CLIENT_CSR_AFTER,
     "client CSR after",
     "client CSR after <step>",

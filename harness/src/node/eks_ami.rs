@@ -222,6 +222,7 @@ const RUNTIME_RECIPE: &str = "COPY rootfs/ /\nCOPY bin/ /usr/bin/\n\
      && kubelet --version > /etc/eks/kubelet-version.txt \
      && containerd --version > /etc/eks/containerd-version.txt \
      && systemctl enable systemd-networkd.service \
+     && rm -f /etc/systemd/system/systemd-logind.service \
      && sed -e '/^After=multi-user.target$/d' -e '/^Before=apt-daily.service$/d' \
         /lib/systemd/system/cloud-final.service > /etc/systemd/system/cloud-final.service \
      && sed -e '/^Before=sysinit.target$/d' -e '/^Conflicts=shutdown.target$/d' \
@@ -247,7 +248,8 @@ pub(crate) fn image_hash(settings: &Settings, base_tag: &str, checkout: &Checkou
 /// runtime files as the AMI build copies them (`rootfs/*` onto `/`, `bin/*` into `/usr/bin`), with what its
 /// provisioners leave that nodeadm relies on (`/etc/eks/nodeadm.d/`, `/etc/eks/kubelet-version.txt`,
 /// `/etc/eks/containerd-version.txt`), and systemd-networkd running as on AL2023 (the boot hook waits for it to
-/// have configured the primary interface). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
+/// have configured the primary interface), systemd-logind too (our base image masks it; the kubelet's graceful
+/// node shutdown, which nodeadm turns on for 1.34+, takes its inhibitor lock there). The AMI's units (kubelet.service, nodeadm-config.service, ...) replace
 /// ours of the same name. cloud-init's network and final stages are ordered as on Amazon Linux (cloud-init's
 /// units for its `amazon` variant), not as Debian orders them: the final stage not after multi-user.target (the
 /// AMI's nodeadm-run.service, wanted by multi-user.target and ordered after cloud-final, would close a cycle),

@@ -1,6 +1,6 @@
 //! A node's life after its join (`after:` in a node group): an ordered list of steps done to each of the group's
 //! nodes once the join's checks are in, each with its own expectations, its own phase in the report and checks
-//! named after it. Built for more actions to come (an upgrade, a drain, a shutdown).
+//! named after it. An upgrade is the action still to come.
 use super::expect::{CallExpectation, CsrExpectation, FileExpectation};
 use serde::Deserialize;
 use std::time::Duration;
@@ -12,9 +12,45 @@ pub struct Step {
     /// What is done to each node of the group.
     #[serde(rename = "do")]
     pub action: Action,
+    /// What a `drain` evicts: a workload placed on the node before the step (default 2 replicas under a budget of
+    /// `minAvailable: 1`, and a DaemonSet's pod, which a drain leaves).
+    #[serde(default)]
+    pub workload: Option<Workload>,
     #[serde(default)]
     pub expect: StepExpect,
 }
+
+/// The workload a `drain` evicts: a ReplicaSet of pause pods placed on the node, a PodDisruptionBudget over them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Workload {
+    /// How many pods (1 to 10).
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// The budget's `minAvailable` (at most `replicas`; equal to it, no eviction is ever allowed: a drain
+    /// blocked for good, as a managed node group's update fails with `PodEvictionFailure`).
+    #[serde(default = "default_min_available")]
+    pub min_available: u32,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Self {
+            replicas: default_replicas(),
+            min_available: default_min_available(),
+        }
+    }
+}
+
+fn default_replicas() -> u32 {
+    2
+}
+fn default_min_available() -> u32 {
+    1
+}
+
+/// The most pods a drain's workload may have.
+pub const MAX_REPLICAS: u32 = 10;
 
 /// What a step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -30,6 +66,18 @@ pub enum Action {
     /// off), and the cloud controller deletes its Node once the Node is not Ready, as the AWS cloud controller
     /// manager does. The last step of its group: nothing is left to do to the node.
     Terminate,
+    /// The node is cordoned, as `kubectl cordon` does: marked unschedulable, tainted by the node lifecycle
+    /// controller.
+    Cordon,
+    /// The node is cordoned, then drained through the eviction API as a managed node group's update drains it:
+    /// every pod but a DaemonSet's evicted, a PodDisruptionBudget honoured (an eviction refused while the budget
+    /// is spent is tried again until the replacement runs elsewhere).
+    Drain,
+    /// A graceful shutdown, as a Spot interruption or a stop gives one: the machine's OS powers off through
+    /// systemd-logind, which tells the kubelet (`PrepareForShutdown`) and waits for its inhibitor lock, so the
+    /// kubelet ends its pods within `shutdownGracePeriod` and reports the Node not ready. The last step of its
+    /// group: the machine is off.
+    Shutdown,
 }
 
 impl Action {
@@ -39,7 +87,15 @@ impl Action {
             Action::Reboot => "reboot",
             Action::WaitForRotation => "rotation",
             Action::Terminate => "terminate",
+            Action::Cordon => "cordon",
+            Action::Drain => "drain",
+            Action::Shutdown => "shutdown",
         }
+    }
+
+    /// The machine is off after it: nothing can follow it in a group's steps.
+    pub fn ends_the_machine(self) -> bool {
+        matches!(self, Action::Terminate | Action::Shutdown)
     }
 }
 
@@ -83,6 +139,10 @@ impl Step {
             // The kubelet's lease expires (the node lifecycle controller's grace period, 50 s), then the cloud
             // controller deletes the Node.
             Action::Terminate => Duration::from_secs(120),
+            Action::Cordon | Action::Drain => Duration::from_secs(60),
+            // AL2023's kubelet has 150 s (`shutdownGracePeriod`) to end its pods; pods that end at once take
+            // seconds.
+            Action::Shutdown => Duration::from_secs(90),
             // The certificates were issued before the step began: renewed before they expire, or never.
             Action::WaitForRotation => {
                 certificate_lifetime.unwrap_or(Duration::from_secs(120)) + Duration::from_secs(15)
@@ -101,8 +161,8 @@ impl Step {
     /// The serving CSRs expected of the step.
     pub fn serving_csr(&self) -> CsrExpectation {
         self.expect.serving_csr.unwrap_or(match self.action {
-            Action::Reboot | Action::Terminate => CsrExpectation::None,
             Action::WaitForRotation => CsrExpectation::Issued,
+            _ => CsrExpectation::None,
         })
     }
 }
@@ -142,6 +202,31 @@ mod tests {
         assert_eq!(step.action, Action::Terminate);
         assert_eq!(step.action.name(), "terminate");
         assert_eq!(step.within(None), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_drain_places_two_pods_under_a_budget_of_one_by_default() {
+        let step: Step = serde_yaml_ng::from_str("do: drain\n").unwrap();
+        assert_eq!(step.action, Action::Drain);
+        assert_eq!(
+            step.workload.unwrap_or_default(),
+            Workload {
+                replicas: 2,
+                min_available: 1
+            }
+        );
+        assert_eq!(step.within(None), Duration::from_secs(60));
+        let step: Step = serde_yaml_ng::from_str("do: drain\nworkload: {replicas: 3, minAvailable: 3}\n").unwrap();
+        assert_eq!(
+            step.workload,
+            Some(Workload {
+                replicas: 3,
+                min_available: 3
+            })
+        );
+        let step: Step = serde_yaml_ng::from_str("do: shutdown\n").unwrap();
+        assert!(step.action.ends_the_machine() && !Action::Drain.ends_the_machine());
+        assert_eq!(step.serving_csr(), CsrExpectation::None);
     }
 
     #[test]

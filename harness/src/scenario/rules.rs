@@ -202,20 +202,60 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
-        if let Some(i) = n.after.iter().position(|s| s.action == super::after::Action::Terminate) {
+        if let Some(i) = n.after.iter().position(|s| s.action.ends_the_machine()) {
             if i + 1 < n.after.len() {
                 return Err(group(
                     n,
                     "after",
                     format!(
-                        "node group '{}': step {} (`do: {}`) comes after `do: terminate`; a terminated node has \
-                         nothing left to do: terminate last",
+                        "node group '{}': step {} (`do: {}`) comes after `do: {}`; the machine is off then, with \
+                         nothing left to do: {} last",
                         n.name,
                         i + 2,
-                        n.after[i + 1].action.name()
+                        n.after[i + 1].action.name(),
+                        n.after[i].action.name(),
+                        n.after[i].action.name()
                     ),
                 ));
             }
+        }
+        for (i, s) in n.after.iter().enumerate() {
+            if let Some(w) = s.workload {
+                let why = if s.action != super::after::Action::Drain {
+                    Some(format!(
+                        "`workload` is what a drain evicts; step {} is `do: {}`",
+                        i + 1,
+                        s.action.name()
+                    ))
+                } else if w.replicas == 0 || w.replicas > super::after::MAX_REPLICAS {
+                    Some(format!(
+                        "`workload.replicas` is {}; 1 to {}",
+                        w.replicas,
+                        super::after::MAX_REPLICAS
+                    ))
+                } else if w.min_available > w.replicas {
+                    Some(format!(
+                        "`workload.minAvailable` ({}) is more than its replicas ({}): no budget could be met",
+                        w.min_available, w.replicas
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(group(n, "workload", format!("node group '{}': {why}", n.name)));
+                }
+            }
+        }
+        if n.after.iter().any(|s| s.action == super::after::Action::Shutdown) && !machine.graceful_shutdown {
+            return Err(group(
+                n,
+                "after",
+                format!(
+                    "node group '{}': `do: shutdown` needs a machine whose OS can be asked to power off through \
+                     systemd-logind; runtime {} cannot yet",
+                    n.name, machine.name
+                ),
+            ));
         }
         if n.reboots() && !machine.reboots {
             return Err(group(
@@ -458,8 +498,32 @@ mod tests {
         assert!(parse(base).is_ok());
         let msg = parse(&format!("{base}      - do: reboot\n")).unwrap_err().to_string();
         assert!(
-            msg.contains("step 2 (`do: reboot`) comes after `do: terminate`"),
+            msg.contains("step 2 (`do: reboot`) comes after `do: terminate`; the machine is off then"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_drains_workload_is_bounded_and_only_for_a_drain() {
+        let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    after:\n";
+        assert!(parse(&format!(
+            "{base}      - do: drain\n        workload: {{replicas: 3, minAvailable: 3}}\n"
+        ))
+        .is_ok());
+        for (step, says) in [
+            (
+                "do: drain\n        workload: {replicas: 11}",
+                "`workload.replicas` is 11; 1 to 10",
+            ),
+            (
+                "do: drain\n        workload: {replicas: 2, minAvailable: 3}",
+                "no budget could be met",
+            ),
+            ("do: reboot\n        workload: {replicas: 2}", "step 1 is `do: reboot`"),
+            ("do: shutdown\n      - do: cordon", "comes after `do: shutdown`"),
+        ] {
+            let msg = parse(&format!("{base}      - {step}\n")).unwrap_err().to_string();
+            assert!(msg.contains(says), "{step}: {msg}");
+        }
     }
 }

@@ -54,6 +54,10 @@ pub fn bound(config: &mut kube::Config) {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
     config.write_timeout = Some(READ_TIMEOUT);
+    // No silent retries: kube's default policy retries a 429 for up to 15 backoffs (minutes), and a 429 is an
+    // answer the harness must see (an eviction a PodDisruptionBudget refuses). Every wait of the harness's is a
+    // loop of its own.
+    config.default_retry = false;
 }
 
 /// A kubeconfig a provider wrote (k3s's, kind's), pointed at `server` (the port Docker mapped), and the cluster CA it names.

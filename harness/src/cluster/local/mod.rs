@@ -312,7 +312,8 @@ fn apiserver_args(
 
 /// The controllers a node join involves. kube-controller-manager initialises its controllers one after another
 /// before it syncs any of them; starting only these cuts its start-up from about 5 s to about 1 s here.
-/// (Scenarios about workloads on the joined nodes will add theirs.)
+/// A drain (`after: drain`) needs the workload's: its ReplicaSet's, its DaemonSet's, and the disruption
+/// controller that keeps a PodDisruptionBudget's status, which the eviction API reads.
 pub const KCM_CONTROLLERS: &[&str] = &[
     "certificatesigningrequest-approving-controller",
     "certificatesigningrequest-signing-controller",
@@ -326,6 +327,9 @@ pub const KCM_CONTROLLERS: &[&str] = &[
     "root-ca-certificate-publisher-controller",
     "namespace-controller",
     "garbage-collector-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+    "disruption-controller",
 ];
 
 fn kcm_args(spec: &ClusterSpec, p: &PkiPaths, kubeconfig: &Path, port: u16) -> Vec<String> {

@@ -360,6 +360,50 @@ impl Machine for ContainerMachine {
         })
     }
 
+    /// `systemctl poweroff`, which goes through systemd-logind (it tells the kubelet and waits for its inhibitor
+    /// lock), then systemd powers off and the container ends.
+    fn power_off(&self, within: Duration) -> BoxFuture<'_, Result<String>> {
+        Box::pin(async move {
+            let t0 = std::time::Instant::now();
+            // The command returns once logind has taken the request; the container may be gone before its output
+            // is: an error then is the shutdown itself, and the wait below says whether it happened.
+            let asked = self
+                .exec(&["systemctl", "poweroff"], &[], Duration::from_secs(15))
+                .await;
+            if let Ok(out) = &asked {
+                if out.exit_code != 0 && self.stopped().await.is_none() {
+                    return Err(Error::node(
+                        &self.name,
+                        format!(
+                            "`systemctl poweroff` exited {}: {}",
+                            out.exit_code,
+                            crate::process::last_lines(&out.stderr, 3, " | ")
+                        ),
+                    ));
+                }
+            }
+            loop {
+                if let Some(how) = self.stopped().await {
+                    return Ok(format!(
+                        "powered off {:.1}s after `systemctl poweroff` ({how})",
+                        t0.elapsed().as_secs_f64()
+                    ));
+                }
+                if t0.elapsed() >= within {
+                    return Err(Error::node(
+                        &self.name,
+                        format!(
+                            "still running {}s after `systemctl poweroff`{}",
+                            within.as_secs(),
+                            asked.err().map(|e| format!(" ({e})")).unwrap_or_default()
+                        ),
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let this = *self;

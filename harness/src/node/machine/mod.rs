@@ -49,6 +49,10 @@ pub struct MachineKind {
     /// It restarts as an instance does (`after: reboot`): its disk kept, its memory and `/run` gone, systemd
     /// booting again (a container restarted, nodejoin's VM rebooted by Ctrl-Alt-Delete).
     pub reboots: bool,
+    /// Its OS can be asked to power off through systemd-logind (`after: shutdown`), which tells the kubelet first
+    /// (`PrepareForShutdown`) and waits for its inhibitor lock: a container's systemd powers off and the container
+    /// ends. nodejoin's VM would be asked by its ACPI power button; not yet built.
+    pub graceful_shutdown: bool,
     pub weight: Weight,
     /// Its units' CPU is read from the host while it runs, for nothing in it ([`crate::node::cpu`]): often
     /// enough to catch a unit's CPU before its cgroup goes (a VM's is read through its agent, at phase ends).
@@ -70,6 +74,7 @@ pub const CONTAINER: MachineKind = MachineKind {
     instance_store: false,
     read_after_shutdown: false,
     reboots: true,
+    graceful_shutdown: true,
     weight: Weight::One,
     cpu_from_host: true,
     reads_without_exec: false,
@@ -85,6 +90,7 @@ pub const VM: MachineKind = MachineKind {
     instance_store: true,
     read_after_shutdown: false,
     reboots: true,
+    graceful_shutdown: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
     reads_without_exec: true,
@@ -100,6 +106,7 @@ pub const OWN_DISK: MachineKind = MachineKind {
     instance_store: true,
     read_after_shutdown: true,
     reboots: false,
+    graceful_shutdown: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
     reads_without_exec: true,
@@ -178,6 +185,9 @@ pub trait Machine: Send + Sync {
     /// Shuts it down as EC2 does an instance it terminates (its OS's own shutdown, then off) and says how that
     /// went; it stays made, its logs readable, until removed.
     fn shut_down(&self) -> BoxFuture<'_, Result<String>>;
+    /// Asks its OS to power off gracefully (its kind's `graceful_shutdown`) and waits until it is off, at most
+    /// `within`: how it went.
+    fn power_off(&self, within: Duration) -> BoxFuture<'_, Result<String>>;
     /// Removes it now.
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
@@ -355,6 +365,18 @@ impl NodeMachine {
     /// Shuts the node down as an instance terminated ([`Machine::shut_down`]): how it went.
     pub async fn shut_down(&self) -> Result<String> {
         self.machine.shut_down().await
+    }
+
+    /// Asks the node's OS to power off through systemd-logind ([`MachineKind::graceful_shutdown`]) and waits until
+    /// it is off, at most `within`: how it went.
+    pub async fn power_off(&self, within: Duration) -> Result<String> {
+        if !self.capabilities.kind.graceful_shutdown {
+            return Err(crate::error::Error::node(
+                &self.name,
+                format!("runtime {} cannot be asked to power off", self.capabilities.kind.name),
+            ));
+        }
+        self.machine.power_off(within).await
     }
 
     /// Removes the node now.

@@ -112,6 +112,15 @@ impl Machine for VmMachine {
         Box::pin(async move { Ok(self.0.shut_down().await) })
     }
 
+    /// Not offered ([`crate::node::machine::VM`]`.graceful_shutdown`): whether the guest's logind takes the ACPI
+    /// power button to the kubelet is not proven yet.
+    fn power_off(&self, _within: Duration) -> BoxFuture<'_, Result<String>> {
+        Box::pin(std::future::ready(Err(crate::error::Error::node(
+            "vm",
+            "a VM machine cannot be asked for a graceful shutdown yet",
+        ))))
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.0.remove().await })
     }

@@ -104,6 +104,9 @@ fn estimate(sc: &crate::scenario::model::Scenario) -> Duration {
             secs += match step.action {
                 crate::scenario::after::Action::Reboot => 20.0,
                 crate::scenario::after::Action::Terminate => 60.0,
+                crate::scenario::after::Action::Cordon => 2.0,
+                crate::scenario::after::Action::Drain => 15.0,
+                crate::scenario::after::Action::Shutdown => 10.0,
                 crate::scenario::after::Action::WaitForRotation => {
                     sc.cluster.certificate_lifetime.map(|d| d.as_secs_f64()).unwrap_or(60.0)
                 }

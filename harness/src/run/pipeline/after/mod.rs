@@ -2,10 +2,13 @@
 //! the n-th step of every group together as one phase of the report (`after: reboot`); each step's checks are
 //! named after it (`<node>/ready after reboot`).
 mod csrs;
+mod drain;
 mod pod;
 mod reboot;
 mod rotation;
+mod shutdown;
 mod terminate;
+mod workload;
 
 use super::{Action, Context, Timed};
 use crate::assert::Check;
@@ -44,6 +47,13 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 phase: phase.clone(),
             });
             let mut checks = Vec::new();
+            // The nodes up at the phase's start, where a drained node's pods may go.
+            let up: Vec<String> = cx
+                .nodes
+                .iter()
+                .filter(|n| n.node.is_some() && n.container_exit.is_none())
+                .map(|n| n.node_name.clone())
+                .collect();
             for n in cx.nodes.iter_mut() {
                 let Some(step) = n.group.after.get(i).cloned() else {
                     continue;
@@ -58,7 +68,8 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                     ));
                     continue;
                 }
-                let (found, notes) = run_step(cx.env, cx.sc, &cluster, n, &step).await;
+                let others: Vec<String> = up.iter().filter(|u| **u != n.node_name).cloned().collect();
+                let (found, notes) = run_step(cx.env, cx.sc, &cluster, n, &step, &others).await;
                 checks.extend(found);
                 cx.report.notes.extend(notes);
             }
@@ -111,10 +122,14 @@ async fn run_step(
     cluster: &crate::run::env::SharedCluster,
     n: &mut crate::run::node::RunningNode,
     step: &Step,
+    others: &[String],
 ) -> (Vec<Check>, Vec<String>) {
+    use crate::scenario::after::Action as Do;
     match step.action {
-        crate::scenario::after::Action::Reboot => reboot::run(env, cluster, n, step).await,
-        crate::scenario::after::Action::WaitForRotation => rotation::run(sc, cluster, n, step).await,
-        crate::scenario::after::Action::Terminate => terminate::run(env, cluster, n, step).await,
+        Do::Reboot => reboot::run(env, cluster, n, step).await,
+        Do::WaitForRotation => rotation::run(sc, cluster, n, step).await,
+        Do::Terminate => terminate::run(env, cluster, n, step).await,
+        Do::Cordon | Do::Drain => drain::run(cluster, n, step, others).await,
+        Do::Shutdown => shutdown::run(env, cluster, n, step).await,
     }
 }

@@ -123,7 +123,8 @@ pub async fn delete(client: &kube::Client, name: &str) {
 /// is the caller's to [`delete`].
 pub async fn check(client: &kube::Client, node: &str) -> Probe {
     let name = crate::assert::registry::POD_RUNS.on(node);
-    let expected = format!("a pod bound to the node ({IMAGE}) Running with a pod IP within {TIMEOUT:?}");
+    let expected =
+        format!("a pod bound to the node ({IMAGE}) Running, its container too, with a pod IP within {TIMEOUT:?}");
     let pod_name = format!("nodejoin-probe-{}", crate::process::random_hex(6));
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod = match manifest(&pod_name, node) {
@@ -151,7 +152,14 @@ pub async fn check(client: &kube::Client, node: &str) -> Probe {
             Ok(p) => {
                 let status = p.status.clone().unwrap_or_default();
                 let ip = status.pod_ip.clone().filter(|ip| !ip.is_empty());
-                if status.phase.as_deref() == Some("Running") && ip.is_some() {
+                // The phase says Running once the sandbox runs, even while its container fails to start: the
+                // container must run too.
+                let container_runs = status
+                    .container_statuses
+                    .iter()
+                    .flatten()
+                    .any(|cs| cs.state.as_ref().is_some_and(|s| s.running.is_some()));
+                if status.phase.as_deref() == Some("Running") && ip.is_some() && container_runs {
                     outcome = Some(format!(
                         "Running with pod IP {} after {:.1}s",
                         ip.unwrap_or_default(),

@@ -22,7 +22,7 @@ pub const PORT: u16 = 80;
 const ERROR_AFTER_CLOSE: Duration = Duration::from_secs(2);
 
 /// What the API server said, without kube's wrapping (`ApiError: … (Status {…})`).
-fn said(e: &kube::Error) -> String {
+pub(crate) fn said(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => format!("the API server said: {} ({})", status.message, status.code),
         other => other.to_string(),

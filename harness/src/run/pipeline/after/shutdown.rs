@@ -1,0 +1,276 @@
+//! `do: shutdown`: a graceful shutdown, as a Spot interruption or a stop gives one. The machine's OS is asked to
+//! power off through systemd-logind, which first tells the kubelet (`PrepareForShutdown`) and waits for the delay
+//! inhibitor lock the kubelet took at start (`shutdownGracePeriod`, which AL2023's nodeadm sets on 1.34+). The
+//! kubelet ends its pods (reason `Terminated`) and reports the Node not ready before it lets go. Each is read from
+//! what the node left behind: logind's locks before, the pod's status and the Node's condition after.
+use super::pod;
+use crate::assert::registry::{self as def, CheckDef};
+use crate::assert::Check;
+use crate::run::env::SharedCluster;
+use crate::run::node::RunningNode;
+use crate::scenario::after::Step;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use std::time::{Duration, Instant};
+
+/// How long the Node's and the pod's last statuses are read for after the machine is off (API errors retried).
+const READ_FOR: Duration = Duration::from_secs(5);
+
+pub(super) async fn run(
+    env: &crate::run::Environment,
+    cluster: &SharedCluster,
+    n: &mut RunningNode,
+    step: &Step,
+) -> (Vec<Check>, Vec<String>) {
+    let action = step.action.name();
+    let node = n.node_name.clone();
+    let name = |d: &CheckDef| d.on_with(&node, action);
+    let within = step.within(None);
+    let client = &cluster.client;
+    let mut checks = Vec::new();
+    let mut notes = Vec::new();
+
+    checks.push(inhibitor(n, name(&def::INHIBITOR_LOCK_BEFORE)).await);
+    let survivor = pod::place(client, &node).await;
+    let t0 = Instant::now();
+    let off = n.machine.power_off(within).await;
+    // Off (or not answering): later phases see a node that stopped, its journal read from where it outlives it.
+    n.container_exit = Some("shut down by the scenario (`do: shutdown`)".into());
+    let ip = std::net::IpAddr::V4(n.instance.private_ip);
+    env.imds.forget(ip);
+    env.instances.forget_requests(ip);
+    match &off {
+        Ok(how) => notes.push(format!("{node}: {how}")),
+        Err(e) => notes.push(format!("{node}: {e}")),
+    }
+    let pods_expected = format!(
+        "the pod placed before ended by the kubelet (phase Failed, reason Terminated) before the machine was off, \
+         within {}",
+        humantime::format_duration(within)
+    );
+    checks.push(match (&survivor, &off) {
+        (Err(why), _) => Check::new(name(&def::PODS_TERMINATED_AFTER), false, pods_expected, why.clone()),
+        (Ok(_), Err(e)) => Check::new(name(&def::PODS_TERMINATED_AFTER), false, pods_expected, e.to_string()),
+        (Ok(s), Ok(_)) => {
+            let found = ended(client, s).await;
+            Check::new(
+                name(&def::PODS_TERMINATED_AFTER),
+                found.is_ok(),
+                pods_expected,
+                found.unwrap_or_else(|e| e),
+            )
+        }
+    });
+    let ready_expected =
+        "the Node's Ready condition False, as the kubelet reported it while shutting down (not the node lifecycle \
+         controller's Unknown once its lease expires)"
+            .to_string();
+    checks.push(match &off {
+        Err(e) => Check::new(name(&def::NOT_READY_AFTER), false, ready_expected, e.to_string()),
+        Ok(_) => {
+            let found = not_ready(client, &node).await;
+            Check::new(
+                name(&def::NOT_READY_AFTER),
+                found.is_ok(),
+                ready_expected,
+                found.unwrap_or_else(|e| e),
+            )
+        }
+    });
+    if let Ok(s) = &survivor {
+        pod::remove(client, s).await;
+    }
+    notes.push(format!("{node}: {action} took {:.1}s", t0.elapsed().as_secs_f64()));
+    (checks, notes)
+}
+
+/// The kubelet's delay lock on shutdown in logind's list, and how long logind waits for it.
+async fn inhibitor(n: &RunningNode, name: String) -> Check {
+    let expected = "the kubelet holds a delay inhibitor lock on shutdown in systemd-logind, which waits for it \
+                    (InhibitDelayMaxSec)"
+        .to_string();
+    let listed = n
+        .machine
+        .exec(
+            &["systemd-inhibit", "--list", "--no-pager", "--no-legend", "--mode=delay"],
+            &[],
+        )
+        .await;
+    let out = match listed {
+        Ok(o) if o.exit_code == 0 => o.stdout,
+        Ok(o) => {
+            return Check::new(
+                name,
+                false,
+                expected,
+                format!(
+                    "systemd-inhibit exited {}: {}{}",
+                    o.exit_code,
+                    crate::process::last_lines(&o.stderr, 2, " | "),
+                    kubelet_says(n).await
+                ),
+            )
+        }
+        Err(e) => return Check::new(name, false, expected, format!("listing logind's locks: {e}")),
+    };
+    match kubelet_lock(&out) {
+        Some(line) => {
+            let delay = n
+                .machine
+                .exec(
+                    &[
+                        "busctl",
+                        "get-property",
+                        "org.freedesktop.login1",
+                        "/org/freedesktop/login1",
+                        "org.freedesktop.login1.Manager",
+                        "InhibitDelayMaxUSec",
+                    ],
+                    &[],
+                )
+                .await
+                .ok()
+                .and_then(|o| delay_seconds(&o.stdout));
+            Check::new(
+                name,
+                true,
+                expected,
+                format!(
+                    "{line}; logind waits up to {}",
+                    delay
+                        .map(|s| format!("{s}s"))
+                        .unwrap_or_else(|| "an unknown time".into())
+                ),
+            )
+        }
+        None => Check::new(
+            name,
+            false,
+            expected,
+            format!(
+                "no lock of the kubelet's among logind's delay locks ({}){}",
+                if out.trim().is_empty() { "none" } else { out.trim() },
+                kubelet_says(n).await
+            ),
+        ),
+    }
+}
+
+/// The kubelet's line in `systemd-inhibit --list --no-legend` (`WHO UID USER PID COMM WHAT WHY MODE`).
+fn kubelet_lock(list: &str) -> Option<String> {
+    list.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .find(|l| l.contains("kubelet") && l.contains("shutdown") && l.ends_with("delay"))
+}
+
+/// `t 150000000` (busctl's answer for a usec property) in seconds.
+fn delay_seconds(busctl: &str) -> Option<u64> {
+    let usec: u64 = busctl.trim().strip_prefix("t ")?.trim().parse().ok()?;
+    Some(usec / 1_000_000)
+}
+
+/// What the kubelet logged of its shutdown manager, quoted after a missing lock.
+async fn kubelet_says(n: &RunningNode) -> String {
+    let journal = n.machine.journal(Some("kubelet")).await;
+    let said: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("shutdown") || l.contains("inhibit"))
+        .collect();
+    match said.last() {
+        Some(l) => format!("; the kubelet: {}", l.trim()),
+        None => "; the kubelet said nothing of a node shutdown (no `shutdownGracePeriod` in its configuration?)".into(),
+    }
+}
+
+/// The pod's last status: ended by the kubelet for the shutdown, or what it says instead.
+async fn ended(client: &kube::Client, s: &pod::Survivor) -> Result<String, String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let t0 = Instant::now();
+    loop {
+        let last = match api.get(&s.name).await {
+            Ok(p) => {
+                let status = p.status.unwrap_or_default();
+                let (phase, reason) = (status.phase.unwrap_or_default(), status.reason.unwrap_or_default());
+                if phase == "Failed" && reason == "Terminated" {
+                    return Ok(format!(
+                        "phase Failed, reason Terminated: \"{}\"",
+                        status.message.unwrap_or_default()
+                    ));
+                }
+                format!(
+                    "phase {}{}: the kubelet did not end it before the machine was off",
+                    if phase.is_empty() { "none" } else { &phase },
+                    if reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", reason {reason}")
+                    }
+                )
+            }
+            Err(e) => format!("reading the pod: {e}"),
+        };
+        if t0.elapsed() >= READ_FOR {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The Node's Ready condition as the kubelet left it.
+async fn not_ready(client: &kube::Client, node: &str) -> Result<String, String> {
+    let api: Api<Node> = Api::all(client.clone());
+    let t0 = Instant::now();
+    loop {
+        let last = match api.get(node).await {
+            Ok(found) => {
+                let ready = found
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready").cloned());
+                match ready {
+                    Some(c) if c.status == "False" => {
+                        return Ok(format!(
+                            "Ready False, {}: \"{}\"",
+                            c.reason.unwrap_or_default(),
+                            c.message.unwrap_or_default()
+                        ))
+                    }
+                    Some(c) => format!(
+                        "Ready {}{}: the kubelet did not report its shutdown",
+                        c.status,
+                        c.message.map(|m| format!(" (\"{m}\")")).unwrap_or_default()
+                    ),
+                    None => "no Ready condition".into(),
+                }
+            }
+            Err(e) => format!("reading the Node: {e}"),
+        };
+        if t0.elapsed() >= READ_FOR {
+            return Err(last);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubelets_lock_is_found_in_loginds_list() {
+        let list = "kubelet 0 root 1234 kubelet shutdown Kubelet needs time to handle node shutdown delay\n\
+                    ModemManager 0 root 99 ModemManager sleep ModemManager needs to reset devices delay\n";
+        assert_eq!(
+            kubelet_lock(list).as_deref(),
+            Some("kubelet 0 root 1234 kubelet shutdown Kubelet needs time to handle node shutdown delay")
+        );
+        assert_eq!(
+            kubelet_lock("ModemManager 0 root 99 ModemManager sleep x delay\n"),
+            None
+        );
+        assert_eq!(kubelet_lock(""), None);
+        assert_eq!(delay_seconds("t 150000000\n"), Some(150));
+        assert_eq!(delay_seconds("garbage"), None);
+    }
+}
