@@ -247,9 +247,10 @@ check!(
     "pods terminated after shutdown",
     keys: ["after"],
     "each `shutdown` step of a group's `after`",
-    "a pod on the node before a graceful shutdown is ended by the kubelet (phase Failed, reason `Terminated`) \
-     before the machine is off: told by logind (`PrepareForShutdown`), the kubelet ends its pods within its grace \
-     period"
+    "a pod on the node before a graceful shutdown is ended by the kubelet's shutdown manager (reason \
+     `Terminated`, phase Failed, or Succeeded where its container exited 0 first) before the machine is off: told \
+     by logind (`PrepareForShutdown`), the kubelet ends its pods within its grace period. Where that status did not \
+     reach the API server before the machine went, the kubelet's journal line for the pod is the evidence, said so"
 );
 check!(
     NOT_READY_AFTER,

@@ -300,4 +300,19 @@ pub const CATALOGUE: &[Mutation] = &[
             "cri-registry-mirrors",
         )],
     },
+    Mutation {
+        name: "graceful-shutdown-off",
+        regression: "the user data's NodeConfig sets the kubelet's shutdownGracePeriod to 0 (graceful node shutdown \
+                     off): the node joins, and a Spot interruption or a stop powers it off under its pods",
+        target: Target::UserData,
+        find: "spec:\n  cluster:\n",
+        replace: "spec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 0s\n      \
+                  shutdownGracePeriodCriticalPods: 0s\n  cluster:\n",
+        caught_by: &[catcher_of(
+            "al2023-shutdown",
+            &checks::INHIBITOR_LOCK_BEFORE,
+            "shutdown",
+            "no lock of the kubelet's",
+        )],
+    },
 ];

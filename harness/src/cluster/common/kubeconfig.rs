@@ -43,6 +43,18 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// A client from a kubeconfig file that retries nothing itself: kube's default policy retries a 429 for up to
+/// 15 backoffs (minutes), and a 429 is an answer a drain must see (an eviction a PodDisruptionBudget refuses).
+pub async fn answering_client(path: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_err)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(kubeconfig_err)?;
+    bound(&mut config);
+    config.default_retry = false;
+    Ok(kube::Client::try_from(config)?)
+}
+
 /// How long the harness waits for the API server to accept a connection, and for any answer on it (a watch
 /// included: the harness's watches ask the server to end them sooner, see `controllers::cache`).
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -54,10 +66,6 @@ pub fn bound(config: &mut kube::Config) {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
     config.write_timeout = Some(READ_TIMEOUT);
-    // No silent retries: kube's default policy retries a 429 for up to 15 backoffs (minutes), and a 429 is an
-    // answer the harness must see (an eviction a PodDisruptionBudget refuses). Every wait of the harness's is a
-    // loop of its own.
-    config.default_retry = false;
 }
 
 /// A kubeconfig a provider wrote (k3s's, kind's), pointed at `server` (the port Docker mapped), and the cluster CA it names.

@@ -72,7 +72,12 @@ pub(super) async fn run(
     checks.push(cordon(client, &node, within, name(&def::CORDONED_AFTER)).await);
     if let (Some(w), Some(expected)) = (&workload, drained_expected) {
         let others: Vec<&str> = others.iter().map(String::as_str).collect();
-        let found = drain(client, &node, w, &others, t0, within).await;
+        // Evictions through a client that retries nothing itself: a refusal is an answer to see.
+        let kubeconfig = cluster.control_plane.lock().await.kubeconfig().to_path_buf();
+        let found = match crate::cluster::kubeconfig::answering_client(&kubeconfig).await {
+            Ok(evicting) => drain(client, &evicting, &node, w, &others, t0, within).await,
+            Err(e) => Err(format!("a client for the evictions: {e}")),
+        };
         let found = match found {
             Ok(said) => w.daemon_pod(client, &node).await.map(|d| format!("{said}; {d}")),
             Err(e) => Err(e),
@@ -160,17 +165,19 @@ struct Evictions {
     last_error: Option<String>,
 }
 
-/// Evicts the workload's replicas from `node` until none is left on it (evicted pods ended by the kubelet), the
-/// replacements bound to `others`: what happened, or why the node is not drained by `t0 + within`.
+/// Evicts the workload's replicas from `node` (through `evicting`) until none is left on it (evicted pods ended by
+/// the kubelet), the replacements bound to `others`: what happened, or why the node is not drained by
+/// `t0 + within`.
 async fn drain(
     client: &kube::Client,
+    evicting: &kube::Client,
     node: &str,
     w: &Workload,
     others: &[&str],
     t0: Instant,
     within: Duration,
 ) -> Result<String, String> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(evicting.clone(), NAMESPACE);
     let on_node = ListParams::default()
         .labels(&w.replica_selector())
         .fields(&format!("spec.nodeName={node}"));

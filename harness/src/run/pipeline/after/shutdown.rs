@@ -44,7 +44,7 @@ pub(super) async fn run(
         Err(e) => notes.push(format!("{node}: {e}")),
     }
     let pods_expected = format!(
-        "the pod placed before ended by the kubelet (phase Failed, reason Terminated) before the machine was off, \
+        "the pod placed before ended by the kubelet's shutdown manager (reason Terminated) before the machine was off, \
          within {}",
         humantime::format_duration(within)
     );
@@ -52,7 +52,16 @@ pub(super) async fn run(
         (Err(why), _) => Check::new(name(&def::PODS_TERMINATED_AFTER), false, pods_expected, why.clone()),
         (Ok(_), Err(e)) => Check::new(name(&def::PODS_TERMINATED_AFTER), false, pods_expected, e.to_string()),
         (Ok(s), Ok(_)) => {
-            let found = ended(client, s).await;
+            let found = match ended(client, s).await {
+                Ok(said) => Ok(said),
+                Err(api_says) => match killed_in_journal(n, &s.name).await {
+                    Ok(journal) => Ok(format!(
+                        "{journal}; its last status did not reach the API server before the machine was off ({})",
+                        api_says.split(':').next().unwrap_or_default()
+                    )),
+                    Err(()) => Err(api_says),
+                },
+            };
             Check::new(
                 name(&def::PODS_TERMINATED_AFTER),
                 found.is_ok(),
@@ -182,31 +191,18 @@ async fn kubelet_says(n: &RunningNode) -> String {
     }
 }
 
-/// The pod's last status: ended by the kubelet for the shutdown, or what it says instead.
+/// The pod's last status: ended by the kubelet for the shutdown, or what it says instead. The kubelet's shutdown
+/// manager gives the pods it ends reason `Terminated` and a `DisruptionTarget` condition (`TerminationByKubelet`),
+/// and phase Failed unless the pod had already Succeeded (its container exited 0 first): either phase counts.
 async fn ended(client: &kube::Client, s: &pod::Survivor) -> Result<String, String> {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
     let t0 = Instant::now();
     loop {
         let last = match api.get(&s.name).await {
-            Ok(p) => {
-                let status = p.status.unwrap_or_default();
-                let (phase, reason) = (status.phase.unwrap_or_default(), status.reason.unwrap_or_default());
-                if phase == "Failed" && reason == "Terminated" {
-                    return Ok(format!(
-                        "phase Failed, reason Terminated: \"{}\"",
-                        status.message.unwrap_or_default()
-                    ));
-                }
-                format!(
-                    "phase {}{}: the kubelet did not end it before the machine was off",
-                    if phase.is_empty() { "none" } else { &phase },
-                    if reason.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", reason {reason}")
-                    }
-                )
-            }
+            Ok(p) => match shutdown_ended(&p) {
+                Ok(said) => return Ok(said),
+                Err(why) => why,
+            },
             Err(e) => format!("reading the pod: {e}"),
         };
         if t0.elapsed() >= READ_FOR {
@@ -214,6 +210,63 @@ async fn ended(client: &kube::Client, s: &pod::Survivor) -> Result<String, Strin
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The kubelet's own account, from the journal the node left on the host: its shutdown manager logs each pod it
+/// has ended (`Shutdown manager finished killing pod`, at AL2023's verbosity 2). A machine that powers off as soon
+/// as the kubelet lets go may take the pod's last status with it, unsent: the API server then still says Running,
+/// as it does of a real node's pods after a shutdown.
+async fn killed_in_journal(n: &RunningNode, pod: &str) -> Result<String, ()> {
+    let journal = match n.machine.journal_on_host() {
+        Some(j) => j.read(Some("kubelet.service"), None).await.map_err(|_| ())?,
+        None => return Err(()),
+    };
+    let quoted = format!("pod=\"{}/{pod}\"", super::workload::NAMESPACE);
+    journal
+        .lines()
+        .find(|l| l.contains("Shutdown manager finished killing pod") && l.contains(&quoted))
+        .map(|_| {
+            format!(
+                "ended by the kubelet's shutdown manager (its journal: \"Shutdown manager finished killing pod\" \
+                 {quoted})"
+            )
+        })
+        .ok_or(())
+}
+
+/// Whether the pod's status is the shutdown manager's: what it says either way.
+fn shutdown_ended(p: &Pod) -> Result<String, String> {
+    let status = p.status.clone().unwrap_or_default();
+    let (phase, reason) = (status.phase.unwrap_or_default(), status.reason.unwrap_or_default());
+    let disruption = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        .map(|c| c.reason.clone().unwrap_or_default());
+    let terminal = phase == "Failed" || phase == "Succeeded";
+    if terminal && (reason == "Terminated" || disruption.as_deref() == Some("TerminationByKubelet")) {
+        return Ok(format!(
+            "phase {phase}, reason {}{}: \"{}\"",
+            if reason.is_empty() { "none" } else { &reason },
+            disruption
+                .map(|d| format!(", DisruptionTarget {d}"))
+                .unwrap_or_default(),
+            status.message.unwrap_or_default()
+        ));
+    }
+    Err(format!(
+        "phase {}{}{}: the kubelet did not end it for the shutdown before the machine was off",
+        if phase.is_empty() { "none" } else { &phase },
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(", reason {reason}")
+        },
+        disruption
+            .map(|d| format!(", DisruptionTarget {d}"))
+            .unwrap_or_default()
+    ))
 }
 
 /// The Node's Ready condition as the kubelet left it.
@@ -272,5 +325,30 @@ mod tests {
         assert_eq!(kubelet_lock(""), None);
         assert_eq!(delay_seconds("t 150000000\n"), Some(150));
         assert_eq!(delay_seconds("garbage"), None);
+    }
+
+    #[test]
+    fn a_pod_ended_by_the_shutdown_manager_is_told_apart() {
+        let pod = |status: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({ "metadata": { "name": "p" }, "status": status })).unwrap()
+        };
+        let by_kubelet = pod(serde_json::json!({ "phase": "Failed", "reason": "Terminated",
+            "message": "Pod was terminated in response to imminent node shutdown.",
+            "conditions": [{ "type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet" }] }));
+        let said = shutdown_ended(&by_kubelet).unwrap();
+        assert!(
+            said.starts_with("phase Failed, reason Terminated, DisruptionTarget TerminationByKubelet"),
+            "{said}"
+        );
+        // Its container exited 0 before the status was set: Succeeded, still the kubelet's doing.
+        assert!(shutdown_ended(&pod(
+            serde_json::json!({ "phase": "Succeeded", "reason": "Terminated" })
+        ))
+        .is_ok());
+        let gone_under = pod(serde_json::json!({ "phase": "Running" }));
+        assert!(shutdown_ended(&gone_under)
+            .unwrap_err()
+            .contains("phase Running: the kubelet did not end it"));
+        assert!(shutdown_ended(&pod(serde_json::json!({ "phase": "Succeeded" }))).is_err());
     }
 }
