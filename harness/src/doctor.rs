@@ -98,7 +98,7 @@ pub async fn check(settings: &crate::settings::Settings, version: &str) -> Vec<F
     }
     let tools = assets::tools::NodeTools::find(settings, settings.containerd());
     let image_present = match (&docker, &found, &tools) {
-        (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(settings, a, n) {
+        (Ok(d), Some(a), Some(n)) => match crate::node::image::expected(settings, &a.kubelet_binary(), n) {
             Ok(img) => {
                 let present = crate::node::image::exists(d, &img.tag).await;
                 add("node image", present, img.tag.clone(), "nodejoin image build");

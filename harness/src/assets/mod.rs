@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 pub mod kubeadm;
+pub mod kubelet;
 pub mod releases;
 mod stamp;
 pub mod tools;
@@ -49,6 +50,16 @@ impl K8sAssets {
             kubelet: dir.join("kubelet"),
             source,
         })
+    }
+}
+
+impl K8sAssets {
+    /// Its kubelet, what a node image of this version is made with.
+    pub fn kubelet_binary(&self) -> kubelet::Kubelet {
+        kubelet::Kubelet {
+            version: self.version.clone(),
+            path: self.kubelet.clone(),
+        }
     }
 }
 

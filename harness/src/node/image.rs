@@ -3,8 +3,8 @@
 //! crictl), the pause image and our unit files.
 //! Both images are tagged by a hash of their inputs, so they are rebuilt only when an input changes.
 pub(crate) use super::inputs::{copy_tree, file_digest, hash_path, hash_path_skipping};
+use crate::assets::kubelet::Kubelet;
 use crate::assets::tools::NodeTools;
-use crate::assets::K8sAssets;
 use crate::error::{Error, Result};
 use crate::progress::Steps;
 use crate::settings::Settings;
@@ -46,17 +46,17 @@ pub async fn user_supplied(docker: &crate::docker::Docker, tag: &str, source: &s
     })
 }
 
-/// The node image for `assets` on containerd `line`: the user's (the node image setting, checked to exist), else
+/// The node image for `kubelet` on containerd `line`: the user's (the node image setting, checked to exist), else
 /// ours, built when missing.
-pub async fn for_assets(
+pub async fn for_kubelet(
     settings: &Settings,
     docker: &crate::docker::Docker,
-    assets: &K8sAssets,
+    kubelet: &Kubelet,
     line: crate::assets::tools::ContainerdLine,
 ) -> Result<NodeImage> {
     match &settings.node_image {
         Some(tag) => user_supplied(docker, tag, ENV_IMAGE).await,
-        _ => ensure(settings, docker, assets, &NodeTools::resolve(settings, line).await?).await,
+        _ => ensure(settings, docker, kubelet, &NodeTools::resolve(settings, line).await?).await,
     }
 }
 
@@ -102,7 +102,7 @@ fn side_build(settings: &Settings) -> bool {
 }
 
 /// The tags the current recipe, kubelet and Go tools produce.
-pub fn expected(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> Result<NodeImage> {
+pub fn expected(settings: &Settings, kubelet: &Kubelet, tools: &NodeTools) -> Result<NodeImage> {
     let dir = recipe_dir(settings);
     let base_tag = base_tag(settings)?;
     let mut node = Sha256::new();
@@ -110,7 +110,7 @@ pub fn expected(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> R
     for input in ["Dockerfile", "files", "pause.c", "sysfs.c"] {
         hash_path(settings, &mut node, &dir.join(input))?;
     }
-    node.update(file_digest(&assets.kubelet)?.as_bytes());
+    node.update(file_digest(&kubelet.path)?.as_bytes());
     for (name, bin) in tools.binaries() {
         node.update(name.as_bytes());
         node.update(file_digest(&bin)?.as_bytes());
@@ -118,7 +118,7 @@ pub fn expected(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> R
     Ok(NodeImage {
         tag: format!(
             "nodejoin-node:{}-containerd{}-{}",
-            assets.version,
+            kubelet.version,
             tools.containerd_line.as_str(),
             &hex::encode(node.finalize())[..12]
         ),
@@ -151,14 +151,14 @@ pub(crate) async fn run(cmd: &mut Command, what: &str) -> Result<()> {
     }
 }
 
-/// Makes sure the node image for `assets` exists, building what is missing.
+/// Makes sure the node image for `kubelet` exists, building what is missing.
 pub async fn ensure(
     settings: &Settings,
     docker: &crate::docker::Docker,
-    assets: &K8sAssets,
+    kubelet: &Kubelet,
     tools: &NodeTools,
 ) -> Result<NodeImage> {
-    let image = expected(settings, assets, tools)?;
+    let image = expected(settings, kubelet, tools)?;
     if exists(docker, &image.tag).await {
         return Ok(image);
     }
@@ -168,7 +168,7 @@ pub async fn ensure(
     }
     let work = work_dir(settings, "image")?;
     ensure_base(settings, docker, &image.base, work.path()).await?;
-    build_node(settings, docker, &image, assets, tools, work.path()).await?;
+    build_node(settings, docker, &image, kubelet, tools, work.path()).await?;
     Ok(image)
 }
 
@@ -444,7 +444,7 @@ async fn build_node(
     settings: &Settings,
     docker: &crate::docker::Docker,
     image: &NodeImage,
-    assets: &K8sAssets,
+    kubelet: &Kubelet,
     tools: &NodeTools,
     work: &Path,
 ) -> Result<()> {
@@ -456,7 +456,7 @@ async fn build_node(
     copy_tree(settings, &recipe_dir(settings).join("files"), &ctx.join("files"))?;
     compile_static(settings, "sysfs.c", &ctx.join("nodejoin-sysfs")).await?;
     std::fs::copy(recipe_dir(settings).join("Dockerfile"), ctx.join("Dockerfile")).map_err(|e| Error::io(&ctx, e))?;
-    std::fs::copy(&assets.kubelet, ctx.join("kubelet")).map_err(|e| Error::io(&assets.kubelet, e))?;
+    std::fs::copy(&kubelet.path, ctx.join("kubelet")).map_err(|e| Error::io(&kubelet.path, e))?;
     for (name, bin) in tools.binaries() {
         std::fs::copy(&bin, ctx.join(name)).map_err(|e| Error::io(&bin, e))?;
     }
@@ -464,7 +464,7 @@ async fn build_node(
     steps.step(2, "docker build");
     let labels = [
         (BASE_LABEL, image.base.clone()),
-        (VERSIONS_LABEL, versions(settings, assets, tools)),
+        (VERSIONS_LABEL, versions(settings, kubelet, tools)),
         (NODEADM_LABEL, nodeadm_source(settings, tools)),
     ];
     docker_build(
@@ -496,7 +496,7 @@ pub const BASE_LABEL: &str = "io.nodejoin.base";
 pub const VERSIONS_LABEL: &str = "io.nodejoin.versions";
 
 /// `containerd v2.2.4, runc v1.3.5, kubelet v1.36.3`: what the image's binaries were built as.
-fn versions(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> String {
+fn versions(settings: &Settings, kubelet: &Kubelet, tools: &NodeTools) -> String {
     use crate::assets::tools::{CONTAINERD, RUNC};
     let given = |tool: &crate::assets::tools::GoTool| settings.tool_bins.get(tool.setting);
     let built = |tool: &crate::assets::tools::GoTool, version: String| match given(tool) {
@@ -510,7 +510,7 @@ fn versions(settings: &Settings, assets: &K8sAssets, tools: &NodeTools) -> Strin
             crate::assets::tools::containerd_version(settings, tools.containerd_line)
         ),
         built(&RUNC, RUNC.version(settings)),
-        assets.version
+        kubelet.version
     )
 }
 

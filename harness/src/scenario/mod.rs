@@ -24,6 +24,7 @@ pub mod schema;
 pub mod template;
 pub mod user_command;
 pub mod user_data;
+mod versions;
 
 pub use load::{discover, load_file, Defaults};
 pub use model::Scenario;

@@ -1,7 +1,7 @@
 //! The scenario format. Every struct rejects unknown fields, and value types validate while deserializing, so
 //! every mistake is reported with its file, line and column.
 use ipnet::Ipv4Net;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -146,20 +146,9 @@ impl VersionSupport {
     }
 }
 
-/// `1.35` or `v1.35.2` → (1, 35).
-fn parse_minor(s: &str) -> Option<(u32, u32)> {
-    let mut it = s.trim_start_matches('v').split('.');
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-}
-
-fn opt_minor<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(u32, u32)>, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_minor(&s)
-        .map(Some)
-        .ok_or_else(|| serde::de::Error::custom(format!("'{s}' is not a Kubernetes minor version like 1.35")))
-}
-
 pub use super::durations::duration;
+pub(crate) use super::versions::parse_minor;
+use super::versions::{opt_minor, opt_version, version};
 pub use crate::eks::identity::AuthenticationMode;
 
 impl Cluster {
@@ -229,13 +218,6 @@ fn default_account() -> String {
     "111122223333".to_string()
 }
 
-fn version<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let v = String::deserialize(d)?;
-    crate::assets::check_version(&v)
-        .map_err(|_| serde::de::Error::custom(format!("kubernetesVersion '{v}' must look like v1.36.3")))?;
-    Ok(v)
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImdsTokens {
@@ -291,6 +273,11 @@ pub struct NodeGroup {
     /// A machine's own disk (`runtime: vm`) instead of the one nodejoin makes from the group's node image.
     #[serde(default)]
     pub disk: Option<super::runtime::OwnDisk>,
+    /// The group's kubelet version when not the control plane's (`v1.34.4`): skew, up to three minors older than
+    /// the API server, never newer (checked at load). Only that kubelet is built.
+    #[serde(default, deserialize_with = "opt_version")]
+    #[schemars(extend("pattern" = r"^v[0-9]+\.[0-9]+\.[0-9]+$"))]
+    pub kubelet_version: Option<String>,
     /// The containerd line the group's nodes run (`"2.2"`, what the EKS AMI ships, `"1.7"`, or `"2.3"`/`"2.4"`,
     /// ahead of the AMI); default
     /// the run's (`nodejoin run --containerd`, applied by the loader), else 2.2.

@@ -191,6 +191,9 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 ),
             ));
         }
+        if let Some(why) = skew(s, n) {
+            return Err(group(n, "kubeletVersion", format!("node group '{}': {why}", n.name)));
+        }
         if n.after.len() > MAX_STEPS {
             return Err(group(
                 n,
@@ -460,6 +463,42 @@ fn check_user_data(
     Ok(())
 }
 
+/// Kubernetes' version skew policy for a group's own kubelet (`kubeletVersion`): up to three minor versions older
+/// than kube-apiserver, never newer. Not judged for a cluster version the scenario does not apply to (that trial
+/// is ignored, with its reason).
+fn skew(s: &super::model::Scenario, n: &super::model::NodeGroup) -> Option<String> {
+    let kubelet = n.kubelet_version.as_deref()?;
+    if n.disk.is_some() {
+        return Some("`kubeletVersion` names the kubelet nodejoin builds; a disk of its own brings its own".into());
+    }
+    let api = &s.cluster.kubernetes_version;
+    if s.cluster
+        .kubernetes_versions
+        .as_ref()
+        .and_then(|v| v.unsupported(api))
+        .is_some()
+    {
+        return None;
+    }
+    let (Some((_, k)), Some((_, a))) = (super::model::parse_minor(kubelet), super::model::parse_minor(api)) else {
+        return Some(format!("cannot compare kubelet {kubelet} with the API server's {api}"));
+    };
+    const RULE: &str = "Kubernetes' version skew policy: a kubelet may be up to three minor versions older than \
+                        kube-apiserver, never newer";
+    if k > a {
+        Some(format!(
+            "kubeletVersion {kubelet} is newer than the API server's {api} ({RULE})"
+        ))
+    } else if a - k > 3 {
+        Some(format!(
+            "kubeletVersion {kubelet} is {} minor versions older than the API server's {api} ({RULE})",
+            a - k
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
@@ -525,5 +564,34 @@ mod tests {
             let msg = parse(&format!("{base}      - {step}\n")).unwrap_err().to_string();
             assert!(msg.contains(says), "{step}: {msg}");
         }
+    }
+
+    #[test]
+    fn a_groups_kubelet_keeps_to_the_skew_policy() {
+        let sc = |api: &str, kubelet: &str| {
+            format!(
+                "cluster:\n  kubernetesVersion: {api}\nnodes:\n  - name: a\n    kubeletVersion: {kubelet}\n    bootstrap:\n      args: [\"x\"]\n"
+            )
+        };
+        assert!(parse(&sc("v1.37.2", "v1.34.4")).is_ok(), "three minors older");
+        assert!(parse(&sc("v1.36.3", "v1.36.3")).is_ok());
+        match parse(&sc("v1.36.3", "v1.37.2")) {
+            Err(Error::ScenarioParse { line, message, .. }) => {
+                assert_eq!(line, 5, "{message}");
+                assert!(
+                    message.contains("kubeletVersion v1.37.2 is newer than the API server's v1.36.3"),
+                    "{message}"
+                );
+                assert!(message.contains("up to three minor versions older than kube-apiserver, never newer"));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let msg = parse(&sc("v1.37.2", "v1.33.1")).unwrap_err().to_string();
+        assert!(
+            msg.contains("is 4 minor versions older than the API server's v1.37.2"),
+            "{msg}"
+        );
+        let msg = parse(&sc("v1.36.3", "1.34")).unwrap_err().to_string();
+        assert!(msg.contains("kubeletVersion '1.34' must look like v1.34.4"), "{msg}");
     }
 }

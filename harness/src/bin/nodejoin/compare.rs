@@ -157,7 +157,9 @@ pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args
 async fn images(env: &nodejoin::run::Environment, sc: &Scenario) -> nodejoin::Result<()> {
     let assets = env.assets(&sc.cluster.kubernetes_version).await?;
     for g in &sc.nodes {
-        let image = env.image(&assets, g.containerd_line()).await?;
+        let mut waited = std::time::Duration::ZERO;
+        let kubelet = env.group_kubelet_timed(&assets, g, &mut waited).await?;
+        let image = env.image(&kubelet, g.containerd_line()).await?;
         env.group_image(&image, g.image.as_ref()).await?;
     }
     Ok(())

@@ -88,7 +88,7 @@ pub(crate) async fn main(settings: &nodejoin::settings::Settings, command: Image
                 let assets = nodejoin::assets::resolve(settings, &version).await?;
                 let tools = nodejoin::assets::tools::NodeTools::resolve(settings, settings.containerd()).await?;
                 let docker = nodejoin::host::prepare(settings).await?;
-                let node = nodejoin::node::image::ensure(settings, &docker, &assets, &tools).await?;
+                let node = nodejoin::node::image::ensure(settings, &docker, &assets.kubelet_binary(), &tools).await?;
                 let over = match &overlay {
                     Some(dir) => Some(
                         nodejoin::node::image::ensure_overlay(settings, &docker, &node, dir, tag.as_deref()).await?,

@@ -4,10 +4,11 @@
 pub mod cache_key;
 pub mod clusters;
 mod endpoints;
+mod images;
 pub mod lazy;
 pub mod prepare;
 
-use crate::assets::{self, K8sAssets};
+use crate::assets::{self, kubelet::Kubelet, K8sAssets};
 use crate::cluster::{self, ClusterSpec, ProviderContext};
 use crate::controllers::approver::Approver;
 use crate::controllers::cache::ClusterCache;
@@ -25,7 +26,7 @@ use crate::fakes::instances::Instances;
 use crate::fakes::registry::Registry;
 use crate::fakes::sts::Sts;
 use crate::fakes::FakeServer;
-use crate::node::image::{self, NodeImage};
+use crate::node::image::NodeImage;
 use crate::reaper::RunState;
 use crate::sysctl::SysctlGuard;
 use clusters::{Clusters, IamLease, Lanes, IAM_LANES};
@@ -77,6 +78,8 @@ pub struct Environment {
     state: RunState,
     fakes: Vec<FakeServer>,
     assets: Mutex<HashMap<String, K8sAssets>>,
+    /// Kubelets alone, for node groups of another version (`kubeletVersion`).
+    kubelets: Mutex<HashMap<String, Kubelet>>,
     images: Mutex<HashMap<String, NodeImage>>,
     clusters: Clusters,
     /// One trial of a scenario at a time (its providers' trials share names).
@@ -300,6 +303,7 @@ impl Environment {
             state,
             fakes,
             assets: Mutex::new(HashMap::new()),
+            kubelets: Mutex::new(HashMap::new()),
             images: Mutex::new(HashMap::new()),
             clusters: Clusters::new(authenticator.clone()),
             iam_leases: Default::default(),
@@ -329,60 +333,6 @@ impl Environment {
         let a = assets::resolve(&self.settings, version).await?;
         cache.insert(version.to_string(), a.clone());
         Ok(a)
-    }
-
-    /// The node image for `assets` on containerd `line` (built once per process when missing).
-    pub async fn image(&self, assets: &K8sAssets, line: assets::tools::ContainerdLine) -> Result<NodeImage> {
-        let mut waited = std::time::Duration::ZERO;
-        self.image_timed(assets, line, &mut waited).await
-    }
-
-    /// [`Self::image`], adding to `waited` the time spent blocked on another scenario's build.
-    pub async fn image_timed(
-        &self,
-        assets: &K8sAssets,
-        line: assets::tools::ContainerdLine,
-        waited: &mut std::time::Duration,
-    ) -> Result<NodeImage> {
-        let key = format!("{} containerd {}", assets.version, line.as_str());
-        let mut cache = lock_waiting(&self.images, waited).await;
-        if let Some(i) = cache.get(&key) {
-            return Ok(i.clone());
-        }
-        let i = image::for_assets(&self.settings, &self.docker, assets, line).await?;
-        cache.insert(key, i.clone());
-        Ok(i)
-    }
-
-    /// The image a node group runs: its own (an overlay over `base`, an AL2023 layer from an amazon-eks-ami
-    /// checkout, or a user's tag checked to exist; built once per process), else `base`.
-    pub async fn group_image(
-        &self,
-        base: &NodeImage,
-        group: Option<&crate::scenario::model::GroupImage>,
-    ) -> Result<NodeImage> {
-        let mut waited = std::time::Duration::ZERO;
-        self.group_image_timed(base, group, &mut waited).await
-    }
-
-    /// [`Self::group_image`], adding to `waited` the time spent blocked on another scenario's build.
-    pub async fn group_image_timed(
-        &self,
-        base: &NodeImage,
-        group: Option<&crate::scenario::model::GroupImage>,
-        waited: &mut std::time::Duration,
-    ) -> Result<NodeImage> {
-        let Some((g, source)) = group.and_then(|g| Some((g, g.source()?))) else {
-            return Ok(base.clone());
-        };
-        let key = format!("{}+{:?}", base.tag, g);
-        let mut cache = lock_waiting(&self.images, waited).await;
-        if let Some(i) = cache.get(&key) {
-            return Ok(i.clone());
-        }
-        let i = crate::node::group_image::for_group(&self.settings, &self.docker, base, source).await?;
-        cache.insert(key, i.clone());
-        Ok(i)
     }
 
     /// The control plane for `spec`, created on first use; `true` when this call created it.

@@ -33,7 +33,8 @@ pub async fn images_for(
             let k8s = assets::resolve(settings, &sc.cluster.kubernetes_version).await?;
             // A group that boots a disk of its own has no node image.
             for g in sc.nodes.iter().filter(|g| g.disk.is_none()) {
-                let base = image::for_assets(settings, docker, &k8s, g.containerd_line()).await?;
+                let kubelet = assets::kubelet::for_group(settings, &k8s, g.kubelet_version.as_deref()).await?;
+                let base = image::for_kubelet(settings, docker, &kubelet, g.containerd_line()).await?;
                 let own = match g.image.as_ref().and_then(|i| i.source()) {
                     Some(source) => Some(crate::node::group_image::for_group(settings, docker, &base, source).await?),
                     None => None,
@@ -84,7 +85,8 @@ pub async fn group_image(
         )));
     }
     let k8s = assets::resolve(settings, &sc.cluster.kubernetes_version).await?;
-    let base = image::for_assets(settings, docker, &k8s, g.containerd_line()).await?;
+    let kubelet = assets::kubelet::for_group(settings, &k8s, g.kubelet_version.as_deref()).await?;
+    let base = image::for_kubelet(settings, docker, &kubelet, g.containerd_line()).await?;
     match g.image.as_ref().and_then(|i| i.source()) {
         Some(source) => crate::node::group_image::for_group(settings, docker, &base, source).await,
         None => Ok(base),

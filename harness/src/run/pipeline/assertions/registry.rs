@@ -40,6 +40,7 @@ pub(crate) const CHECKS: &[Entry] = &[
     Entry::Node(&node::taints::Taints),
     Entry::Node(&node::capacity_pods::CapacityPods),
     Entry::Node(&node::provider_id::ProviderId),
+    Entry::Node(&node::kubelet_version::KubeletVersion),
     Entry::Node(&node::serving_cert::ServingCert),
     Entry::Node(&node::cluster_dns::ClusterDns),
     Entry::Node(&node::through_exec::ThroughExec),

@@ -59,8 +59,11 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 cx.provisioned.group_images.push(None);
                 continue;
             }
+            let kubelet = env
+                .group_kubelet_timed(&assets, g, &mut cx.report.waited_for_builds)
+                .await?;
             let base = env
-                .image_timed(&assets, g.containerd_line(), &mut cx.report.waited_for_builds)
+                .image_timed(&kubelet, g.containerd_line(), &mut cx.report.waited_for_builds)
                 .await?;
             if !sandbox_served {
                 sandbox_served = true;

@@ -6,6 +6,7 @@
 pub(crate) mod capacity_pods;
 pub(crate) mod cluster_dns;
 pub(crate) mod kubelet_enabled;
+pub(crate) mod kubelet_version;
 pub(crate) mod labels;
 pub(crate) mod labels_exactly;
 pub(crate) mod provider_id;
