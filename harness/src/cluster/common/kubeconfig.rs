@@ -35,22 +35,23 @@ pub fn write_kubeconfig(
 
 /// A kube client from a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
+    Ok(kube::Client::try_from(bounded_config(path).await?)?)
+}
+
+/// A kubeconfig file's client configuration, every call bounded ([`bound`]).
+async fn bounded_config(path: &Path) -> Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_err)?;
     let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(kubeconfig_err)?;
     bound(&mut config);
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }
 
 /// A client from a kubeconfig file that retries nothing itself: kube's default policy retries a 429 for up to
 /// 15 backoffs (minutes), and a 429 is an answer a drain must see (an eviction a PodDisruptionBudget refuses).
 pub async fn answering_client(path: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(kubeconfig_err)?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(kubeconfig_err)?;
-    bound(&mut config);
+    let mut config = bounded_config(path).await?;
     config.default_retry = false;
     Ok(kube::Client::try_from(config)?)
 }
