@@ -8,15 +8,19 @@ pub fn is_ready(node: &Node) -> bool {
     ready_status(node) == Some("True")
 }
 
-/// The status of the Node's Ready condition (`True`, `False`, `Unknown`), if it has one.
-pub fn ready_status(node: &Node) -> Option<&str> {
+/// The Node's Ready condition, if it has one.
+pub fn ready_condition(node: &Node) -> Option<&k8s_openapi::api::core::v1::NodeCondition> {
     node.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.as_str())
+}
+
+/// The status of the Node's Ready condition (`True`, `False`, `Unknown`), if it has one.
+pub fn ready_status(node: &Node) -> Option<&str> {
+    ready_condition(node).map(|c| c.status.as_str())
 }
 
 pub fn labels(node: &Node) -> BTreeMap<String, String> {

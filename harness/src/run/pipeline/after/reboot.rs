@@ -295,13 +295,7 @@ async fn transaction_over(machine: &crate::node::machine::NodeMachine) -> bool {
 
 /// The Node's Ready condition: its status, last heartbeat (seconds since the epoch) and message.
 fn ready_condition(node: &Node) -> Option<(String, i64, String)> {
-    let c = node
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")?;
+    let c = crate::assert::node::ready_condition(node)?;
     Some((
         c.status.clone(),
         c.last_heartbeat_time.as_ref().map(|t| t.0.as_second()).unwrap_or(0),

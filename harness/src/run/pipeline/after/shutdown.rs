@@ -196,19 +196,29 @@ async fn kubelet_says(n: &RunningNode) -> String {
 /// and phase Failed unless the pod had already Succeeded (its container exited 0 first): either phase counts.
 async fn ended(client: &kube::Client, s: &pod::Survivor) -> Result<String, String> {
     let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    read_for(|| async {
+        match api.get(&s.name).await {
+            Ok(p) => shutdown_ended(&p),
+            Err(e) => Err(format!("reading the pod: {e}")),
+        }
+    })
+    .await
+}
+
+/// Asks `read` again every 500 ms until it says yes, at most [`READ_FOR`]: its answer, or its last no (API errors
+/// included).
+async fn read_for<F, Fut>(mut read: F) -> Result<String, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
     let t0 = Instant::now();
     loop {
-        let last = match api.get(&s.name).await {
-            Ok(p) => match shutdown_ended(&p) {
-                Ok(said) => return Ok(said),
-                Err(why) => why,
-            },
-            Err(e) => format!("reading the pod: {e}"),
-        };
-        if t0.elapsed() >= READ_FOR {
-            return Err(last);
+        match read().await {
+            Ok(said) => return Ok(said),
+            Err(last) if t0.elapsed() >= READ_FOR => return Err(last),
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -272,38 +282,23 @@ fn shutdown_ended(p: &Pod) -> Result<String, String> {
 /// The Node's Ready condition as the kubelet left it.
 async fn not_ready(client: &kube::Client, node: &str) -> Result<String, String> {
     let api: Api<Node> = Api::all(client.clone());
-    let t0 = Instant::now();
-    loop {
-        let last = match api.get(node).await {
-            Ok(found) => {
-                let ready = found
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready").cloned());
-                match ready {
-                    Some(c) if c.status == "False" => {
-                        return Ok(format!(
-                            "Ready False, {}: \"{}\"",
-                            c.reason.unwrap_or_default(),
-                            c.message.unwrap_or_default()
-                        ))
-                    }
-                    Some(c) => format!(
-                        "Ready {}{}: the kubelet did not report its shutdown",
-                        c.status,
-                        c.message.map(|m| format!(" (\"{m}\")")).unwrap_or_default()
-                    ),
-                    None => "no Ready condition".into(),
-                }
-            }
-            Err(e) => format!("reading the Node: {e}"),
-        };
-        if t0.elapsed() >= READ_FOR {
-            return Err(last);
+    read_for(|| async {
+        let found = api.get(node).await.map_err(|e| format!("reading the Node: {e}"))?;
+        match crate::assert::node::ready_condition(&found).cloned() {
+            Some(c) if c.status == "False" => Ok(format!(
+                "Ready False, {}: \"{}\"",
+                c.reason.unwrap_or_default(),
+                c.message.unwrap_or_default()
+            )),
+            Some(c) => Err(format!(
+                "Ready {}{}: the kubelet did not report its shutdown",
+                c.status,
+                c.message.map(|m| format!(" (\"{m}\")")).unwrap_or_default()
+            )),
+            None => Err("no Ready condition".into()),
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await
 }
 
 #[cfg(test)]
