@@ -2,7 +2,8 @@
 # Provisions what the scenarios need, cached outside the repository ($XDG_CACHE_HOME/nodejoin or
 # ~/.cache/nodejoin): Kubernetes binaries (download, else Go-module build), the node image (debootstrap) and the
 # kind provider's node image (built from Go modules: no registry needed), for the default Kubernetes version and
-# for each version a bundled scenario pins (`kubernetesVersion:`).
+# for each version a bundled scenario that runs on kind pins (`kubernetesVersion:`; one pinned for the local
+# provider alone needs none). jq reads the scenario list (ci/setup-host.sh installs it).
 # Usage: ci/provision.sh [KUBERNETES_VERSION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,8 @@ if [ -n "$version" ]; then set -- --version "$version"; else set --; fi
 "$bin" image build "$@"
 if [ "${NODEJOIN_SKIP_KIND_IMAGE:-}" != 1 ]; then
   "$bin" image build --kind "$@"
-  for pinned in $(sed -n 's/^[[:space:]]*kubernetesVersion:[[:space:]]*"\{0,1\}\(v[0-9.]*\).*/\1/p' scenarios/*.yaml | sort -u); do
+  for pinned in $("$bin" list scenarios/ --format json \
+    | jq -r '.[] | select(.provider == "kind" and .ignored == null) | .kubernetesVersion' | sort -u); do
     "$bin" image build --kind --version "$pinned"
   done
 fi

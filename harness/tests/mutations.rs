@@ -48,7 +48,7 @@ fn main() {
         }
     };
     let scenarios = nodejoin::paths::workspace_root().join("scenarios");
-    let env = match LazyEnvironment::new(rt, settings) {
+    let env = match LazyEnvironment::new(rt, settings.clone()) {
         Ok(env) => env,
         Err(e) => {
             eprintln!("cannot install signal handlers: {e}");
@@ -63,6 +63,10 @@ fn main() {
             let (lazy, scratch, scenarios, results) =
                 (env.clone(), scratch.clone(), scenarios.clone(), results.clone());
             let controls = controls.clone();
+            let ignored = mutate::not_applicable(&settings, &m, &scenarios);
+            if let Some(why) = &ignored {
+                eprintln!("mutation/{} ignored: {why}", m.name);
+            }
             Trial::test(format!("mutation/{}", m.name), move || {
                 let env = lazy.get().map_err(Failed::from)?;
                 let r = lazy
@@ -90,6 +94,7 @@ fn main() {
                 }
             })
             .with_kind("mutation")
+            .with_ignored_flag(ignored.is_some())
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);

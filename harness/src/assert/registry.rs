@@ -196,9 +196,28 @@ check!(
     "ready after",
     "ready after <step>",
     keys: ["after"],
-    "each `reboot` or `wait-for-rotation` step of a group's `after`",
+    "each `reboot`, `upgrade` or `wait-for-rotation` step of a group's `after`",
     "the same Node (name and UID) is Ready again within the step's `within`, reported by a kubelet started after \
      the step; a node that does not come back quotes the kubelet's error line or the Node's Ready condition"
+);
+check!(
+    KUBELET_VERSION_AFTER,
+    "kubelet version after",
+    "kubelet version after upgrade",
+    keys: ["to", "after"],
+    "each `upgrade` step of a group's `after`",
+    "the Node reports the kubelet the step installed (`status.nodeInfo.kubeletVersion` is its `to`): the image's \
+     bootstrap, run again, started the new binary, and the Node kept its name and UID (a kubelet that registered \
+     anew under another name is quoted)"
+);
+check!(
+    POD_KEPT_AFTER,
+    "pod kept after",
+    "pod kept after upgrade",
+    keys: ["after"],
+    "each `upgrade` step of a group's `after`",
+    "a pod bound to the node before the upgrade still runs after it: the same pod (UID), the same container (not \
+     restarted by the new kubelet), as an in-place kubelet upgrade promises"
 );
 check!(
     NODE_DELETED_AFTER,
@@ -230,6 +249,15 @@ check!(
      through the eviction API as a managed node group's update drains it: every pod but the DaemonSet's evicted \
      and ended by the node's kubelet within the step's `within`, an eviction refused (429) while the budget is \
      spent and allowed once the replacement runs on another node; a drain the budget blocks quotes the refusal"
+);
+check!(
+    SCHEDULABLE_AFTER,
+    "schedulable after",
+    "schedulable after uncordon",
+    keys: ["after"],
+    "each `uncordon` step of a group's `after`",
+    "the Node made schedulable again loses the `node.kubernetes.io/unschedulable` taint (the node lifecycle \
+     controller removes it) within the step's `within`, so pods are placed on it again after its upgrade"
 );
 check!(
     INHIBITOR_LOCK_BEFORE,

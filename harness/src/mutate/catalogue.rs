@@ -315,4 +315,19 @@ pub const CATALOGUE: &[Mutation] = &[
             "no lock of the kubelet's",
         )],
     },
+    Mutation {
+        name: "removed-feature-gate",
+        regression: "the user data's NodeConfig turns on a feature gate Kubernetes has since removed (SidecarContainers, \
+                     GA in 1.33, gone in 1.37): the node joins on 1.36, and the kubelet its upgrade installs refuses \
+                     to start",
+        target: Target::UserData,
+        find: "spec:\n  cluster:\n",
+        replace: "spec:\n  kubelet:\n    config:\n      featureGates:\n        SidecarContainers: true\n  cluster:\n",
+        caught_by: &[catcher_of(
+            "al2023-upgrade",
+            &checks::READY_AFTER,
+            "upgrade",
+            "unrecognized feature gate: SidecarContainers",
+        )],
+    },
 ];

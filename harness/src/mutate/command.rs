@@ -42,8 +42,15 @@ pub fn command(
         Err(code) => return code,
     };
     let mut results = Vec::new();
+    let mut ignored = 0;
     let controls = super::Controls::default();
     for m in &selected {
+        if let Some(why) = super::not_applicable(&env.settings, m, scenarios) {
+            // Neither caught nor survived: its scenario cannot run here.
+            println!("IGNORED   {:<24} {why}", m.name);
+            ignored += 1;
+            continue;
+        }
         let r = rt.block_on(super::run(&env, &controls, m, scenarios, scratch.path()));
         println!("{}", r.line());
         results.push(r);
@@ -51,6 +58,9 @@ pub fn command(
     drop(env);
     let leftovers = lazy.finish();
     println!("\n{}", super::summary(&results));
+    if ignored > 0 {
+        println!("{ignored} ignored: their scenarios cannot run here (said above)");
+    }
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {}", leftovers.join(", "));
         return crate::session::EXIT_FAILED;

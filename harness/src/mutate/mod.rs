@@ -236,6 +236,16 @@ impl Controls {
     }
 }
 
+/// Why `m` cannot run here, if it cannot: a catcher's scenario does not apply (an amazon-eks-ami commit that cannot
+/// be had, a Kubernetes version it excludes). Its trial is then ignored with that reason, never passed nor failed.
+pub fn not_applicable(settings: &crate::settings::Settings, m: &Mutation, scenarios_dir: &Path) -> Option<String> {
+    m.caught_by.iter().find_map(|c| {
+        let file = scenarios_dir.join(format!("{}.yaml", c.scenario));
+        let why = load(settings, &file).ok()?.not_applicable()?;
+        Some(format!("{}: {why}", c.scenario))
+    })
+}
+
 /// A catcher's scenario, with the run's defaults (the settings' Kubernetes version and containerd line).
 fn load(settings: &crate::settings::Settings, file: &Path) -> Result<crate::scenario::Scenario> {
     let defaults = crate::scenario::Defaults::from_settings(settings)?;

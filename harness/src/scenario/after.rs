@@ -1,6 +1,6 @@
 //! A node's life after its join (`after:` in a node group): an ordered list of steps done to each of the group's
 //! nodes once the join's checks are in, each with its own expectations, its own phase in the report and checks
-//! named after it. An upgrade is the action still to come.
+//! named after it.
 use super::expect::{CallExpectation, CsrExpectation, FileExpectation};
 use serde::Deserialize;
 use std::time::Duration;
@@ -16,6 +16,11 @@ pub struct Step {
     /// `minAvailable: 1`, and a DaemonSet's pod, which a drain leaves).
     #[serde(default)]
     pub workload: Option<Workload>,
+    /// The kubelet version an `upgrade` installs (`v1.37.2`): newer than the one the node runs, not newer than the
+    /// API server (Kubernetes' skew policy, checked when the scenario loads). Only for `upgrade`, which needs it.
+    #[serde(default, deserialize_with = "super::versions::opt_version")]
+    #[schemars(extend("pattern" = r"^v[0-9]+\.[0-9]+\.[0-9]+$"))]
+    pub to: Option<String>,
     #[serde(default)]
     pub expect: StepExpect,
 }
@@ -78,6 +83,16 @@ pub enum Action {
     /// kubelet ends its pods within `shutdownGracePeriod` and reports the Node not ready. The last step of its
     /// group: the machine is off.
     Shutdown,
+    /// The kubelet replaced in place by the version `to` names, as an in-place upgrade does it (eks-hybrid's
+    /// `nodeadm upgrade`, a node's owner patching it): the new binary installed where the image keeps it and its
+    /// version recorded as the AMI's build records it (`/etc/eks/kubelet-version.txt`), then the image's own
+    /// bootstrap run again (nodeadm's units, their config cache cleared, so they configure the new version), else
+    /// the kubelet restarted. The Node must come back as itself (name and UID) reporting the new version, and a
+    /// pod from before must survive it. Usually between a `drain` and an `uncordon`.
+    Upgrade,
+    /// The node made schedulable again, as `kubectl uncordon` does: the node lifecycle controller removes its
+    /// `node.kubernetes.io/unschedulable` taint.
+    Uncordon,
 }
 
 impl Action {
@@ -90,6 +105,8 @@ impl Action {
             Action::Cordon => "cordon",
             Action::Drain => "drain",
             Action::Shutdown => "shutdown",
+            Action::Upgrade => "upgrade",
+            Action::Uncordon => "uncordon",
         }
     }
 
@@ -103,7 +120,7 @@ impl Action {
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StepExpect {
-    /// How long the step may take: a reboot until the node is Ready again, a rotation until the renewed
+    /// How long the step may take: a reboot or an upgrade until the node is Ready again, a rotation until the renewed
     /// certificates are issued and served (default 120s; a rotation's, the certificate lifetime and 15s: the certificates were issued before the step).
     #[serde(default, deserialize_with = "super::durations::opt_wait")]
     #[schemars(with = "Option<String>")]
@@ -139,7 +156,10 @@ impl Step {
             // The kubelet's lease expires (the node lifecycle controller's grace period, 50 s), then the cloud
             // controller deletes the Node.
             Action::Terminate => Duration::from_secs(120),
-            Action::Cordon | Action::Drain => Duration::from_secs(60),
+            Action::Cordon | Action::Drain | Action::Uncordon => Duration::from_secs(60),
+            // The new kubelet installed, nodeadm's two phases run again (they restart containerd and the kubelet),
+            // the Node Ready again as reported by the new kubelet.
+            Action::Upgrade => Duration::from_secs(120),
             // AL2023's kubelet has 150 s (`shutdownGracePeriod`) to end its pods; pods that end at once take
             // seconds.
             Action::Shutdown => Duration::from_secs(90),
@@ -227,6 +247,26 @@ mod tests {
         let step: Step = serde_yaml_ng::from_str("do: shutdown\n").unwrap();
         assert!(step.action.ends_the_machine() && !Action::Drain.ends_the_machine());
         assert_eq!(step.serving_csr(), CsrExpectation::None);
+    }
+
+    #[test]
+    fn an_upgrade_names_the_kubelet_it_installs() {
+        let step: Step = serde_yaml_ng::from_str("do: upgrade\nto: v1.37.2\n").unwrap();
+        assert_eq!(step.action, Action::Upgrade);
+        assert_eq!(step.to.as_deref(), Some("v1.37.2"));
+        assert_eq!(step.within(None), Duration::from_secs(120));
+        assert_eq!(step.client_csr(false), CsrExpectation::None);
+        assert_eq!(step.serving_csr(), CsrExpectation::None);
+        assert!(!step.action.ends_the_machine());
+        let e = serde_yaml_ng::from_str::<Step>("do: upgrade\nto: \"1.37\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'1.37' must look like v1.34.4"), "{e}");
+        let step: Step = serde_yaml_ng::from_str("do: uncordon\n").unwrap();
+        assert_eq!(
+            (step.action.name(), step.within(None)),
+            ("uncordon", Duration::from_secs(60))
+        );
     }
 
     #[test]

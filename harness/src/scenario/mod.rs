@@ -21,6 +21,7 @@ pub mod relative;
 mod rules;
 mod runtime;
 pub mod schema;
+mod step_rules;
 pub mod template;
 pub mod user_command;
 pub mod user_data;

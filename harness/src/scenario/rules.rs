@@ -7,8 +7,6 @@ use std::path::Path;
 /// A sanity bound on a node group's size; whether the machine can hold the nodes is checked when the scenario
 /// runs (`node::capacity`).
 pub const MAX_GROUP_NODES: u32 = 1000;
-/// A bound on a group's steps after the join, so a scenario cannot hold a run for days.
-pub const MAX_STEPS: usize = 16;
 
 pub(super) fn invalid(file: &Path, message: String) -> Error {
     Error::ScenarioInvalid {
@@ -194,98 +192,8 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
         if let Some(why) = skew(s, n) {
             return Err(group(n, "kubeletVersion", format!("node group '{}': {why}", n.name)));
         }
-        if n.after.len() > MAX_STEPS {
-            return Err(group(
-                n,
-                "after",
-                format!(
-                    "node group '{}': {} steps after the join; at most {MAX_STEPS} (each may last up to an hour)",
-                    n.name,
-                    n.after.len()
-                ),
-            ));
-        }
-        if let Some(i) = n.after.iter().position(|s| s.action.ends_the_machine()) {
-            if i + 1 < n.after.len() {
-                return Err(group(
-                    n,
-                    "after",
-                    format!(
-                        "node group '{}': step {} (`do: {}`) comes after `do: {}`; the machine is off then, with \
-                         nothing left to do: {} last",
-                        n.name,
-                        i + 2,
-                        n.after[i + 1].action.name(),
-                        n.after[i].action.name(),
-                        n.after[i].action.name()
-                    ),
-                ));
-            }
-        }
-        for (i, s) in n.after.iter().enumerate() {
-            if let Some(w) = s.workload {
-                let why = if s.action != super::after::Action::Drain {
-                    Some(format!(
-                        "`workload` is what a drain evicts; step {} is `do: {}`",
-                        i + 1,
-                        s.action.name()
-                    ))
-                } else if w.replicas == 0 || w.replicas > super::after::MAX_REPLICAS {
-                    Some(format!(
-                        "`workload.replicas` is {}; 1 to {}",
-                        w.replicas,
-                        super::after::MAX_REPLICAS
-                    ))
-                } else if w.min_available > w.replicas {
-                    Some(format!(
-                        "`workload.minAvailable` ({}) is more than its replicas ({}): no budget could be met",
-                        w.min_available, w.replicas
-                    ))
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    return Err(group(n, "workload", format!("node group '{}': {why}", n.name)));
-                }
-            }
-        }
-        if n.after.iter().any(|s| s.action == super::after::Action::Shutdown) && !machine.graceful_shutdown {
-            return Err(group(
-                n,
-                "after",
-                format!(
-                    "node group '{}': `do: shutdown` needs a machine whose OS can be asked to power off through \
-                     systemd-logind; runtime {} cannot yet",
-                    n.name, machine.name
-                ),
-            ));
-        }
-        if n.reboots() && !machine.reboots {
-            return Err(group(
-                n,
-                "after",
-                format!(
-                    "node group '{}': `do: reboot` needs a machine that reboots; runtime {} cannot",
-                    n.name, machine.name
-                ),
-            ));
-        }
-        if n.after.iter().flat_map(|s| &s.expect.files).any(|f| f.golden.is_some()) {
-            return Err(group(
-                n,
-                "golden",
-                format!(
-                    "node group '{}': a step's files take `values` and `contains`; `golden` is for the join's files",
-                    n.name
-                ),
-            ));
-        }
-        if !n.after.is_empty() && !n.expect.joins {
-            return Err(group(
-                n,
-                "after",
-                format!("node group '{}': steps after the join need a node that joins", n.name),
-            ));
+        if let Some((key, why)) = super::step_rules::check(s, n, machine) {
+            return Err(group(n, key, format!("node group '{}': {why}", n.name)));
         }
         if n.expect.local_storage == Some(super::expect::LocalStorageExpectation::Raid10) {
             let disks = crate::eks::instance_store::count(&n.instance_type);
@@ -480,23 +388,7 @@ fn skew(s: &super::model::Scenario, n: &super::model::NodeGroup) -> Option<Strin
     {
         return None;
     }
-    let (Some((_, k)), Some((_, a))) = (super::model::parse_minor(kubelet), super::model::parse_minor(api)) else {
-        return Some(format!("cannot compare kubelet {kubelet} with the API server's {api}"));
-    };
-    const RULE: &str = "Kubernetes' version skew policy: a kubelet may be up to three minor versions older than \
-                        kube-apiserver, never newer";
-    if k > a {
-        Some(format!(
-            "kubeletVersion {kubelet} is newer than the API server's {api} ({RULE})"
-        ))
-    } else if a - k > 3 {
-        Some(format!(
-            "kubeletVersion {kubelet} is {} minor versions older than the API server's {api} ({RULE})",
-            a - k
-        ))
-    } else {
-        None
-    }
+    super::versions::skew("kubeletVersion", kubelet, api)
 }
 
 #[cfg(test)]
@@ -532,41 +424,6 @@ mod tests {
     }
 
     #[test]
-    fn terminate_is_the_last_step() {
-        let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    after:\n      - do: terminate\n";
-        assert!(parse(base).is_ok());
-        let msg = parse(&format!("{base}      - do: reboot\n")).unwrap_err().to_string();
-        assert!(
-            msg.contains("step 2 (`do: reboot`) comes after `do: terminate`; the machine is off then"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn a_drains_workload_is_bounded_and_only_for_a_drain() {
-        let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    after:\n";
-        assert!(parse(&format!(
-            "{base}      - do: drain\n        workload: {{replicas: 3, minAvailable: 3}}\n"
-        ))
-        .is_ok());
-        for (step, says) in [
-            (
-                "do: drain\n        workload: {replicas: 11}",
-                "`workload.replicas` is 11; 1 to 10",
-            ),
-            (
-                "do: drain\n        workload: {replicas: 2, minAvailable: 3}",
-                "no budget could be met",
-            ),
-            ("do: reboot\n        workload: {replicas: 2}", "step 1 is `do: reboot`"),
-            ("do: shutdown\n      - do: cordon", "comes after `do: shutdown`"),
-        ] {
-            let msg = parse(&format!("{base}      - {step}\n")).unwrap_err().to_string();
-            assert!(msg.contains(says), "{step}: {msg}");
-        }
-    }
-
-    #[test]
     fn a_groups_kubelet_keeps_to_the_skew_policy() {
         let sc = |api: &str, kubelet: &str| {
             format!(
@@ -592,6 +449,6 @@ mod tests {
             "{msg}"
         );
         let msg = parse(&sc("v1.36.3", "1.34")).unwrap_err().to_string();
-        assert!(msg.contains("kubeletVersion '1.34' must look like v1.34.4"), "{msg}");
+        assert!(msg.contains("version '1.34' must look like v1.34.4"), "{msg}");
     }
 }

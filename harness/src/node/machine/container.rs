@@ -404,6 +404,21 @@ impl Machine for ContainerMachine {
         })
     }
 
+    /// One tar through the engine's archive call, unpacked at `/` (onto the container's own filesystem: a tmpfs
+    /// mounted inside, `/run` or `/tmp`, would hide it).
+    fn install_file<'a>(&'a self, file: &'a NodeFile) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            use testcontainers::bollard::query_parameters::UploadToContainerOptionsBuilder;
+            let tar = seed_archive(std::slice::from_ref(file))
+                .map_err(|e| Error::node(&self.name, format!("archiving {}: {e}", file.path)))?;
+            let options = UploadToContainerOptionsBuilder::new().path("/").build();
+            self.docker
+                .upload_to_container(&self.id, Some(options), testcontainers::bollard::body_full(tar.into()))
+                .await
+                .map_err(|e| Error::node(&self.name, format!("copying {} into the node: {e}", file.path)))
+        })
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let this = *self;

@@ -53,6 +53,10 @@ pub struct MachineKind {
     /// (`PrepareForShutdown`) and waits for its inhibitor lock: a container's systemd powers off and the container
     /// ends. nodejoin's VM would be asked by its ACPI power button; not yet built.
     pub graceful_shutdown: bool,
+    /// Its kubelet can be replaced while it runs (`after: upgrade`): nodejoin puts the new binary in (a
+    /// container's engine copies it into its filesystem). A VM's agent could write it; not built yet. A disk of the
+    /// user's keeps its own kubelet where nodejoin does not know.
+    pub replaces_kubelet: bool,
     pub weight: Weight,
     /// Its units' CPU is read from the host while it runs, for nothing in it ([`crate::node::cpu`]): often
     /// enough to catch a unit's CPU before its cgroup goes (a VM's is read through its agent, at phase ends).
@@ -75,6 +79,7 @@ pub const CONTAINER: MachineKind = MachineKind {
     read_after_shutdown: false,
     reboots: true,
     graceful_shutdown: true,
+    replaces_kubelet: true,
     weight: Weight::One,
     cpu_from_host: true,
     reads_without_exec: false,
@@ -91,6 +96,7 @@ pub const VM: MachineKind = MachineKind {
     read_after_shutdown: false,
     reboots: true,
     graceful_shutdown: false,
+    replaces_kubelet: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
     reads_without_exec: true,
@@ -107,6 +113,7 @@ pub const OWN_DISK: MachineKind = MachineKind {
     read_after_shutdown: true,
     reboots: false,
     graceful_shutdown: false,
+    replaces_kubelet: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,
     reads_without_exec: true,
@@ -188,6 +195,9 @@ pub trait Machine: Send + Sync {
     /// Asks its OS to power off gracefully (its kind's `graceful_shutdown`) and waits until it is off, at most
     /// `within`: how it went.
     fn power_off(&self, within: Duration) -> BoxFuture<'_, Result<String>>;
+    /// Writes `file` into its filesystem while it runs (its kind's `replaces_kubelet`), as root with the file's
+    /// mode; a file there by that name is replaced.
+    fn install_file<'a>(&'a self, file: &'a crate::node::seed::NodeFile) -> BoxFuture<'a, Result<()>>;
     /// Removes it now.
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
@@ -377,6 +387,20 @@ impl NodeMachine {
             ));
         }
         self.machine.power_off(within).await
+    }
+
+    /// Writes `file` into the node while it runs ([`MachineKind::replaces_kubelet`]).
+    pub async fn install_file(&self, file: &crate::node::seed::NodeFile) -> Result<()> {
+        if !self.capabilities.kind.replaces_kubelet {
+            return Err(crate::error::Error::node(
+                &self.name,
+                format!(
+                    "runtime {} cannot be given a file while it runs",
+                    self.capabilities.kind.name
+                ),
+            ));
+        }
+        self.machine.install_file(file).await
     }
 
     /// Removes the node now.

@@ -121,6 +121,15 @@ impl Machine for VmMachine {
         ))))
     }
 
+    /// Not offered ([`crate::node::machine::VM`]`.replaces_kubelet`): the agent's file calls could write it, 90 MB
+    /// in base64 pieces under emulation; not built yet.
+    fn install_file<'a>(&'a self, _file: &'a crate::node::seed::NodeFile) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Err(crate::error::Error::node(
+            "vm",
+            "a VM machine cannot be given a file while it runs yet",
+        ))))
+    }
+
     fn remove(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move { self.0.remove().await })
     }

@@ -104,7 +104,8 @@ fn estimate(sc: &crate::scenario::model::Scenario) -> Duration {
             secs += match step.action {
                 crate::scenario::after::Action::Reboot => 20.0,
                 crate::scenario::after::Action::Terminate => 60.0,
-                crate::scenario::after::Action::Cordon => 2.0,
+                crate::scenario::after::Action::Cordon | crate::scenario::after::Action::Uncordon => 2.0,
+                crate::scenario::after::Action::Upgrade => 20.0,
                 crate::scenario::after::Action::Drain => 15.0,
                 crate::scenario::after::Action::Shutdown => 10.0,
                 crate::scenario::after::Action::WaitForRotation => {

@@ -21,7 +21,19 @@ impl Environment {
         group: &crate::scenario::model::NodeGroup,
         waited: &mut std::time::Duration,
     ) -> Result<Kubelet> {
-        let Some(v) = group.kubelet_version.as_deref().filter(|v| *v != assets.version) else {
+        self.kubelet_timed(assets, group.kubelet_version.as_deref(), waited)
+            .await
+    }
+
+    /// The kubelet of `version` (the control plane's, `assets`, when `None` or the same), provisioned once per
+    /// process: a group's own (`kubeletVersion`) or the one an `upgrade` step installs.
+    pub async fn kubelet_timed(
+        &self,
+        assets: &K8sAssets,
+        version: Option<&str>,
+        waited: &mut std::time::Duration,
+    ) -> Result<Kubelet> {
+        let Some(v) = version.filter(|v| *v != assets.version) else {
             return Ok(assets.kubelet_binary());
         };
         let mut cache = lock_waiting(&self.kubelets, waited).await;

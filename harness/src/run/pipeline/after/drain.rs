@@ -1,4 +1,4 @@
-//! `do: cordon` and `do: drain`, as a managed node group's update does them: the node marked unschedulable (the
+//! `do: cordon`, `do: drain` and `do: uncordon`, as a managed node group's update and an in-place upgrade do them: the node marked unschedulable (the
 //! node lifecycle controller then taints it), and for a drain every pod but a DaemonSet's evicted through the
 //! eviction API. An eviction the PodDisruptionBudget refuses (429) is tried again until the budget allows it,
 //! which it does once the evicted pod's replacement runs on another node; the pods must then be gone, ended by
@@ -34,6 +34,12 @@ pub(super) async fn run(
     let client = &cluster.client;
     let mut checks = Vec::new();
     let mut notes = Vec::new();
+    if step.action == Action::Uncordon {
+        let t0 = Instant::now();
+        checks.push(mark(client, &node, false, within, name(&def::SCHEDULABLE_AFTER)).await);
+        notes.push(format!("{node}: {action} took {:.1}s", t0.elapsed().as_secs_f64()));
+        return (checks, notes);
+    }
     let workload = (step.action == Action::Drain)
         .then(|| Workload::new(&n.instance.instance_id, step.workload.unwrap_or_default()));
     let drained_expected = workload.as_ref().map(|w| {
@@ -69,7 +75,7 @@ pub(super) async fn run(
         }
     }
     let t0 = Instant::now();
-    checks.push(cordon(client, &node, within, name(&def::CORDONED_AFTER)).await);
+    checks.push(mark(client, &node, true, within, name(&def::CORDONED_AFTER)).await);
     if let (Some(w), Some(expected)) = (&workload, drained_expected) {
         let others: Vec<&str> = others.iter().map(String::as_str).collect();
         // Evictions through a client that retries nothing itself: a refusal is an answer to see.
@@ -95,21 +101,32 @@ pub(super) async fn run(
     (checks, notes)
 }
 
-/// Marks the Node unschedulable and waits for the node lifecycle controller's taint.
-async fn cordon(client: &kube::Client, node: &str, within: Duration, name: String) -> Check {
-    let expected = format!(
-        "the Node unschedulable and tainted {UNSCHEDULABLE_TAINT}:NoSchedule within {}",
-        humantime::format_duration(within)
-    );
+/// Marks the Node unschedulable (or schedulable again) and waits for the node lifecycle controller's taint (or
+/// for it to be gone).
+async fn mark(client: &kube::Client, node: &str, unschedulable: bool, within: Duration, name: String) -> Check {
+    let expected = match unschedulable {
+        true => format!(
+            "the Node unschedulable and tainted {UNSCHEDULABLE_TAINT}:NoSchedule within {}",
+            humantime::format_duration(within)
+        ),
+        false => format!(
+            "the Node schedulable, its {UNSCHEDULABLE_TAINT} taint gone within {}",
+            humantime::format_duration(within)
+        ),
+    };
+    let (verb, done) = match unschedulable {
+        true => ("cordon", "unschedulable, tainted"),
+        false => ("uncordon", "schedulable, the taint gone"),
+    };
     let api: Api<Node> = Api::all(client.clone());
     let t0 = Instant::now();
-    let patch = serde_json::json!({ "spec": { "unschedulable": true } });
+    let patch = serde_json::json!({ "spec": { "unschedulable": unschedulable } });
     if let Err(e) = api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
         return Check::new(
             name,
             false,
             expected,
-            format!("marking the Node unschedulable: {}", said(&e)),
+            format!("marking the Node unschedulable: {unschedulable}: {}", said(&e)),
         );
     }
     loop {
@@ -121,15 +138,12 @@ async fn cordon(client: &kube::Client, node: &str, within: Duration, name: Strin
                     .iter()
                     .flatten()
                     .any(|t| t.key == UNSCHEDULABLE_TAINT && t.effect == "NoSchedule");
-                if spec.unschedulable == Some(true) && tainted {
+                if spec.unschedulable.unwrap_or(false) == unschedulable && tainted == unschedulable {
                     return Check::new(
                         name,
                         true,
                         expected,
-                        format!(
-                            "unschedulable, tainted {:.1}s after the cordon",
-                            t0.elapsed().as_secs_f64()
-                        ),
+                        format!("{done} {:.1}s after the {verb}", t0.elapsed().as_secs_f64()),
                     );
                 }
                 format!(

@@ -3,11 +3,13 @@
 //! named after it (`<node>/ready after reboot`).
 mod csrs;
 mod drain;
+mod evidence;
 mod pod;
 mod reboot;
 mod rotation;
 mod shutdown;
 mod terminate;
+mod upgrade;
 mod workload;
 
 use super::{Action, Context, Timed};
@@ -129,7 +131,8 @@ async fn run_step(
         Do::Reboot => reboot::run(env, cluster, n, step).await,
         Do::WaitForRotation => rotation::run(sc, cluster, n, step).await,
         Do::Terminate => terminate::run(env, cluster, n, step).await,
-        Do::Cordon | Do::Drain => drain::run(cluster, n, step, others).await,
+        Do::Cordon | Do::Drain | Do::Uncordon => drain::run(cluster, n, step, others).await,
+        Do::Upgrade => upgrade::run(env, cluster, n, step).await,
         Do::Shutdown => shutdown::run(env, cluster, n, step).await,
     }
 }

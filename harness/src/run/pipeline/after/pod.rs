@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub(super) struct Survivor {
     pub name: String,
     pub uid: String,
+    /// When its container started (seconds since the epoch), with its restarts then.
+    pub started: Option<(i64, i32)>,
 }
 
 fn api(client: &kube::Client) -> Api<Pod> {
@@ -39,6 +41,7 @@ pub(super) async fn place(client: &kube::Client, node: &str) -> Result<Survivor,
     match api(client).get(&name).await {
         Ok(p) => Ok(Survivor {
             name,
+            started: running_since(&p).map(|t| (t, restarts(&p))),
             uid: p.metadata.uid.unwrap_or_default(),
         }),
         Err(e) => {
@@ -64,16 +67,10 @@ pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, withi
             }
             Ok(p) => match running_since(&p) {
                 Some(t) if t >= since => {
-                    let restarts: i32 = p
-                        .status
-                        .iter()
-                        .flat_map(|st| st.container_statuses.iter().flatten())
-                        .map(|cs| cs.restart_count)
-                        .sum();
                     return Ok(format!(
-                        "the same pod Running again, its container started {}s after the step began ({restarts} \
-                         restarts)",
-                        t - since
+                        "the same pod Running again, its container started {}s after the step began ({} restarts)",
+                        t - since,
+                        restarts(&p)
                     ));
                 }
                 Some(_) => last = "Running, but its container started before the step (not restarted yet)".into(),
@@ -83,6 +80,61 @@ pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, withi
         }
         if start.elapsed() >= within {
             return Err(format!("not running again within {}s: {last}", within.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The restarts of the pod's containers.
+fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .iter()
+        .flat_map(|st| st.container_statuses.iter().flatten())
+        .map(|cs| cs.restart_count)
+        .sum()
+}
+
+/// Whether the same pod still runs the container it ran before the step (not restarted), looked at for
+/// `within`: a change is decided at once, a pod not running is waited for.
+pub(super) async fn kept(client: &kube::Client, s: &Survivor, within: Duration) -> Result<String, String> {
+    let Some((started, restarts_before)) = s.started else {
+        return Err("its container was not seen running before the step".into());
+    };
+    let start = Instant::now();
+    let mut last;
+    loop {
+        match api(client).get(&s.name).await {
+            Ok(p) if p.metadata.uid.as_deref() != Some(s.uid.as_str()) => {
+                return Err(format!(
+                    "the pod was replaced (uid {}, was {})",
+                    p.metadata.uid.unwrap_or_default(),
+                    s.uid
+                ))
+            }
+            Ok(p) => match running_since(&p) {
+                Some(t) if t == started => {
+                    return Ok(format!(
+                        "the same pod (uid {}) Running, its container the one started before the step ({} \
+                         restarts)",
+                        s.uid,
+                        restarts(&p)
+                    ))
+                }
+                Some(t) => {
+                    return Err(format!(
+                        "the pod's container was restarted: started {}s after the one from before ({} restarts, \
+                         {restarts_before} before)",
+                        t - started,
+                        restarts(&p)
+                    ))
+                }
+                None => last = not_running(&p),
+            },
+            Err(kube::Error::Api(e)) if e.code == 404 => return Err("the pod is gone".into()),
+            Err(e) => last = format!("reading the pod: {e}"),
+        }
+        if start.elapsed() >= within {
+            return Err(format!("not running after {}s: {last}", within.as_secs()));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

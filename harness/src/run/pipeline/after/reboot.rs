@@ -140,46 +140,27 @@ pub(super) async fn run(
             Err(why) => Check::new(name(&def::POD_RUNS_AGAIN), false, expected, why),
         });
     }
-    let calls: Vec<_> = env
-        .calls
-        .of(&n.instance.instance_id)
-        .into_iter()
-        .filter(|c| c.started >= t0)
-        .collect();
-    notes.push(match calls.len() {
-        0 => format!("{node}: {action}: no call to the fakes during it"),
-        k => format!(
-            "{node}: {action}: {k} calls to the fakes during it: {}",
-            crate::assert::calls::summary(&calls)
-        ),
-    });
+    let (calls, said) = super::evidence::calls_since(env, n, action, t0);
+    notes.push(said);
     if let Some(want) = &step.expect.calls {
         checks.extend(named_after(
             crate::assert::calls::checks(&node, &calls, want, t0, ready_at),
             action,
         ));
     }
-    if let (Some(a), Some(b)) = (cpu_before, n.machine.cpu_time().await) {
-        // A container's count starts again with it; a VM's process keeps counting.
-        let used = if b >= a { b - a } else { b };
-        notes.push(format!(
-            "{node}: {action}: {:.1}s in all, node CPU {:.2}s",
-            t0.elapsed().as_secs_f64(),
-            used.as_secs_f64()
-        ));
-    }
+    notes.extend(super::evidence::cpu_note(n, action, t0, cpu_before).await);
     (checks, notes)
 }
 
 /// The join's checks (calls, files) run again for a step, named after it (`<node>/calls … after reboot`).
-fn named_after(checks: Vec<Check>, action: &str) -> impl Iterator<Item = Check> + '_ {
+pub(super) fn named_after(checks: Vec<Check>, action: &str) -> impl Iterator<Item = Check> + '_ {
     checks.into_iter().map(move |mut c| {
         c.name = format!("{} after {action}", c.name);
         c
     })
 }
 
-fn epoch_seconds(t: SystemTime) -> i64 {
+pub(super) fn epoch_seconds(t: SystemTime) -> i64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)

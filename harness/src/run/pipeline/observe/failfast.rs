@@ -69,6 +69,7 @@ pub fn kubelet_error_line(journal: &str) -> Option<String> {
         .collect();
     let strong = [
         "Error:",
+        "panic:",
         "unknown flag",
         "failed to run Kubelet",
         "command failed",
@@ -121,6 +122,8 @@ pub fn is_startup_config_error(line: &str) -> bool {
     [
         "unknown flag",
         "failed to parse kubelet flag",
+        // A feature gate the kubelet no longer knows (removed after it went GA): it exits at once, every time.
+        "unrecognized feature gate",
         "failed to load kubelet config file",
         "failed to validate kubelet",
         "invalid configuration",
@@ -245,6 +248,18 @@ mod tests {
         );
         assert_eq!(kubelet_error_line("Nov 23 n kubelet[1]: I1123 all good\n"), None);
         assert!(is_startup_config_error(&line));
+        // Kubelet 1.37 given a feature gate removed since (SidecarContainers) panics; its last klog error is an
+        // older kubelet's, not the cause.
+        let removed =
+            "Nov 29 n kubelet[199]: E1129 15:06:59.4 199 kubelet.go:3516] \"Unable to register mirror pod\"\n\
+                       Nov 29 n kubelet[633]: panic: failed to merge global and in-flight KubeletConfiguration while \
+                       setting defaults, error: unrecognized feature gate: SidecarContainers\n\
+                       Nov 29 n kubelet[633]: goroutine 1 [running]:\n";
+        let line = kubelet_error_line(removed).unwrap();
+        assert!(
+            line.starts_with("panic: failed to merge") && is_startup_config_error(&line),
+            "{line}"
+        );
         assert!(!is_startup_config_error(
             "E1123 x.go:1] \"Unable to register node\" err=\"connection refused\""
         ));

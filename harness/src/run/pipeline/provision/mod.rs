@@ -62,6 +62,11 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             let kubelet = env
                 .group_kubelet_timed(&assets, g, &mut cx.report.waited_for_builds)
                 .await?;
+            // The kubelets its `upgrade` steps install, provisioned now rather than in the step's time.
+            for to in g.after.iter().filter_map(|s| s.to.as_deref()) {
+                env.kubelet_timed(&assets, Some(to), &mut cx.report.waited_for_builds)
+                    .await?;
+            }
             let base = env
                 .image_timed(&kubelet, g.containerd_line(), &mut cx.report.waited_for_builds)
                 .await?;
