@@ -273,7 +273,33 @@ fn the_al2023_cells_use_the_action_itself() {
         .find(|s| s["uses"].as_str() == Some("./"))
         .expect("a step with uses: ./");
     let with = &step["with"];
-    assert_eq!(with["filter"].as_str(), Some("test(/al2023-/)"));
+    let filter = with["filter"].as_str().expect("the action step's filter");
+    assert_eq!(filter, "test(/al2023-/) and version(=${{ matrix.kubernetes }})");
+    // A scenario that pins its control plane's version runs in that version's cells only; the others in every cell.
+    let matrix = |cell: &str| -> nodejoin::select::Filter {
+        filter
+            .replace("${{ matrix.kubernetes }}", cell)
+            .parse()
+            .expect("the filter parses")
+    };
+    let picks = |cell: &str, scenario: &str, version: &str| {
+        let name = format!("local/v1.{}/{scenario}", version.split('.').nth(1).unwrap_or_default());
+        matrix(cell).matches(&nodejoin::select::Candidate {
+            name: &name,
+            scenario,
+            file: "",
+            provider: "local",
+            version,
+            tags: &[],
+        })
+    };
+    assert!(picks("v1.37.2", "al2023-upgrade", "v1.37.2"));
+    assert!(
+        !picks("v1.34.4", "al2023-upgrade", "v1.37.2"),
+        "a pinned scenario ran in another version's cell"
+    );
+    assert!(picks("v1.34.4", "al2023-drain", "v1.34.4"));
+    assert!(!picks("v1.34.4", "basic-bootstrap-token", "v1.34.4"));
     assert_eq!(with["containerd"].as_str(), Some("${{ matrix.containerd }}"));
     assert_eq!(with["eks-ami"].as_str(), Some("amazon-eks-ami"));
     // The canary cells: every line nodejoin builds beyond those the AMI cells run (the scenarios job's al2023
