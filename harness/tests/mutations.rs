@@ -57,13 +57,21 @@ fn main() {
     };
     let results: Arc<Mutex<Vec<MutationResult>>> = Arc::default();
     let controls: Arc<mutate::Controls> = Arc::default();
-    let trials = selected
+    // The longest first, by what their scenarios cost the last time they ran here (as the scenario trials and
+    // `nodejoin run` start them), so the slowest mutation does not start last and hold the run's tail.
+    let costs = nodejoin::run::driver::costs::Costs::load(&nodejoin::run::driver::costs::Costs::path(&settings));
+    let mut planned: Vec<_> = selected
         .into_iter()
-        .map(|m| {
+        .map(|m| (mutate::plan(&settings, &costs, &m, &scenarios), m))
+        .collect();
+    planned.sort_by_key(|(plan, _)| std::cmp::Reverse(plan.expected));
+    let trials = planned
+        .into_iter()
+        .map(|(plan, m)| {
             let (lazy, scratch, scenarios, results) =
                 (env.clone(), scratch.clone(), scenarios.clone(), results.clone());
             let controls = controls.clone();
-            let ignored = mutate::not_applicable(&settings, &m, &scenarios);
+            let ignored = plan.not_applicable;
             if let Some(why) = &ignored {
                 eprintln!("mutation/{} ignored: {why}", m.name);
             }

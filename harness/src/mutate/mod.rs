@@ -236,14 +236,41 @@ impl Controls {
     }
 }
 
-/// Why `m` cannot run here, if it cannot: a catcher's scenario does not apply (an amazon-eks-ami commit that cannot
-/// be had, a Kubernetes version it excludes). Its trial is then ignored with that reason, never passed nor failed.
-pub fn not_applicable(settings: &crate::settings::Settings, m: &Mutation, scenarios_dir: &Path) -> Option<String> {
-    m.caught_by.iter().find_map(|c| {
+/// What a mutation's trial is before it runs: why it cannot run here, if it cannot, and what it is expected to cost.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// A catcher's scenario does not apply (an amazon-eks-ami commit that cannot be had, a Kubernetes version it
+    /// excludes): the trial is then ignored with that reason, never passed nor failed.
+    pub not_applicable: Option<String>,
+    /// Its catchers' scenarios' last own time on this host (`run::driver::costs`; an estimate for one never run):
+    /// trials start longest first, so the slowest does not start last.
+    pub expected: std::time::Duration,
+}
+
+/// [`Plan`] of `m`, its catchers' scenarios loaded with the run's defaults from `scenarios_dir`.
+pub fn plan(
+    settings: &crate::settings::Settings,
+    costs: &crate::run::driver::costs::Costs,
+    m: &Mutation,
+    scenarios_dir: &Path,
+) -> Plan {
+    let mut plan = Plan::default();
+    for c in m.caught_by {
         let file = scenarios_dir.join(format!("{}.yaml", c.scenario));
-        let why = load(settings, &file).ok()?.not_applicable()?;
-        Some(format!("{}: {why}", c.scenario))
-    })
+        let Ok(sc) = load(settings, &file) else {
+            continue;
+        };
+        if let Some(why) = sc.not_applicable() {
+            plan.not_applicable.get_or_insert(format!("{}: {why}", c.scenario));
+        }
+        plan.expected += costs.expected(&Trial::new(&file, sc, Provider::LOCAL));
+    }
+    plan
+}
+
+/// Why `m` cannot run here, if it cannot ([`Plan::not_applicable`]).
+pub fn not_applicable(settings: &crate::settings::Settings, m: &Mutation, scenarios_dir: &Path) -> Option<String> {
+    plan(settings, &Default::default(), m, scenarios_dir).not_applicable
 }
 
 /// A catcher's scenario, with the run's defaults (the settings' Kubernetes version and containerd line).
