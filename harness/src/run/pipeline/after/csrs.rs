@@ -57,7 +57,38 @@ pub(super) fn new_csrs(
     (clients, servings)
 }
 
-/// A step's CSRs against what the scenario expects of them; nothing for `any`.
+/// How long after Ready the CSRs of a step are given to appear (a kubelet asks for a serving certificate it lacks
+/// just after it starts).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The checks on the client and serving CSRs `node` made since second `since` (not in `before`), once the node is
+/// back and [`SETTLE`] has passed, against what `step` expects (named `<check> after <step>`).
+pub(super) async fn after_step(
+    cluster: &SharedCluster,
+    node: &str,
+    step: &crate::scenario::after::Step,
+    before: &BTreeSet<String>,
+    since: i64,
+) -> Vec<Check> {
+    use crate::assert::registry as def;
+    tokio::time::sleep(SETTLE).await;
+    let action = step.action.name();
+    let (clients, servings) = new_csrs(cluster, node, before, Some(since));
+    let client = csr_check(
+        def::CLIENT_CSR_AFTER.on_with(node, action),
+        step.client_csr(true),
+        &clients,
+        cluster,
+    );
+    let serving = csr_check(
+        def::SERVING_CSR_AFTER.on_with(node, action),
+        step.serving_csr(),
+        &servings,
+        cluster,
+    );
+    client.into_iter().chain(serving).collect()
+}
+
 /// Why the approver refused `csr`, if it did.
 pub(super) fn refusal(cluster: &SharedCluster, csr: &str) -> Option<String> {
     cluster

@@ -1,7 +1,8 @@
 //! `do: reboot`: the machine restarts as an instance does, and the node must come back as itself: the same Node
 //! Ready again (reported by a kubelet started after the reboot), no certificate asked for again that was still
 //! valid, a pod from before running again, and the calls this boot made.
-use super::csrs::{csr_check, csr_names, new_csrs};
+use super::csrs::csr_names;
+use super::evidence::named_after;
 use super::pod;
 use crate::assert::registry::{self as def, CheckDef};
 use crate::assert::Check;
@@ -13,9 +14,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use std::time::{Duration, Instant, SystemTime};
 
-/// How long after Ready the CSRs of the step are given to appear (a kubelet asks for a serving certificate it
-/// lacks just after it starts).
-const SETTLE: Duration = Duration::from_secs(5);
 /// How often a node that is not back yet is asked whether its kubelet is failing for good.
 const PROBE_EVERY: Duration = Duration::from_secs(3);
 /// How long a pod from before may take to run again once the node is Ready.
@@ -80,20 +78,7 @@ pub(super) async fn run(
         Err(why) => Check::new(name(&def::READY_AFTER), false, expected_ready, why.clone()),
     });
     if came_back.is_ok() {
-        tokio::time::sleep(SETTLE).await;
-        let (clients, servings) = new_csrs(cluster, &node, &before, Some(up));
-        checks.extend(csr_check(
-            name(&def::CLIENT_CSR_AFTER),
-            step.client_csr(true),
-            &clients,
-            cluster,
-        ));
-        checks.extend(csr_check(
-            name(&def::SERVING_CSR_AFTER),
-            step.serving_csr(),
-            &servings,
-            cluster,
-        ));
+        checks.extend(super::csrs::after_step(cluster, &node, step, &before, up).await);
     }
     if let Some(id) = n.node.as_ref().map(boot_id).filter(|_| came_back.is_ok()) {
         n.vars.insert("node.bootId".into(), id);
@@ -140,24 +125,11 @@ pub(super) async fn run(
             Err(why) => Check::new(name(&def::POD_RUNS_AGAIN), false, expected, why),
         });
     }
-    let (calls, said) = super::evidence::calls_since(env, n, action, t0);
+    let (found, said) = super::evidence::step_calls(env, n, step, t0, ready_at);
+    checks.extend(found);
     notes.push(said);
-    if let Some(want) = &step.expect.calls {
-        checks.extend(named_after(
-            crate::assert::calls::checks(&node, &calls, want, t0, ready_at),
-            action,
-        ));
-    }
     notes.extend(super::evidence::cpu_note(n, action, t0, cpu_before).await);
     (checks, notes)
-}
-
-/// The join's checks (calls, files) run again for a step, named after it (`<node>/calls … after reboot`).
-pub(super) fn named_after(checks: Vec<Check>, action: &str) -> impl Iterator<Item = Check> + '_ {
-    checks.into_iter().map(move |mut c| {
-        c.name = format!("{} after {action}", c.name);
-        c
-    })
 }
 
 pub(super) fn epoch_seconds(t: SystemTime) -> i64 {

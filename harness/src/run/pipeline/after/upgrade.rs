@@ -6,9 +6,9 @@
 //! again and writes its configuration for it; it restarts containerd and the kubelet), else the kubelet restarted.
 //! The same Node (name and UID) must be Ready again reporting the new version, a pod from before still running
 //! its container, and no certificate asked for again.
-use super::csrs::{csr_check, csr_names, new_csrs};
+use super::csrs::csr_names;
 use super::pod;
-use super::reboot::{epoch_seconds, named_after};
+use super::reboot::epoch_seconds;
 use crate::assert::registry::{self as def, CheckDef};
 use crate::assert::Check;
 use crate::node::seed::NodeFile;
@@ -24,8 +24,6 @@ use std::time::{Duration, Instant, SystemTime};
 const STAGED: &str = "/usr/libexec/nodejoin/kubelet.upgrade";
 /// How long the node's own work (the install, nodeadm's two phases) may take before it counts as hung.
 const INSTALL_WITHIN: Duration = Duration::from_secs(90);
-/// How long after Ready a pod from before is given to show whether the new kubelet kept its container.
-const SETTLE: Duration = Duration::from_secs(5);
 /// How often a node that is not back yet is asked whether its kubelet is failing for good.
 const PROBE_EVERY: Duration = Duration::from_secs(3);
 
@@ -128,20 +126,7 @@ pub(super) async fn run(
         ),
     });
     if outcome.is_ok() {
-        tokio::time::sleep(SETTLE).await;
-        let (clients, servings) = new_csrs(cluster, &node, &before, Some(restarted_at));
-        checks.extend(csr_check(
-            name(&def::CLIENT_CSR_AFTER),
-            step.client_csr(true),
-            &clients,
-            cluster,
-        ));
-        checks.extend(csr_check(
-            name(&def::SERVING_CSR_AFTER),
-            step.serving_csr(),
-            &servings,
-            cluster,
-        ));
+        checks.extend(super::csrs::after_step(cluster, &node, step, &before, restarted_at).await);
     }
     let expected_pod = format!("a pod placed before the {action} still Running after it, its container not restarted");
     let kept = match (&survivor, &outcome) {
@@ -158,14 +143,9 @@ pub(super) async fn run(
         Ok(seen) => Check::new(name(&def::POD_KEPT_AFTER), true, expected_pod, seen),
         Err(why) => Check::new(name(&def::POD_KEPT_AFTER), false, expected_pod, why),
     });
-    let (calls, said) = super::evidence::calls_since(env, n, action, t0);
+    let (found, said) = super::evidence::step_calls(env, n, step, t0, ready_at);
+    checks.extend(found);
     notes.push(said);
-    if let Some(want) = &step.expect.calls {
-        checks.extend(named_after(
-            crate::assert::calls::checks(&node, &calls, want, t0, ready_at),
-            action,
-        ));
-    }
     notes.extend(super::evidence::cpu_note(n, action, t0, cpu_before).await);
     (checks, notes)
 }
