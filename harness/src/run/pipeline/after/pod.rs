@@ -51,13 +51,25 @@ pub(super) async fn place(client: &kube::Client, node: &str) -> Result<Survivor,
     }
 }
 
-/// Waits until the same pod runs again with its container started at `since` (seconds since the epoch) or
-/// later, at most `within`: what was seen, or why not.
-pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, within: Duration) -> Result<String, String> {
+/// What one look at the pod from before says.
+enum Look {
+    Decided(Result<String, String>),
+    /// Not yet: what it shows now (quoted if the wait runs out).
+    Waiting(String),
+}
+
+/// Looks at the same pod (its UID) every half second until `judge` decides, at most `within` (then `Err` with
+/// `timed_out` and what it showed last); a pod replaced under its name is decided at once.
+async fn watch(
+    client: &kube::Client,
+    s: &Survivor,
+    within: Duration,
+    timed_out: &str,
+    judge: impl Fn(Result<Pod, kube::Error>) -> Look,
+) -> Result<String, String> {
     let start = Instant::now();
-    let mut last;
     loop {
-        match api(client).get(&s.name).await {
+        let last = match api(client).get(&s.name).await {
             Ok(p) if p.metadata.uid.as_deref() != Some(s.uid.as_str()) => {
                 return Err(format!(
                     "the pod was replaced (uid {}, was {})",
@@ -65,24 +77,34 @@ pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, withi
                     s.uid
                 ))
             }
-            Ok(p) => match running_since(&p) {
-                Some(t) if t >= since => {
-                    return Ok(format!(
-                        "the same pod Running again, its container started {}s after the step began ({} restarts)",
-                        t - since,
-                        restarts(&p)
-                    ));
-                }
-                Some(_) => last = "Running, but its container started before the step (not restarted yet)".into(),
-                None => last = not_running(&p),
+            got => match judge(got) {
+                Look::Decided(verdict) => return verdict,
+                Look::Waiting(now) => now,
             },
-            Err(e) => last = format!("reading the pod: {e}"),
-        }
+        };
         if start.elapsed() >= within {
-            return Err(format!("not running again within {}s: {last}", within.as_secs()));
+            return Err(format!("{timed_out} {}s: {last}", within.as_secs()));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Waits until the same pod runs again with its container started at `since` (seconds since the epoch) or
+/// later, at most `within`: what was seen, or why not.
+pub(super) async fn again(client: &kube::Client, s: &Survivor, since: i64, within: Duration) -> Result<String, String> {
+    watch(client, s, within, "not running again within", |got| match got {
+        Ok(p) => match running_since(&p) {
+            Some(t) if t >= since => Look::Decided(Ok(format!(
+                "the same pod Running again, its container started {}s after the step began ({} restarts)",
+                t - since,
+                restarts(&p)
+            ))),
+            Some(_) => Look::Waiting("Running, but its container started before the step (not restarted yet)".into()),
+            None => Look::Waiting(not_running(&p)),
+        },
+        Err(e) => Look::Waiting(format!("reading the pod: {e}")),
+    })
+    .await
 }
 
 /// The restarts of the pod's containers.
@@ -100,44 +122,25 @@ pub(super) async fn kept(client: &kube::Client, s: &Survivor, within: Duration) 
     let Some((started, restarts_before)) = s.started else {
         return Err("its container was not seen running before the step".into());
     };
-    let start = Instant::now();
-    let mut last;
-    loop {
-        match api(client).get(&s.name).await {
-            Ok(p) if p.metadata.uid.as_deref() != Some(s.uid.as_str()) => {
-                return Err(format!(
-                    "the pod was replaced (uid {}, was {})",
-                    p.metadata.uid.unwrap_or_default(),
-                    s.uid
-                ))
-            }
-            Ok(p) => match running_since(&p) {
-                Some(t) if t == started => {
-                    return Ok(format!(
-                        "the same pod (uid {}) Running, its container the one started before the step ({} \
-                         restarts)",
-                        s.uid,
-                        restarts(&p)
-                    ))
-                }
-                Some(t) => {
-                    return Err(format!(
-                        "the pod's container was restarted: started {}s after the one from before ({} restarts, \
-                         {restarts_before} before)",
-                        t - started,
-                        restarts(&p)
-                    ))
-                }
-                None => last = not_running(&p),
-            },
-            Err(kube::Error::Api(e)) if e.code == 404 => return Err("the pod is gone".into()),
-            Err(e) => last = format!("reading the pod: {e}"),
-        }
-        if start.elapsed() >= within {
-            return Err(format!("not running after {}s: {last}", within.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    watch(client, s, within, "not running after", |got| match got {
+        Ok(p) => match running_since(&p) {
+            Some(t) if t == started => Look::Decided(Ok(format!(
+                "the same pod (uid {}) Running, its container the one started before the step ({} restarts)",
+                s.uid,
+                restarts(&p)
+            ))),
+            Some(t) => Look::Decided(Err(format!(
+                "the pod's container was restarted: started {}s after the one from before ({} restarts, \
+                 {restarts_before} before)",
+                t - started,
+                restarts(&p)
+            ))),
+            None => Look::Waiting(not_running(&p)),
+        },
+        Err(kube::Error::Api(e)) if e.code == 404 => Look::Decided(Err("the pod is gone".into())),
+        Err(e) => Look::Waiting(format!("reading the pod: {e}")),
+    })
+    .await
 }
 
 /// Deletes the pod (its node may be gone: not waited for).
