@@ -135,9 +135,23 @@ fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &
 #[test]
 fn a_killed_node_container_fails_its_scenario_quoting_the_exit_code() {
     let _turn = take_turn();
+    // Before it dies, the node plants links where the host looks for its journal (issue 66): one named as
+    // journald names a machine's directory, to a directory of the host's, and one to the host's own journal. The
+    // host must take only the node's real directory, and render it where a link reaches nothing of the host's:
+    // its journal (with the kubelet's lines) is what the verdict and journal.log quote.
+    let host = tempfile::tempdir().unwrap();
+    let planted = format!(
+        "ln -s /var/log/journal {m}/0 && ln -s {h} {m}/ffffffffffffffffffffffffffffffff && \
+         ln -s {h} {m}/00000000000000000000000000000000",
+        m = nodejoin::node::journal::MOUNT,
+        h = host.path().display()
+    );
     a_dead_node_fails_its_scenario(
         "the node container was killed",
-        |node| docker_ok(&["kill", node]),
+        |node| {
+            docker_ok(&["exec", node, "sh", "-c", &planted]);
+            docker_ok(&["kill", node]);
+        },
         &["exit code 137"],
     );
 }

@@ -26,6 +26,12 @@ pub struct Decision {
     pub at: std::time::SystemTime,
 }
 
+impl crate::fakes::capped::Weigh for Decision {
+    fn weight(&self) -> usize {
+        self.csr.len() + self.requester.len() + self.reason.len()
+    }
+}
+
 #[derive(Default)]
 pub struct Approver {
     /// By requester (a node's CSRs come from its own identity), each capped: a node that files CSRs in a loop
@@ -128,7 +134,9 @@ impl Approver {
         all
     }
 
-    fn record(&self, d: Decision) {
+    fn record(&self, mut d: Decision) {
+        // The CSR's reason may quote what the node asked for: kept to a bound.
+        d.reason = crate::fakes::capped::clip(&d.reason, 2 << 10);
         tracing::info!(csr = %d.csr, requester = %d.requester, approved = d.approved, "approver: {}", d.reason);
         if let Ok(mut all) = self.decisions.lock() {
             all.push(d.requester.clone(), d);

@@ -30,6 +30,22 @@ pub struct Decision {
     pub token: String,
 }
 
+/// The most of a token a logged decision keeps (a real one, with its session token, is under 4 KiB).
+const TOKEN_KEPT: usize = 16 << 10;
+/// The most of a decision's reason kept (it may quote the token's parts).
+const REASON_KEPT: usize = 2 << 10;
+
+impl super::capped::Weigh for Decision {
+    fn weight(&self) -> usize {
+        self.control_plane.len()
+            + self.cluster.len()
+            + self.instance_id.as_ref().map_or(0, String::len)
+            + self.access_key_id.as_ref().map_or(0, String::len)
+            + self.reason.len()
+            + self.token.len()
+    }
+}
+
 impl Decision {
     /// One line for reports and evidence.
     pub fn line(&self) -> String {
@@ -286,7 +302,12 @@ impl Authenticator {
             });
         }
         if let Ok(mut d) = self.decisions.lock() {
-            d.push(decision.instance_id.clone(), decision.clone());
+            // The token is the node's text: a real one is a few kilobytes (its shape is read from it), so a bound
+            // far above that keeps every real one whole.
+            let mut kept = decision.clone();
+            kept.token = super::capped::clip(&kept.token, TOKEN_KEPT);
+            kept.reason = super::capped::clip(&kept.reason, REASON_KEPT);
+            d.push(kept.instance_id.clone(), kept);
         }
         decision
     }

@@ -29,6 +29,14 @@ pub struct Call {
     pub fault: Option<String>,
 }
 
+impl super::capped::Weigh for Call {
+    fn weight(&self) -> usize {
+        self.action.len()
+            + self.fault.as_ref().map_or(0, String::len)
+            + self.instance_id.as_ref().map_or(0, String::len)
+    }
+}
+
 impl Call {
     /// `service action`: what patterns match.
     pub fn key(&self) -> String {
@@ -152,7 +160,9 @@ impl CallLog {
         Some(armed.fault.clone())
     }
 
-    pub fn record(&self, call: Call) {
+    pub fn record(&self, mut call: Call) {
+        // The action is the node's text (a form's `Action=`, a path): kept to a bound, the cut said in it.
+        call.action = super::capped::clip(&call.action, super::capped::ENTRY_TEXT);
         if let Ok(mut c) = self.calls.lock() {
             c.push(call.instance_id.clone(), call);
         }
@@ -318,6 +328,45 @@ pub fn recorded(router: axum::Router, recorder: Recorder) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flood of large requests from one address (issue 66: 300 POSTs of 1 MB each once kept 300 MB) keeps each
+    /// call's action to its bound, with the cut said, and the source's log to its byte budget.
+    #[tokio::test]
+    async fn a_call_flood_costs_a_bounded_log() {
+        use tower::ServiceExt;
+        let log = CallLog::new();
+        let recorder = Recorder {
+            service: "ec2",
+            log: log.clone(),
+            instances: Arc::new(Instances::default()),
+        };
+        let app = recorded(
+            axum::Router::new().route("/", axum::routing::post(|| async { "ok" })),
+            recorder,
+        )
+        .layer(axum::extract::connect_info::MockConnectInfo(SocketAddr::from((
+            [172, 31, 9, 9],
+            40000,
+        ))));
+        let body = format!("Action={}", "A".repeat((1 << 20) - 8));
+        for _ in 0..40 {
+            let req = axum::http::Request::post("/")
+                .body(axum::body::Body::from(body.clone()))
+                .unwrap();
+            let res = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(res.status(), 200);
+        }
+        let kept = log.unowned();
+        assert_eq!(kept.len(), 40);
+        for c in &kept {
+            assert!(c.action.len() < 300, "{} bytes kept of one action", c.action.len());
+            assert!(
+                c.action.ends_with("bytes cut)"),
+                "the cut is not said: {}",
+                &c.action[200..]
+            );
+        }
+    }
 
     #[test]
     fn globs() {

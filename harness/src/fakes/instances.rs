@@ -111,6 +111,12 @@ pub struct ImdsRequest {
     pub note: String,
 }
 
+impl super::capped::Weigh for ImdsRequest {
+    fn weight(&self) -> usize {
+        self.method.len() + self.path.len() + self.note.len()
+    }
+}
+
 /// All instances, keyed by private IP (which is how IMDS tells callers apart).
 #[derive(Default)]
 pub struct Instances {
@@ -219,7 +225,10 @@ impl Instances {
         })
     }
 
-    pub fn record(&self, request: ImdsRequest) {
+    pub fn record(&self, mut request: ImdsRequest) {
+        // The path and method are the node's text: kept to a bound, the cut said in them.
+        request.path = super::capped::clip(&request.path, super::capped::ENTRY_TEXT);
+        request.method = super::capped::clip(&request.method, 16);
         if let Ok(mut log) = self.log.lock() {
             log.push(request.source, request);
         }

@@ -305,9 +305,14 @@ impl NodeMachine {
         self.machine.read_bytes(path).await
     }
 
-    /// The host directory its journal is kept in, which outlives the container ([`super::journal`]).
-    pub fn journal_on_host(&self) -> Option<&super::journal::HostJournal> {
-        self.journal.as_ref()
+    /// The journal kept on the host, which outlives the container ([`super::journal`]): `unit`'s (all of it for
+    /// `None`), its last `lines` if given; `None` for a machine that keeps none there.
+    pub async fn journal_on_host(
+        &self,
+        unit: Option<&str>,
+        lines: Option<usize>,
+    ) -> Option<std::result::Result<String, String>> {
+        Some(self.journal.as_ref()?.read(&self.docker, unit, lines).await)
     }
 
     /// A machine observed from outside only: shut down, its logs read from its disk, with the `files` asked for;

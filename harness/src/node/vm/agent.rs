@@ -8,7 +8,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::Mutex;
 
@@ -19,6 +19,10 @@ const REQUEST: Duration = Duration::from_secs(20);
 /// What [`Agent::read_file`] keeps of a file at most, and asks for at a time.
 const MAX_FILE: usize = 16 << 20;
 const FILE_CHUNK: usize = 1 << 20;
+/// The longest answer line read from the agent: an exec's output at its cap ([`crate::docker::EXEC_OUTPUT_CAP`],
+/// as a container's), base64 in JSON, and room for the rest. The guest writes the answers; a longer one is an
+/// error, and nothing past the cap is read into memory.
+const ANSWER_CAP: u64 = (crate::docker::EXEC_OUTPUT_CAP as u64) * 4 / 3 + (1 << 20);
 
 pub struct Agent {
     node: String,
@@ -229,11 +233,28 @@ impl Agent {
 async fn read_answer(
     conn: &mut BufReader<UnixStream>,
 ) -> std::result::Result<std::result::Result<Value, String>, String> {
+    read_answer_within(conn, ANSWER_CAP).await
+}
+
+/// [`read_answer`], each line at most `cap` bytes.
+async fn read_answer_within<R: AsyncBufRead + Unpin>(
+    conn: &mut R,
+    cap: u64,
+) -> std::result::Result<std::result::Result<Value, String>, String> {
     loop {
         let mut raw = Vec::new();
-        let n = conn.read_until(b'\n', &mut raw).await.map_err(|e| e.to_string())?;
+        let n = (&mut *conn)
+            .take(cap)
+            .read_until(b'\n', &mut raw)
+            .await
+            .map_err(|e| e.to_string())?;
         if n == 0 {
             return Err("the agent closed the connection".into());
+        }
+        if n as u64 >= cap && raw.last() != Some(&b'\n') {
+            return Err(format!(
+                "the agent's answer is longer than {cap} bytes: not read further (the connection is dropped)"
+            ));
         }
         let text = String::from_utf8_lossy(&raw);
         let text = text.trim_start_matches('\u{fffd}').trim();
@@ -247,5 +268,24 @@ async fn read_answer(
         if let Some(e) = v.get("error") {
             return Ok(Err(e["desc"].as_str().unwrap_or("error").to_string()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_answer_within;
+
+    #[tokio::test]
+    async fn an_answer_past_the_cap_is_an_error_and_is_not_read_whole() {
+        let mut ok: &[u8] = b"{\"return\": 7}\n";
+        assert_eq!(read_answer_within(&mut ok, 64).await, Ok(Ok(serde_json::json!(7))));
+        // What a guest that never ends its line sends: only the cap's worth is read.
+        let flood = vec![b'x'; 1 << 20];
+        let mut r: &[u8] = &flood;
+        let e = read_answer_within(&mut r, 4096).await.unwrap_err();
+        assert!(e.contains("longer than 4096 bytes"), "{e}");
+        assert_eq!(r.len(), (1 << 20) - 4096, "read past the cap");
+        let mut err: &[u8] = b"{\"error\": {\"desc\": \"no such file\"}}\n";
+        assert_eq!(read_answer_within(&mut err, 64).await, Ok(Err("no such file".into())));
     }
 }

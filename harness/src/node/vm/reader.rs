@@ -430,44 +430,11 @@ fn wanted(path: &Path) -> Option<Wanted> {
 
 /// journalctl's `output` of the journal under `dir/journal`, with `filter` (units), in a throwaway container.
 async fn render(settings: &Settings, docker: &Docker, dir: &Path, output: &str, filter: &[&str]) -> Result<String> {
-    let journal = dir.join("journal").display().to_string();
-    let mut cmd: Vec<String> = ["journalctl", "-D", &journal, "--no-pager", "-q", "-o", output, "-n"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    cmd.push(JOURNAL_LINES.into());
-    cmd.extend(filter.iter().map(|s| s.to_string()));
-    // The base image has the journalctl this runs. Nothing else may have needed it in this run (a disk of the
-    // user's, every node image already built), and it may have been pruned since: built again if missing.
-    let base = crate::node::image::base_tag(settings)?;
-    if !crate::node::image::exists(docker, &base).await {
-        let _lock = crate::node::image::image_lock(settings).await?;
-        let work = crate::node::image::work_dir(settings, "reader-base")?;
-        crate::node::image::ensure_base(settings, docker, &base, work.path()).await?;
-    }
-    let (out, stdout) = crate::docker::oneshot::run(
-        docker,
-        crate::docker::oneshot::OneShot {
-            image: &base,
-            cmd,
-            env: Vec::new(),
-            read_only: vec![dir.display().to_string()],
-            hidden: Vec::new(),
-            working_dir: "/".into(),
-            labels: [("io.nodejoin.vm-reader".to_string(), "journalctl".to_string())].into(),
-            timeout: Duration::from_secs(120),
-            max_stdout: 32 << 20,
-        },
-    )
-    .await?;
-    if out.exit_code != 0 && stdout.is_empty() {
-        return Err(reader_err(format!(
-            "journalctl failed ({}): {}",
-            out.exit_code,
-            out.stderr.trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&stdout).into_owned())
+    let mut args = vec!["-n", JOURNAL_LINES];
+    args.extend_from_slice(filter);
+    crate::node::journal::render(settings, docker, dir, &dir.join("journal"), output, &args)
+        .await
+        .map_err(|e| reader_err(e.to_string()))
 }
 
 #[cfg(test)]

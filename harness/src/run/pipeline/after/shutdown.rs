@@ -227,9 +227,9 @@ where
 /// as the kubelet lets go may take the pod's last status with it, unsent: the API server then still says Running,
 /// as it does of a real node's pods after a shutdown.
 async fn killed_in_journal(n: &RunningNode, pod: &str) -> Result<String, ()> {
-    let journal = match n.machine.journal_on_host() {
-        Some(j) => j.read(Some("kubelet.service"), None).await.map_err(|_| ())?,
-        None => return Err(()),
+    let journal = match n.machine.journal_on_host(Some("kubelet.service"), None).await {
+        Some(Ok(j)) => j,
+        _ => return Err(()),
     };
     let quoted = format!("pod=\"{}/{pod}\"", super::workload::NAMESPACE);
     journal

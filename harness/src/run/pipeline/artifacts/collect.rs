@@ -91,16 +91,15 @@ pub async fn collect_node(
     } else if let Some(why) = node.exited().await {
         // A dead node's journal is read from the host directory it kept it in; where it cannot be, the reason is
         // where the log would be.
-        let journal = node.journal_on_host().ok_or("it was started without one");
         for (log, unit) in [
             ("kubelet.log", Some("kubelet")),
             ("containerd.log", Some("containerd")),
             ("journal.log", None),
         ] {
-            let read = match journal {
-                Ok(j) => j.read(unit, None).await,
-                Err(e) => Err(e.to_string()),
-            };
+            let read = node
+                .journal_on_host(unit, None)
+                .await
+                .unwrap_or_else(|| Err("it was started without one".to_string()));
             let text = read.unwrap_or_else(|e| {
                 format!(
                     "(not collected: {why}, and its journal could not be read: {e}. files/ has what the node wrote \

@@ -149,7 +149,7 @@ pub(crate) async fn boot_node(
         }
         None => {
             let image = image.ok_or_else(|| Error::Pipeline(format!("node group {} has no node image", group.name)))?;
-            let journal = crate::node::journal::HostJournal::create(&env.run_id, &container_name)
+            let journal = crate::node::journal::HostJournal::create(env.settings.clone(), &env.run_id, &container_name)
                 .map_err(|e| Error::node(&container_name, format!("a directory for its journal: {e}")))?;
             let kept_var = match group.reboots() {
                 true => Some(

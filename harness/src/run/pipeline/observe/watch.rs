@@ -196,14 +196,11 @@ pub(crate) async fn check_alive(n: &mut RunningNode) {
     if let Some(why) = n.machine.exited().await {
         n.container_exit = Some(why.clone());
         // What the node was doing when it died: its journal's last lines, from its disk.
-        let why = match n.machine.journal_on_host() {
-            Some(journal) => match journal.read(None, Some(DEAD_JOURNAL_LINES)).await {
-                Ok(tail) if tail.lines().any(|l| !l.starts_with("-- ")) => {
-                    format!("{why}; the last lines of its journal:\n{}", tail.trim_end())
-                }
-                _ => why,
-            },
-            None => why,
+        let why = match n.machine.journal_on_host(None, Some(DEAD_JOURNAL_LINES)).await {
+            Some(Ok(tail)) if tail.lines().any(|l| !l.starts_with("-- ")) => {
+                format!("{why}; the last lines of its journal:\n{}", tail.trim_end())
+            }
+            _ => why,
         };
         n.stopped.get_or_insert((
             crate::run::pipeline::observe::failfast::Stop {
