@@ -7,6 +7,7 @@
 #   ci/release.sh build TARGET      cargo zigbuild --release for TARGET against glibc 2.28, then pack (the workflow)
 #   ci/release.sh pack BINARY TARGET OUTDIR   pack a built binary (the workflow; tests/user_repo.rs with its own)
 #   ci/release.sh version           the version harness/Cargo.toml declares
+#   ci/release.sh pinned ARCHIVE    the SHA-256 ci/releases.sha256 pins for ARCHIVE (exit 1 when none is)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +33,26 @@ pack() {
   echo "release: $out/$name.tar.gz ($(cut -d' ' -f1 "$out/$name.tar.gz.sha256"))"
 }
 
+# The hash pinned for an archive's name: exactly one well-formed line names it, or none is pinned.
+pinned() {
+  local name=$1 found
+  case "$name" in
+    *[!A-Za-z0-9_.-]* | "") echo "release: not an archive name: '$name'" >&2; exit 2 ;;
+  esac
+  found=$(awk -v f="$name" '$2 == f && $1 ~ /^[0-9a-f]+$/ && length($1) == 64 && NF == 2 { print $1 }' \
+    ci/releases.sha256)
+  if [ -z "$found" ] || [ "$(printf '%s\n' "$found" | wc -l)" -ne 1 ]; then
+    return 1
+  fi
+  echo "$found"
+}
+
 case "${1:-}" in
   version) version ;;
+  pinned)
+    [ $# -eq 2 ] || { echo "usage: ci/release.sh pinned ARCHIVE" >&2; exit 2; }
+    pinned "$2"
+    ;;
   pack)
     [ $# -eq 4 ] || { echo "usage: ci/release.sh pack BINARY TARGET OUTDIR" >&2; exit 2; }
     pack "$2" "$3" "$4"
@@ -57,5 +76,5 @@ case "${1:-}" in
     cargo zigbuild --locked --release --bin nodejoin --target "$target.2.28"
     pack "${CARGO_TARGET_DIR:-target}/$target/release/nodejoin" "$target" dist
     ;;
-  *) echo "usage: ci/release.sh build TARGET | pack BINARY TARGET OUTDIR | version" >&2; exit 2 ;;
+  *) echo "usage: ci/release.sh build TARGET | pack BINARY TARGET OUTDIR | version | pinned ARCHIVE" >&2; exit 2 ;;
 esac
