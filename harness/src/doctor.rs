@@ -24,10 +24,11 @@ pub async fn check(settings: &crate::settings::Settings, version: &str) -> Vec<F
         });
     };
     let share = crate::paths::fixtures_dir(settings);
+    let (source, sound) = crate::paths::share_source(settings);
     add(
         "nodejoin's own files (fixtures, kind config)",
-        share.join("bootstrap/bootstrap.sh").is_file(),
-        crate::paths::share_source(settings),
+        sound && share.join("bootstrap/bootstrap.sh").is_file(),
+        source,
         &format!(
             "set {} to a nodejoin checkout's fixtures/, or reinstall nodejoin",
             crate::settings::var::FIXTURES

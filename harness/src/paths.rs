@@ -93,18 +93,34 @@ pub fn share_root(settings: &Settings) -> PathBuf {
     }
 }
 
-/// Where [`share_root`] comes from, for `nodejoin doctor`.
-pub fn share_source(settings: &Settings) -> String {
+/// Where [`share_root`] comes from, for `nodejoin doctor`, and whether it is sound (an unpacked copy matches the
+/// binary's archive).
+pub fn share_source(settings: &Settings) -> (String, bool) {
     match &settings.fixtures {
-        Some(fixtures) => format!(
-            "the checkout named by --dev-checkout or {} ({})",
-            crate::settings::var::FIXTURES,
-            fixtures.display()
+        Some(fixtures) => (
+            format!(
+                "the checkout named by --dev-checkout or {} ({})",
+                crate::settings::var::FIXTURES,
+                fixtures.display()
+            ),
+            true,
         ),
-        None => format!(
-            "the copy built into this binary, unpacked at {}",
-            embedded::unpacked(settings).display()
-        ),
+        None => {
+            let dir = embedded::unpacked(settings);
+            match embedded::differs(&dir) {
+                None => (
+                    format!(
+                        "the copy built into this binary, unpacked at {} (checked against it, entry by entry)",
+                        dir.display()
+                    ),
+                    true,
+                ),
+                Some(why) => (
+                    format!("the copy at {} is not this binary's: {why}", dir.display()),
+                    false,
+                ),
+            }
+        }
     }
 }
 

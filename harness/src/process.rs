@@ -97,6 +97,27 @@ impl Drop for Supervised {
     }
 }
 
+/// `git` for a repository nodejoin did not make (a user's, a named amazon-eks-ami checkout, a cache's), run as
+/// root: the repository's own configuration can name programs git runs (`core.fsmonitor` on `status`, hooks on
+/// `worktree add`), so those are turned off on the command line, which outranks it. `GIT_DIR` and
+/// `GIT_WORK_TREE` from the environment are dropped.
+pub fn git() -> std::process::Command {
+    let mut c = std::process::Command::new("git");
+    c.args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
+        .args([
+            "-c",
+            "core.sshCommand=false",
+            "-c",
+            "diff.external=",
+            "-c",
+            "core.pager=cat",
+        ])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    c
+}
+
 /// Random lower-case hex string of `len` characters: what makes the names of a run's objects unique.
 pub fn random_hex(len: usize) -> String {
     use rand::Rng;
@@ -352,6 +373,68 @@ impl HeldPort {
 
 #[cfg(test)]
 mod tests {
+    /// A repository whose own configuration names programs (issue 66: `core.fsmonitor` in a named amazon-eks-ami
+    /// checkout ran as root on `git status`): the git nodejoin runs on it runs none of them.
+    #[test]
+    fn git_runs_nothing_a_repositorys_configuration_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let owned = tmp.path().join("owned");
+        let plain = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                ok.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&ok.stderr)
+            );
+        };
+        std::fs::create_dir(&repo).unwrap();
+        plain(&["init", "-q"]);
+        std::fs::write(repo.join("f"), "a").unwrap();
+        plain(&["add", "f"]);
+        plain(&[
+            "-c",
+            "user.email=a@b.invalid",
+            "-c",
+            "user.name=n",
+            "commit",
+            "-qm",
+            "x",
+        ]);
+        std::fs::write(repo.join("f"), "b").unwrap();
+        let planted = format!("touch {}; echo", owned.display());
+        plain(&["config", "core.fsmonitor", &planted]);
+        std::fs::create_dir(repo.join(".git/hooks-planted")).unwrap();
+        let hook = repo.join(".git/hooks-planted/post-checkout");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", owned.display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        plain(&["config", "core.hooksPath", ".git/hooks-planted"]);
+        for args in [&["status", "--porcelain"][..], &["checkout", "-q", "-b", "other"][..]] {
+            let out = super::git().arg("-C").arg(&repo).args(args).output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                !owned.exists(),
+                "git {args:?} ran what the repository's configuration names"
+            );
+        }
+        // The control: plain git runs it.
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["status"])
+            .output();
+        assert!(
+            owned.exists(),
+            "the planted configuration does nothing: the test proves nothing"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -7,6 +7,9 @@ use crate::process::Identity;
 use crate::settings::Settings;
 use std::path::{Path, PathBuf};
 
+mod records;
+pub use records::{mark as mark_artifacts, MARKER_FILE};
+
 /// The on-disk record of a live run; removed when dropped.
 pub struct RunState {
     pub run_id: String,
@@ -26,6 +29,7 @@ impl RunState {
         let staging = runs.join(format!(".new-{run_id}"));
         std::fs::create_dir_all(staging.join("pids")).map_err(|e| Error::io(&staging, e))?;
         std::fs::write(staging.join(OWNER_FILE), Identity::own().label()).map_err(|e| Error::io(&staging, e))?;
+        std::fs::write(staging.join(records::BOOT_FILE), records::boot_id()).map_err(|e| Error::io(&staging, e))?;
         let artifacts = std::path::absolute(artifacts).map_err(|e| Error::io(artifacts, e))?;
         std::fs::write(staging.join(ARTIFACTS_FILE), artifacts.as_os_str().as_encoded_bytes())
             .map_err(|e| Error::io(&staging, e))?;
@@ -55,15 +59,15 @@ const OWNER_FILE: &str = "owner.pid";
 const ARTIFACTS_FILE: &str = "artifacts";
 
 /// Redacts the keys and tokens in the artifacts of the run whose record is `dir` (named `run`): where the record
-/// says, else under this process's artifacts root. Only a real directory is walked (never a link), and
-/// `redact_tree` follows no link below it.
+/// says, else under this process's artifacts root. Only a real directory holding the run's own marker is walked
+/// (never a link, never a directory a record merely names), and `redact_tree` follows no link below it.
 fn redact_artifacts(artifacts_root: &Path, dir: &Path, run: &str) -> usize {
     let recorded = std::fs::read(dir.join(ARTIFACTS_FILE))
         .ok()
         .map(|b| PathBuf::from(std::ffi::OsString::from(String::from_utf8_lossy(&b).into_owned())))
         .filter(|p| p.is_absolute());
     let artifacts = recorded.unwrap_or_else(|| artifacts_root.join(run));
-    if std::fs::symlink_metadata(&artifacts).is_ok_and(|m| m.is_dir()) {
+    if records::marked(&artifacts, run) {
         crate::redact::redact_tree(&artifacts)
     } else {
         0
@@ -131,6 +135,12 @@ fn reap_builds(settings: &Settings) -> usize {
         if owner.alive() {
             continue;
         }
+        // Only a work directory this user made and alone may write: its unmounts and its `worktree-of` (a git
+        // run in the repository it names) are acted on.
+        if !records::own_private_dir(&e.path()) {
+            tracing::warn!(dir = %e.path().display(), "a work directory nodejoin did not make: left alone");
+            continue;
+        }
         remove_work_dir(&e.path());
     }
     orphans.len()
@@ -164,7 +174,7 @@ fn remove_work_dir(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
     if let Some(repo) = repo.map(|r| r.trim().to_string()).filter(|r| !r.is_empty()) {
         let _ = crate::deadline::output_blocking(
-            std::process::Command::new("git").args(["-C", &repo, "worktree", "prune"]),
+            crate::process::git().args(["-C", &repo, "worktree", "prune"]),
             "git worktree prune",
             crate::deadline::GIT,
         );
@@ -207,6 +217,12 @@ pub async fn reap_stale(settings: &Settings, docker: Option<&crate::docker::Dock
                 if owner_of(&entry.path()).is_some() {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
+                continue;
+            }
+            if let Some(why) = records::distrust(&entry.path(), &name) {
+                // Not this host's record from this boot: nothing it names is killed, removed or rewritten.
+                tracing::warn!(record = %entry.path().display(), "a run record nodejoin cannot vouch for ({why}): removed, nothing done for it");
+                let _ = std::fs::remove_dir_all(entry.path());
                 continue;
             }
             reaped.processes += kill_recorded(&entry.path());

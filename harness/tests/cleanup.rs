@@ -162,3 +162,57 @@ fn a_killed_run_is_reaped_at_the_next_start() {
         "reap left these keys unredacted"
     );
 }
+
+/// A planted run record (issue 66: one once made root set another directory's files to 0600 and redact them) is
+/// not acted on: `nodejoin reap` leaves the directory it names as it was, kills nothing it names (a live process,
+/// this test), and removes it. Planted three ways: a record like the host's own naming a directory without the
+/// run's marker, one from another boot, and one by a name no run has.
+#[test]
+fn a_planted_run_record_is_removed_and_nothing_it_names_is_touched() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let secret = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n";
+    std::fs::write(victim.join("id_rsa"), secret).unwrap();
+    std::fs::set_permissions(victim.join("id_rsa"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    // A live process of the host's the records name (the test itself): never killed.
+    let me = std::process::id();
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    for (name, boot) in [
+        ("6748a1b2-abcdef", boot.trim()),
+        ("6748a1b2-fedcba", "00000000-0000-0000-0000-000000000000"),
+        ("planted", boot.trim()),
+    ] {
+        let record = cache.join("runs").join(name);
+        std::fs::create_dir_all(record.join("pids")).unwrap();
+        std::fs::write(record.join("owner.pid"), "999999999").unwrap();
+        std::fs::write(record.join("boot"), boot).unwrap();
+        std::fs::write(record.join("artifacts"), victim.as_os_str().as_encoded_bytes()).unwrap();
+        // The first is shaped and placed as this host's own from this boot (root wrote it here): its processes
+        // would be killed as a real record's are, so it names none; its artifacts still lack the run's marker.
+        if name != "6748a1b2-abcdef" {
+            std::fs::write(record.join("pids/1"), format!("{me}\n{}\n", exe.display())).unwrap();
+        }
+    }
+    let out = nodejoin()
+        .arg("reap")
+        .env("NODEJOIN_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(victim.join("id_rsa")).unwrap(),
+        secret,
+        "redacted"
+    );
+    assert_eq!(
+        std::fs::metadata(victim.join("id_rsa")).unwrap().permissions().mode() & 0o777,
+        0o644,
+        "its mode was changed"
+    );
+    let left: Vec<_> = std::fs::read_dir(cache.join("runs")).unwrap().flatten().collect();
+    assert!(left.is_empty(), "planted records left: {left:?}");
+}

@@ -227,7 +227,7 @@ impl Drop for Worktree {
 /// Runs git in `dir`; its stdout, or its stderr as the error.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let out = crate::deadline::output_blocking(
-        std::process::Command::new("git").arg("-C").arg(dir).args(args),
+        crate::process::git().arg("-C").arg(dir).args(args),
         &format!("git {}", args.join(" ")),
         crate::deadline::GIT,
     )

@@ -118,7 +118,7 @@ fn short(commit: &str) -> &str {
 /// `git rev-parse HEAD` and whether nodeadm/ or the AL2023 template differ from it; `None` outside git.
 async fn git_state(root: &Path) -> Option<(String, bool)> {
     let git = |args: &[&str]| {
-        let mut c = Command::new("git");
+        let mut c = Command::from(crate::process::git());
         c.arg("-C").arg(root).args(args);
         c
     };

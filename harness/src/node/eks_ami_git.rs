@@ -4,7 +4,7 @@
 //! commands) or reads a host path (`file://`, a bare path), no credential helper, no prompt.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -119,7 +119,7 @@ fn remove_abandoned(parent: &Path, rev: &str) {
 /// One git command in `dir` with only network transports allowed, no credential helper and no prompt; its
 /// stdout, or its last stderr line as the error.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let mut cmd = Command::new("git");
+    let mut cmd = crate::process::git();
     cmd.current_dir(dir)
         .args(["-c", "protocol.allow=never"])
         .args(["-c", "protocol.https.allow=always", "-c", "protocol.http.allow=always"])
@@ -197,7 +197,11 @@ mod tests {
     }
 
     fn sh(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git").current_dir(dir).args(args).output().unwrap();
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "git {args:?}: {}",
@@ -236,7 +240,7 @@ mod tests {
             .port();
         // git-daemon itself (`git daemon` would run it as a child that outlives a kill of `git`).
         let exec_path = sh(dir.path(), &["--exec-path"]);
-        let daemon = Command::new(Path::new(&exec_path).join("git-daemon"))
+        let daemon = std::process::Command::new(Path::new(&exec_path).join("git-daemon"))
             .args(["--export-all", "--listen=127.0.0.1", &format!("--port={port}")])
             .arg(format!("--base-path={}", dir.path().display()))
             .arg(dir.path())

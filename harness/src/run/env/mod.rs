@@ -159,6 +159,8 @@ impl Environment {
         let run_dir = crate::paths::artifacts_root(&settings).join(&run_id);
         let state = RunState::create(&settings, &run_id, &run_dir)?;
         std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
+        // Proof for a later reaper that this directory is this run's, before it rewrites anything here.
+        crate::reaper::mark_artifacts(&run_dir, &run_id).map_err(|e| Error::io(&run_dir, e))?;
         let network = docker::create_network(&docker, &run_id).await?;
         let gateway = IpAddr::V4(network.gateway);
         let instances = Instances::new();
