@@ -141,6 +141,10 @@ for old in "$vmcache"/run.*; do
 done
 work=$(mktemp -d "$vmcache/run.XXXXXX")
 echo "$$ $(awk '{print $22}' /proc/$$/stat)" > "$work/owner"
+# What the guest sees and may write (its 9p share) is $shared alone; the console QEMU writes on the host stays
+# beside it, out of the guest's reach, so no link the guest plants there is followed by what reads it here.
+shared=$work/guest
+mkdir -p "$shared"
 qemu_pid=
 loader=
 stop_loader() {
@@ -205,9 +209,9 @@ fi
 touch "$disk"
 flock -u 9
 step "guest Docker disk $disk ($(du -sh "$disk" | cut -f1) used)"
-cp "$nodejoin" "$work/nodejoin"
-cp "$vmdir/guest-run" "$work/guest-run"
-mkdir -p "$work/out"
+cp "$nodejoin" "$shared/nodejoin"
+cp "$vmdir/guest-run" "$shared/guest-run"
+mkdir -p "$shared/out"
 
 # Shares, read-only, each at the path the run names it by: the repository, its ../shared (test data the bundled
 # scenarios point at; often a symlink) and the folder of any scenario outside the repository.
@@ -234,7 +238,7 @@ done
   printf 'RUN_TIMEOUT=%q\n' "${NODEJOIN_VM_RUN_TIMEOUT:-1800}"
   printf 'EXTRA_ENV=%q\n' "${NODEJOIN_VM_ENV:-}"
   printf 'JOBS=%q\n' "${NODEJOIN_VM_JOBS:-1}"
-} > "$work/env"
+} > "$shared/env"
 
 # 4. Boot: KVM if it boots a stock kernel here (remembered per kernel), else TCG.
 accel=${NODEJOIN_VM_ACCEL:-auto}
@@ -251,7 +255,7 @@ boot() {
     -kernel "$root/vmlinuz" -initrd "$initrd" \
     -append "console=ttyS0 loglevel=4 panic=-1 softlockup_panic=1 watchdog_thresh=30 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
     -virtfs "local,path=$root,mount_tag=root,security_model=none,readonly=on" \
-    -virtfs "local,path=$work,mount_tag=work,security_model=none" \
+    -virtfs "local,path=$shared,mount_tag=work,security_model=none" \
     -virtfs "local,path=$cache,mount_tag=cache,security_model=none,readonly=on" \
     "${virtfs[@]}" \
     -drive "file=$disk,if=virtio,format=raw,snapshot=on,cache=unsafe" \
@@ -329,7 +333,7 @@ for run in 1 2; do
   qemu_pid=
   sleep 0.5
   kill "$tail_pid" 2>/dev/null || true
-  [ ! -s "$work/exit-code" ] && [ "$timed_out" = no ] && [ "$run" = 1 ] && wedged || break
+  [ ! -s "$shared/exit-code" ] && [ "$timed_out" = no ] && [ "$run" = 1 ] && wedged || break
   left=$(( deadline - $(date +%s) ))
   step "the guest's kernel wedged (a soft lockup; its console: console-run1.log beside the reports):"
   grep -E "soft lockup|Kernel panic" "$work/console.log" | head -n 3 | cat -v | sed 's/^/  vm| /'
@@ -339,28 +343,37 @@ for run in 1 2; do
   fi
   step "booting the guest once more (${left}s left)"
   mv "$work/console.log" "$work/console-run1.log"
-  rm -rf "$work/out" "$work/dockerd.log"
-  mkdir -p "$work/out"
+  rm -rf "$shared/out" "$shared/dockerd.log"
+  mkdir -p "$shared/out"
 done
 
 # 6. Results.
 dest=${NODEJOIN_ARTIFACTS_DIR:-$repo/target/nodejoin}/cgroup2-vm/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$dest"
-# The guest's root wrote $work/out: only its regular files and directories come back, with modes of our own (no
+# The guest's root wrote $shared/out: only its regular files and directories come back, with modes of our own (no
 # link it planted is followed or kept, no set-id bit survives), never as the guest left them.
-(cd "$work/out" && find . -mindepth 1 -type d -print0) | (cd "$dest" && xargs -0 -r mkdir -p --)
-(cd "$work/out" && find . -type f -print0) | while IFS= read -r -d '' f; do
-  cp --no-preserve=all -- "$work/out/$f" "$dest/$f" 2>/dev/null || true
+(cd "$shared/out" && find . -mindepth 1 -type d -print0) | (cd "$dest" && xargs -0 -r mkdir -p --)
+(cd "$shared/out" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  cp --no-preserve=all -- "$shared/out/$f" "$dest/$f" 2>/dev/null || true
 done
-cp "$work/console.log" "$work/console-run1.log" "$work/dockerd.log" "$dest/" 2>/dev/null || true
-if [ ! -s "$work/exit-code" ]; then
+cp "$work/console.log" "$work/console-run1.log" "$dest/" 2>/dev/null || true
+# The guest wrote dockerd.log: taken only as a regular file (a link it planted is not followed).
+if [ -f "$shared/dockerd.log" ] && [ ! -L "$shared/dockerd.log" ]; then
+  cp --no-preserve=all -- "$shared/dockerd.log" "$dest/" 2>/dev/null || true
+fi
+if [ ! -s "$shared/exit-code" ]; then
   step "the guest ended without a verdict; its console's last lines (all of it: $dest/console.log):"
   tail -n 20 "$work/console.log" | cat -v | sed 's/^/  vm| /'
   echo
 
   exit 1
 fi
-rc=$(cat "$work/exit-code")
+# The guest's verdict: a regular file holding a number, nothing else.
+rc=
+if [ -f "$shared/exit-code" ] && [ ! -L "$shared/exit-code" ]; then rc=$(head -c 8 "$shared/exit-code" | tr -d '\n'); fi
+case "$rc" in
+  '' | *[!0-9]*) step "the guest left no exit code (a number in a regular file)"; exit 1 ;;
+esac
 grep -q "cgroup2fs" "$work/console.log" || { step "the guest never reported a cgroup2fs /sys/fs/cgroup"; exit 1; }
 step "done: nodejoin run exited $rc in the guest (QEMU $accel); reports and JUnit in $dest"
 exit "$rc"

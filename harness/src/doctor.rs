@@ -40,8 +40,19 @@ pub async fn check(settings: &crate::settings::Settings, version: &str) -> Vec<F
         "node containers' confinement",
         true,
         "as strong as kind's privileged node: a node's root can mount a fresh procfs and write the host's kernel \
-         parameters; run only bootstrap code you would run as root here"
+         parameters; run only bootstrap code you would run as root here, else confined mode (`run --confined`: \
+         VM nodes only)"
             .into(),
+        "",
+    );
+    // What a VM machine (the confined kind) is held by on this host.
+    add(
+        "VM machines' confinement",
+        true,
+        format!(
+            "a kernel of their own (a fresh procfs reaches only it); {}",
+            crate::node::vm::sandbox::confinement().said
+        ),
         "",
     );
     let docker = crate::docker::connect().await;

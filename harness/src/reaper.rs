@@ -189,7 +189,7 @@ pub(crate) fn unmount_below(dir: &Path) {
     let mut points: Vec<PathBuf> = info
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(p.replace("\\040", " ")))
+        .map(unescape_mount_point)
         .filter(|p| p.starts_with(dir))
         .collect();
     points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
@@ -199,6 +199,30 @@ pub(crate) fn unmount_below(dir: &Path) {
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
     }
+}
+
+/// A mount point as mountinfo writes it: the kernel escapes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mount_point(field: &str) -> PathBuf {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Reaps runs whose owner process is gone. `docker` may be absent (then only processes are reaped).
@@ -353,4 +377,21 @@ pub fn new_run_id() -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     format!("{secs:x}-{}", crate::process::random_hex(6))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mount_points_are_unescaped_as_the_kernel_escapes_them() {
+        let p = super::unescape_mount_point("/tmp/a\\040b\\011c\\012d\\134e\\x");
+        assert_eq!(p, std::path::PathBuf::from("/tmp/a b\tc\nd\\e\\x"));
+        assert_eq!(
+            super::unescape_mount_point("/plain"),
+            std::path::PathBuf::from("/plain")
+        );
+        assert_eq!(
+            super::unescape_mount_point("/end\\04"),
+            std::path::PathBuf::from("/end\\04")
+        );
+    }
 }

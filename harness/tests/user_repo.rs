@@ -225,6 +225,12 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         // The action as checked out at a commit that pins this build's release (ci/releases.sha256).
         ("github.action_path".to_string(), releases.action.display().to_string()),
         ("runner.temp".to_string(), runner_temp.display().to_string()),
+        // A push to the user's repository: no pull request, so confined mode stays off (`confined: auto`).
+        ("github.repository".to_string(), "acme/acme-ami".to_string()),
+        (
+            "github.event.pull_request.head.repo.full_name".to_string(),
+            String::new(),
+        ),
     ]);
 
     let a = action();
@@ -390,4 +396,52 @@ fn added_after(github_path: &Path) -> String {
         .last()
         .unwrap_or_default()
         .to_string()
+}
+
+/// `confined: auto` (the default) turns confined mode on for a pull request from another repository (a fork) and
+/// only then; `true` and `false` are taken as given; anything else fails the step (issue 66).
+#[test]
+fn a_pull_request_from_a_fork_runs_confined() {
+    let tmp = tempfile::tempdir().unwrap();
+    let step = action()["runs"]["steps"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str() == Some("Which nodejoin"))
+        .cloned()
+        .unwrap();
+    let output = tmp.path().join("output");
+    for (input, head, want) in [
+        ("auto", "someone/acme-ami", Some("true")),
+        ("auto", "acme/acme-ami", Some("false")),
+        ("auto", "", Some("false")),
+        ("false", "someone/acme-ami", Some("false")),
+        ("true", "", Some("true")),
+        ("yes\nconfined=false", "someone/acme-ami", None),
+    ] {
+        std::fs::write(&output, "").unwrap();
+        let env = BTreeMap::from([
+            ("GITHUB_OUTPUT".to_string(), output.display().to_string()),
+            ("NODEJOIN_ACTION_PATH".to_string(), root().display().to_string()),
+            ("NODEJOIN_WANT".to_string(), "source".to_string()),
+            ("NODEJOIN_ACTION_CONFINED".to_string(), input.to_string()),
+            ("NODEJOIN_PR_HEAD_REPO".to_string(), head.to_string()),
+            ("NODEJOIN_THIS_REPO".to_string(), "acme/acme-ami".to_string()),
+        ]);
+        let (code, out) = sh(tmp.path(), step["run"].as_str().unwrap(), &env);
+        let outputs = std::fs::read_to_string(&output).unwrap();
+        match want {
+            Some(w) => {
+                assert_eq!(code, 0, "{input} {head}: {out}");
+                assert!(
+                    outputs.lines().any(|l| l == format!("confined={w}")),
+                    "{input} {head}: {outputs}"
+                );
+            }
+            None => {
+                assert_ne!(code, 0, "{input:?} was taken: {out}");
+                assert!(!outputs.contains("confined="), "{outputs}");
+            }
+        }
+    }
 }

@@ -56,6 +56,12 @@ pub async fn run(docker: &Docker, o: OneShot<'_>) -> Result<(ExecOutput, Vec<u8>
             security_opt: Some(vec!["no-new-privileges".into()]),
             memory: Some(512 << 20),
             pids_limit: Some(256),
+            // What it prints is read through the attach alone, and bounded there; no log driver keeps a copy
+            // (Docker's json-file log would grow with whatever the program writes, uncapped, until removal).
+            log_config: Some(testcontainers::bollard::models::HostConfigLogConfig {
+                typ: Some("none".into()),
+                config: None,
+            }),
             ..Default::default()
         }),
         ..Default::default()
@@ -68,7 +74,6 @@ pub async fn run(docker: &Docker, o: OneShot<'_>) -> Result<(ExecOutput, Vec<u8>
             .stdout(true)
             .stderr(true)
             .stream(true)
-            .logs(true)
             .build();
         let mut attached = docker.attach_container(&name, Some(attach)).await.map_err(err)?;
         docker.start_container(&name, None).await.map_err(err)?;

@@ -247,7 +247,12 @@ pub async fn middleware(
     let at = SystemTime::now();
     let (parts, body) = req.into_parts();
     // Query-protocol actions are in the body: read it (the calls are small) and hand it on unchanged.
-    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    // Bounded in size and in time: a caller that trickles its body gives up its slot after
+    // [`super::BODY_WITHIN`], answered 408.
+    let bytes = match tokio::time::timeout(super::BODY_WITHIN, axum::body::to_bytes(body, 1 << 20)).await {
+        Ok(b) => b.unwrap_or_default(),
+        Err(_) => return (axum::http::StatusCode::REQUEST_TIMEOUT, "the body took too long\n").into_response(),
+    };
     let target = parts.headers.get("x-amz-target").and_then(|v| v.to_str().ok());
     // A proxy's CONNECT names its target in the authority, not the path.
     let path = match parts.uri.authority() {
@@ -328,6 +333,32 @@ pub fn recorded(router: axum::Router, recorder: Recorder) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A caller that sends a request's head and never its whole body is answered 408 after the body's deadline
+    /// (time is paused: the deadline passes at once), its slot not held for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_arrives_is_cut_off() {
+        use tower::ServiceExt;
+        let recorder = Recorder {
+            service: "ec2",
+            log: CallLog::new(),
+            instances: Arc::new(Instances::default()),
+        };
+        let app = recorded(
+            axum::Router::new().route("/", axum::routing::post(|| async { "ok" })),
+            recorder,
+        )
+        .layer(axum::extract::connect_info::MockConnectInfo(SocketAddr::from((
+            [172, 31, 9, 9],
+            40000,
+        ))));
+        let never = futures::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+        let req = axum::http::Request::post("/")
+            .body(axum::body::Body::from_stream(never))
+            .unwrap();
+        let res = app.oneshot(req).await.unwrap();
+        assert_eq!(res.status(), 408);
+    }
 
     /// A flood of large requests from one address (issue 66: 300 POSTs of 1 MB each once kept 300 MB) keeps each
     /// call's action to its bound, with the cut said, and the source's log to its byte budget.

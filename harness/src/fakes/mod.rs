@@ -73,12 +73,12 @@ async fn peer_address(
 }
 
 /// The next connection, with its slot: on an accept error (out of descriptors, EMFILE) it pauses instead of
-/// spinning, and a connection past the cap is closed at once; `None` then.
+/// spinning, and a connection past the cap, or past its source's share of it, is closed at once; `None` then.
 async fn accept_bounded(
     name: &'static str,
     listener: &tokio::net::TcpListener,
-    slots: &std::sync::Arc<tokio::sync::Semaphore>,
-) -> Option<(tokio::net::TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    slots: &Slots,
+) -> Option<(tokio::net::TcpStream, Slot)> {
     let (tcp, peer) = match listener.accept().await {
         Ok(accepted) => accepted,
         Err(e) => {
@@ -87,12 +87,71 @@ async fn accept_bounded(
             return None;
         }
     };
-    match slots.clone().try_acquire_owned() {
+    match slots.take(peer.ip()) {
         Ok(slot) => Some((tcp, slot)),
-        Err(_) => {
-            tracing::warn!(fake = name, %peer, "refused a connection: {CONNECTIONS} already open");
+        Err(why) => {
+            tracing::warn!(fake = name, %peer, "refused a connection: {why}");
             None
         }
+    }
+}
+
+/// Connections a fake serves at once, in all and per source address: one node (or anything on the run's network)
+/// holding connections open takes at most its share, never every slot the other nodes need.
+#[derive(Clone)]
+struct Slots {
+    all: std::sync::Arc<tokio::sync::Semaphore>,
+    by_source: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
+}
+
+/// A connection's slot: given back when dropped.
+struct Slot {
+    _all: tokio::sync::OwnedSemaphorePermit,
+    source: IpAddr,
+    by_source: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.by_source.lock() {
+            if let Some(n) = m.get_mut(&self.source) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(&self.source);
+                }
+            }
+        }
+    }
+}
+
+impl Slots {
+    fn new() -> Self {
+        Self {
+            all: std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS)),
+            by_source: Default::default(),
+        }
+    }
+
+    fn take(&self, source: IpAddr) -> std::result::Result<Slot, String> {
+        let mut m = self
+            .by_source
+            .lock()
+            .map_err(|_| "the slot table is poisoned".to_string())?;
+        let n = m.entry(source).or_insert(0);
+        if *n >= PER_SOURCE {
+            return Err(format!("{PER_SOURCE} already open from {source}"));
+        }
+        let all = self
+            .all
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| format!("{CONNECTIONS} already open"))?;
+        *n += 1;
+        Ok(Slot {
+            _all: all,
+            source,
+            by_source: self.by_source.clone(),
+        })
     }
 }
 
@@ -122,6 +181,12 @@ fn tls_builder(
 
 /// Connections a fake serves at once; more are closed at once (every node of a run shares the fakes).
 const CONNECTIONS: usize = 1024;
+/// Connections one source address may hold open at once: far more than a bootstrap opens (the API server, the
+/// token webhook's one caller, pools a few), a quarter of [`CONNECTIONS`].
+const PER_SOURCE: usize = CONNECTIONS / 4;
+/// How long a request's body may take to arrive, once its head has: a caller that trickles it holds a slot no
+/// longer than this.
+pub(crate) const BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long a TLS handshake, and then a request's head, may take.
 const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -152,7 +217,7 @@ impl FakeServer {
         let router = router.layer(axum::middleware::from_fn(peer_address));
         // Bounded as the TLS fake is: connections at once, and the time a request's head may take (a node that
         // opens connections and sends nothing must not exhaust the harness).
-        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+        let slots = Slots::new();
         let task = tokio::spawn(async move {
             loop {
                 let Some((tcp, slot)) = accept_bounded(name, &listener, &slots).await else {
@@ -235,7 +300,7 @@ impl FakeServer {
         let router = router.layer(axum::middleware::from_fn(peer_address));
         // Bounded: connections at once, the TLS handshake, the request head. A node (or anything on the run's
         // network) holding connections open or sending nothing must not exhaust the harness.
-        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(CONNECTIONS));
+        let slots = Slots::new();
         let task = tokio::spawn(async move {
             loop {
                 let Some((tcp, slot)) = accept_bounded(name, &listener, &slots).await else {
@@ -357,8 +422,9 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SignedCall {
     async fn from_request(req: axum::extract::Request, _state: &S) -> std::result::Result<Self, Self::Rejection> {
         use axum::response::IntoResponse;
         let (parts, body) = req.into_parts();
-        let body = axum::body::to_bytes(body, MAX_BODY)
+        let body = tokio::time::timeout(BODY_WITHIN, axum::body::to_bytes(body, MAX_BODY))
             .await
+            .map_err(|_| (axum::http::StatusCode::REQUEST_TIMEOUT, "the body took too long").into_response())?
             .map_err(|e| (axum::http::StatusCode::PAYLOAD_TOO_LARGE, e.to_string()).into_response())?;
         Ok(Self {
             method: parts.method,
@@ -452,5 +518,23 @@ impl SignedCall {
             credentials: verified.credentials,
             region: verified.region,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// One source holding connections open takes its share and no more; the others still get theirs, and a
+    /// closed connection gives its slot back.
+    #[test]
+    fn one_source_cannot_take_every_slot() {
+        let slots = super::Slots::new();
+        let flood: std::net::IpAddr = [172, 31, 0, 9].into();
+        let held: Vec<_> = (0..super::PER_SOURCE).map(|_| slots.take(flood).unwrap()).collect();
+        let e = slots.take(flood).err().unwrap();
+        assert!(e.contains("already open from 172.31.0.9"), "{e}");
+        let other = slots.take([172, 31, 0, 10].into());
+        assert!(other.is_ok(), "another node was refused");
+        drop(held);
+        assert!(slots.take(flood).is_ok(), "closed connections kept their slots");
     }
 }

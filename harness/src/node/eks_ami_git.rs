@@ -125,6 +125,8 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         .args(["-c", "protocol.https.allow=always", "-c", "protocol.http.allow=always"])
         .args(["-c", "protocol.git.allow=always", "-c", "credential.helper="])
         .args(["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=60"])
+        // The URL named is the one fetched: a redirect (to another host, another scheme) is refused.
+        .args(["-c", "http.followRedirects=false"])
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "/bin/false")
@@ -286,6 +288,33 @@ mod tests {
         drop(served);
         let e = fetch_into("git://127.0.0.1:1/x", missing, &cache.path().join(missing)).unwrap_err();
         assert!(e.contains("git fetch failed") && e.contains("127.0.0.1"), "{e}");
+    }
+
+    #[test]
+    fn a_redirect_is_not_followed() {
+        // A server that sends every request elsewhere, and the elsewhere, which must never be asked.
+        let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = format!("http://{}/other", elsewhere.local_addr().unwrap());
+        elsewhere.set_nonblocking(true).unwrap();
+        let redirecting = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/amazon-eks-ami", redirecting.local_addr().unwrap());
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for mut s in redirecting.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 302 Found\r\nLocation: {target}/info/refs?service=git-upload-pack\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+            }
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let rev = "0123456789abcdef0123456789abcdef01234567";
+        let e = fetch_into(&url, rev, &cache.path().join(rev)).unwrap_err();
+        assert!(e.contains("git fetch failed"), "{e}");
+        assert!(elsewhere.accept().is_err(), "the redirect was followed");
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub struct Defaults {
     pub allow_paths: Vec<PathBuf>,
     /// The cache directory, where pinned amazon-eks-ami commits are kept; without one none is fetched.
     pub cache_dir: Option<PathBuf>,
+    /// Confined mode: a node group whose machine shares the host's kernel is refused ([`super::rules`]).
+    pub confined: bool,
 }
 
 impl Defaults {
@@ -47,6 +49,7 @@ impl Defaults {
                 .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             allow_paths: settings.allow_paths.clone(),
             cache_dir: Some(crate::paths::cache_dir(settings)),
+            confined: settings.confined,
         })
     }
 }
@@ -83,6 +86,9 @@ pub fn parse_with(text: &str, file: &Path, defaults: &Defaults) -> Result<Scenar
             .unwrap_or_else(|| "scenario".into());
     }
     super::rules::validate(&scenario, text, file)?;
+    if defaults.confined {
+        super::rules::confined(&scenario, text, file)?;
+    }
     super::iam_rules::check(&scenario, text, file)?;
     check_service_cidr(&scenario, text, file)?;
     Ok(scenario)
@@ -185,53 +191,6 @@ pub fn load_file(path: &Path, defaults: &Defaults) -> Result<Scenario> {
     parse_with(&text, path, defaults)
 }
 
-/// Every `*.yaml`/`*.yml` file of a directory, sorted; or the files given.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        let p = crate::paths::resolve(p);
-        if p.is_dir() {
-            let mut files = Vec::new();
-            walk(&p, 0, &mut files)?;
-            files.sort();
-            out.extend(files);
-        } else if p.is_file() {
-            out.push(p);
-        } else {
-            return Err(Error::io(
-                &p,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such scenario file or directory"),
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// How deep discovery goes below a directory given: deeper folders are not scenario collections.
-const MAX_DEPTH: usize = 8;
-
-/// The `*.yaml`/`*.yml` files under `dir`, folders included, but hidden ones (`.git`, `.config`), `target/`
-/// and `node_modules/`; symbolic links are not followed (a checkout's link may point anywhere, or at itself).
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?.flatten() {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else { continue };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if kind.is_dir() {
-            let skipped = name.starts_with('.') || name == "target" || name == "node_modules";
-            if !skipped && depth < MAX_DEPTH {
-                walk(&path, depth + 1, out)?;
-            }
-        } else if kind.is_file()
-            && !name.starts_with('.')
-            && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-        {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,31 +200,6 @@ mod tests {
 
     fn p(text: &str) -> Result<Scenario> {
         parse(text, &crate::paths::workspace_root().join("test.yaml"))
-    }
-
-    #[test]
-    fn discovery_goes_into_folders_but_hidden_ones_and_target() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        for f in [
-            "a.yaml",
-            "al2023/b.yml",
-            "al2023/deep/c.yaml",
-            ".github/w.yaml",
-            "target/t.yaml",
-            "notes.txt",
-        ] {
-            let path = root.join(f);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, MINIMAL).unwrap();
-        }
-        std::os::unix::fs::symlink(root, root.join("al2023/loop")).unwrap();
-        let found = discover(&[root.to_path_buf()]).unwrap();
-        let rel: Vec<String> = found
-            .iter()
-            .map(|f| f.strip_prefix(root).unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(rel, ["a.yaml", "al2023/b.yml", "al2023/deep/c.yaml"]);
     }
 
     #[test]
@@ -513,7 +447,7 @@ mod tests {
 
     #[test]
     fn bundled_scenarios_parse() {
-        let files = discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
+        let files = crate::scenario::discover(&[crate::paths::workspace_root().join("scenarios")]).unwrap();
         assert!(files.len() >= 5, "{files:?}");
         for f in files {
             // Parsed, not loaded: loading fetches the amazon-eks-ami commits they pin.

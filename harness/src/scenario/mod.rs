@@ -2,6 +2,7 @@
 //! cluster must see afterwards.
 pub mod after;
 pub mod confine;
+pub mod discover;
 mod durations;
 pub mod expect;
 pub mod flavors;
@@ -27,6 +28,7 @@ pub mod user_command;
 pub mod user_data;
 mod versions;
 
-pub use load::{discover, load_file, Defaults};
+pub use discover::discover;
+pub use load::{load_file, Defaults};
 pub use model::Scenario;
 pub use names::unique_scenarios;

@@ -84,6 +84,23 @@ pub(super) fn validate(s: &Scenario, text: &str, file: &Path) -> Result<()> {
                 format!("node group '{}': `calls` sets no rule (allow, exactly, count, max, noneAfterReady), so it would check nothing", n.name),
             ));
         }
+        // A pattern with no name in it would turn every check around: a node that broke in any way (never
+        // booted, never joined) would then pass. Each must name something.
+        if let Some(p) = e
+            .failing_checks
+            .iter()
+            .find(|p| p.replace(['*', ' '], "").chars().count() < 3)
+        {
+            return Err(group(
+                n,
+                "failingChecks",
+                format!(
+                    "node group '{}': failingChecks pattern {p:?} names no check (at least 3 characters besides `*`): \
+                     it would turn every check around, so a node that broke in any way would pass",
+                    n.name
+                ),
+            ));
+        }
         if let Some(name) = &e.node_name {
             super::names::node_name(name).map_err(|m| group(n, "nodeName", format!("node group '{}': {m}", n.name)))?;
         }
@@ -371,6 +388,29 @@ fn check_user_data(
     Ok(())
 }
 
+/// Confined mode: every node group's machine must have a kernel of its own (`MachineKind::own_kernel`); a
+/// container node shares the host's, and its root reaches it (a fresh procfs: `kernel.core_pattern`), so it is
+/// refused at the group's `name`, with what would confine it.
+pub(super) fn confined(s: &Scenario, text: &str, file: &Path) -> Result<()> {
+    for n in &s.nodes {
+        let kind = n.capabilities().kind;
+        if !kind.own_kernel {
+            return Err(at(
+                file,
+                super::position::in_group(text, n, "name"),
+                format!(
+                    "node group '{}': confined mode takes only machines that cannot reach this host's kernel, and \
+                     a {} node shares it (its root can mount a fresh procfs and write the host's kernel \
+                     parameters): give the group `runtime: vm`, or run without confined mode only code you would \
+                     run as root here",
+                    n.name, kind.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Kubernetes' version skew policy for a group's own kubelet (`kubeletVersion`): up to three minor versions older
 /// than kube-apiserver, never newer. Not judged for a cluster version the scenario does not apply to (that trial
 /// is ignored, with its reason).
@@ -401,6 +441,41 @@ mod tests {
 
     /// The API server's requests act on the `podRuns` pod: asked for without it, the scenario is refused at its
     /// key, naming what is missing.
+    #[test]
+    fn confined_mode_refuses_a_container_node_and_takes_a_vm() {
+        let confined = crate::scenario::load::Defaults {
+            confined: true,
+            ..Default::default()
+        };
+        let f = std::path::Path::new("s.yaml");
+        let container = "nodes:\n  - name: n\n    bootstrap:\n      args: [x]\n";
+        let e = crate::scenario::load::parse_with(container, f, &confined)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("confined mode") && e.contains("a container node shares it") && e.contains(":2:"),
+            "{e}"
+        );
+        parse(container).expect("outside confined mode it loads");
+        let vm = std::fs::read_to_string(crate::paths::workspace_root().join("scenarios/vm-al2023.yaml")).unwrap();
+        crate::scenario::load::parse_with(
+            &vm,
+            &crate::paths::workspace_root().join("scenarios/vm-al2023.yaml"),
+            &confined,
+        )
+        .expect("a VM node loads in confined mode");
+    }
+
+    #[test]
+    fn a_failing_checks_pattern_must_name_a_check() {
+        for bad in ["\"*\"", "\"**\"", "\"* *\"", "\"a*\""] {
+            let text = format!("nodes:\n  - name: n\n    expect:\n      failingChecks: [{bad}]\n");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains("names no check") && e.contains(":4:"), "{bad}: {e}");
+        }
+        parse("nodes:\n  - name: n\n    expect:\n      failingChecks: [\"calls imds * at most 30\"]\n").unwrap();
+    }
+
     #[test]
     fn through_api_server_needs_pod_runs() {
         let base = "nodes:\n  - name: a\n    bootstrap:\n      args: [\"x\"]\n    expect:\n";

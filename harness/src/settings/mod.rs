@@ -42,6 +42,7 @@ pub mod var {
     pub const VM_ACCEL: &str = "NODEJOIN_VM_ACCEL";
     pub const ENDPOINTS_CA: &str = "NODEJOIN_ENDPOINTS_CA";
     pub const KEEP_ARTIFACTS: &str = "NODEJOIN_KEEP_ARTIFACTS";
+    pub const CONFINED: &str = "NODEJOIN_CONFINED";
     pub const HOST_SETUP: &str = "NODEJOIN_HOST_SETUP";
     pub const KIND_IMAGE: &str = "NODEJOIN_KIND_IMAGE";
     pub const KIND_RESTRICTED: &str = "NODEJOIN_KIND_RESTRICTED";
@@ -117,6 +118,10 @@ pub struct Settings {
     /// `NODEJOIN_ENDPOINTS_CA`: the directory of the CA a run serves AWS's names under, instead of a fresh one.
     pub endpoints_ca: Option<PathBuf>,
     pub keep_artifacts: bool,
+    /// Confined mode (`--confined`, `NODEJOIN_CONFINED=true`, a profile's `confined = true`): every node must be a
+    /// machine that cannot reach the host's kernel (`MachineKind::own_kernel`); a container node is refused when
+    /// its scenario loads. For code nobody here vouches for (a pull request from a fork).
+    pub confined: bool,
     /// `NODEJOIN_HOST_SETUP=never`: install nothing, start nothing, only say what is missing.
     pub no_host_setup: bool,
     pub kind_image: Option<String>,

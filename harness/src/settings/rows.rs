@@ -210,6 +210,24 @@ pub const ROWS: &[Row] = &[
             path!(artifacts_dir),
         )
     },
+    Row {
+        flag: true,
+        profile: &["confined"],
+        ..row(
+            "confined",
+            var::CONFINED,
+            "true: every node must be a machine that cannot reach the host's kernel (a VM); container nodes are \
+             refused when their scenario loads (`run --confined`)",
+            |s, v| {
+                s.confined = match one(v).as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    other => return Err(format!("'{other}' is not true or false")),
+                };
+                Ok(())
+            },
+        )
+    },
     row(
         "keep-artifacts",
         var::KEEP_ARTIFACTS,

@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// Run only what failed in the last run of the same partition (its record is in the artifacts directory).
     #[arg(long)]
     pub rerun_failed: bool,
+    /// Confined mode: every node must be a machine that cannot reach this host's kernel (`runtime: vm`); a
+    /// scenario with container nodes is refused, with the reason. For code you do not vouch for (a fork's pull
+    /// request). Also NODEJOIN_CONFINED=true or a profile's `confined = true`.
+    #[arg(long)]
+    pub confined: bool,
     /// The profile of .config/nodejoin.toml (found from the working directory upwards; default: default).
     #[arg(long)]
     pub profile: Option<String>,
@@ -219,6 +224,7 @@ impl Cli {
                     .set_some("provider", args.provider.as_ref())
                     .set_some("jobs", args.jobs)
                     .set_some("retries", args.retries)
+                    .set_some("confined", args.confined.then_some("true"))
                     .set_some("containerd", args.containerd.as_ref())
                     .set_some("eks-ami", args.eks_ami.as_ref().map(|p| p.display()))
                     .set("kubernetes-version", args.kubernetes_version.iter().cloned());

@@ -17,6 +17,7 @@ pub mod own_disk;
 pub mod qemu;
 pub mod qmp;
 pub mod reader;
+pub mod sandbox;
 
 use crate::docker::ExecOutput;
 use crate::error::{Error, Result};
@@ -196,7 +197,7 @@ impl VmNode {
         spec.link.leases.reserve(mac_bytes, spec.ip, &spec.domain);
         let agent_socket = dir.join("qga.sock");
         let console = dir.join("console.log");
-        let args = qemu::args(&qemu::Machine {
+        let mut args = qemu::args(&qemu::Machine {
             start,
             accel: spec.accel,
             vcpus: spec.vcpus,
@@ -215,6 +216,7 @@ impl VmNode {
             instance_type: spec.instance_type,
             instance_store: &store,
         })?;
+        args.extend(sandbox::confinement().args.iter().cloned());
         // By its full path: the reaper kills a recorded child only while /proc/<pid>/exe is that program.
         let program = crate::assets::which("qemu-system-x86_64")
             .ok_or_else(|| node_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)".into()))?;

@@ -174,13 +174,10 @@ pub async fn read(settings: &Settings, docker: &Docker, r: Read<'_>) -> Result<D
     }
     let program = crate::assets::which("qemu-system-x86_64")
         .ok_or_else(|| reader_err("qemu-system-x86_64 is not on PATH (Debian package qemu-system-x86)"))?;
-    let mut qemu = crate::process::Supervised::spawn(
-        "qemu-reader",
-        &program,
-        &args(&r, &out, &console, files.as_ref())?,
-        r.work,
-        r.pids_dir,
-    )?;
+    // Confined as a node's QEMU is (`super::sandbox`): the disk it reads is the user's, or a machine's.
+    let mut qemu_args = args(&r, &out, &console, files.as_ref())?;
+    qemu_args.extend(super::sandbox::confinement().args.iter().cloned());
+    let mut qemu = crate::process::Supervised::spawn("qemu-reader", &program, &qemu_args, r.work, r.pids_dir)?;
     let t0 = std::time::Instant::now();
     while qemu.exited().is_none() && t0.elapsed() < READ_WITHIN {
         tokio::time::sleep(Duration::from_millis(250)).await;

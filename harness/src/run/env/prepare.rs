@@ -22,7 +22,7 @@ pub async fn images_for(
 ) -> Result<Vec<Prepared>> {
     let mut out = Vec::new();
     let defaults = crate::scenario::Defaults::from_settings(settings)?;
-    for file in crate::scenario::load::discover(paths)? {
+    for file in crate::scenario::discover(paths)? {
         let sc = crate::scenario::load::load_file(&file, &defaults)?.fetched();
         let mut prepared = Prepared {
             scenario: sc.name.clone(),
