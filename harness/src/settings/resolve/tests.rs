@@ -82,7 +82,7 @@ fn every_variable_a_row_names_reaches_its_field() {
         let value = match row.key {
             "jobs" | "retries" | "boot-concurrency" => "3",
             "containerd" => "1.7",
-            "github-actions" => "true",
+            "github-actions" | "confined" => "true",
             "host-setup" => "never",
             "profile" => "x",
             _ => "/x",
