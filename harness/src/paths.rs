@@ -148,6 +148,49 @@ pub fn artifacts_root(settings: &Settings) -> PathBuf {
     target.join("nodejoin")
 }
 
+/// [`artifacts_root`], refused when a repository could have steered it: where it comes from the repository (the
+/// default `target/`, or a profile's `artifacts-dir`), no part of it below the working directory may be a link
+/// (a committed `target -> /etc` would have root write its artifacts there). A directory named by the caller's
+/// variable or flag (or `CARGO_TARGET_DIR`) is the caller's choice, taken as given.
+pub fn artifacts_root_checked(settings: &Settings) -> std::result::Result<PathBuf, String> {
+    let root = artifacts_root(settings);
+    let from_repository = match settings.source("artifacts-dir") {
+        Some(crate::settings::Source::Profile) => true,
+        Some(_) => false,
+        None => std::env::var_os("CARGO_TARGET_DIR").is_none(),
+    };
+    if !from_repository {
+        return Ok(root);
+    }
+    let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
+    let absolute = cwd.join(&root);
+    if let Some(link) = linked_below(&cwd, &absolute) {
+        return Err(format!(
+            "{} is a link (to {}): a repository's link would send this run's artifacts, written as root, elsewhere",
+            link.display(),
+            std::fs::read_link(&link)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default(),
+        ));
+    }
+    Ok(root)
+}
+
+/// The first part of `path` below `base` that exists and is a link, if any.
+fn linked_below(base: &Path, path: &Path) -> Option<PathBuf> {
+    let rest = path.strip_prefix(base).ok()?;
+    let mut at = base.to_path_buf();
+    for part in rest.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// `file` relative to the working directory when it is under it, as a repository's paths are written (JUnit's
 /// `file`, annotations, `nodejoin list`); else as given.
 pub fn relative_to_cwd(file: &Path) -> String {
@@ -272,6 +315,36 @@ impl CacheLock {
 
 #[cfg(test)]
 mod tests {
+
+    /// A repository's committed `target -> elsewhere` (or a link deeper down) is found; real folders and parts
+    /// not made yet are not links.
+    #[test]
+    fn a_link_below_the_working_directory_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(repo.join("out/deeper")).unwrap();
+        assert_eq!(super::linked_below(&repo, &repo.join("out/deeper/nodejoin")), None);
+        assert_eq!(
+            super::linked_below(&repo, &repo.join("target/nodejoin")),
+            None,
+            "not made yet"
+        );
+        std::os::unix::fs::symlink("/etc", repo.join("target")).unwrap();
+        assert_eq!(
+            super::linked_below(&repo, &repo.join("target/nodejoin")),
+            Some(repo.join("target"))
+        );
+        std::os::unix::fs::symlink(tmp.path(), repo.join("out/deeper/link")).unwrap();
+        assert_eq!(
+            super::linked_below(&repo, &repo.join("out/deeper/link/x")),
+            Some(repo.join("out/deeper/link"))
+        );
+        assert_eq!(
+            super::linked_below(&repo, std::path::Path::new("/elsewhere")),
+            None,
+            "not below it"
+        );
+    }
     use super::*;
 
     #[test]

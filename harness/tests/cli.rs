@@ -445,3 +445,38 @@ fn a_pip_py_in_the_repository_never_runs() {
     );
     assert!(!marker.exists(), "the repository's pip.py ran as root");
 }
+
+/// A repository that commits `target` as a link (issue 66: root's artifacts then went wherever it pointed): the run
+/// is refused before it writes anything, saying why, and the place the link names stays untouched.
+#[test]
+fn a_linked_target_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join("target")).unwrap();
+    std::fs::copy(
+        common::root().join("scenarios/basic-bootstrap-token.yaml"),
+        repo.join("join.yaml"),
+    )
+    .unwrap();
+    let out = common::nodejoin()
+        .args(["run", "join.yaml"])
+        .current_dir(&repo)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("NODEJOIN_ARTIFACTS_DIR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("target is a link") && text.contains("NODEJOIN_ARTIFACTS_DIR"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "something was written through the link"
+    );
+}

@@ -30,7 +30,10 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// file elsewhere (a repository's `scenarios/x.yaml -> /etc/shadow`) would have root read that file and quote it
 /// in a parse error. Folders given are walked without following links at all ([`walk`]).
 fn confined_file(p: &Path) -> Result<()> {
-    let folder = p.parent().unwrap_or(Path::new("."));
+    let folder = p
+        .parent()
+        .filter(|f| !f.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let (Ok(real), Ok(folder_real)) = (std::fs::canonicalize(p), std::fs::canonicalize(folder)) else {
         return Err(Error::io(p, std::io::Error::other("cannot be resolved")));
     };
@@ -117,5 +120,10 @@ mod tests {
         std::fs::write(repo.join("scenarios/real.yaml"), MINIMAL).unwrap();
         std::os::unix::fs::symlink("real.yaml", repo.join("scenarios/alias.yaml")).unwrap();
         assert_eq!(discover(&[repo.join("scenarios/alias.yaml")]).unwrap().len(), 1);
+        // A bare file name: its folder is the working directory.
+        assert_eq!(
+            super::confined_file(Path::new("Cargo.toml")).map_err(|e| e.to_string()),
+            Ok(())
+        );
     }
 }

@@ -156,7 +156,12 @@ impl Environment {
         crate::reaper::reap_stale(&settings, Some(&docker)).await;
         let run_id = crate::reaper::new_run_id();
         crate::signals::starting(&run_id);
-        let run_dir = crate::paths::artifacts_root(&settings).join(&run_id);
+        let run_dir = crate::paths::artifacts_root_checked(&settings)
+            .map_err(|m| Error::Host {
+                what: format!("the artifacts directory: {m}"),
+                fix: format!("remove the link, or set {}", crate::settings::var::ARTIFACTS_DIR),
+            })?
+            .join(&run_id);
         let state = RunState::create(&settings, &run_id, &run_dir)?;
         std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
         // Proof for a later reaper that this directory is this run's, before it rewrites anything here.
