@@ -334,24 +334,29 @@ pub fn recorded(router: axum::Router, recorder: Recorder) -> axum::Router {
 mod tests {
     use super::*;
 
-    /// A caller that sends a request's head and never its whole body is answered 408 after the body's deadline
-    /// (time is paused: the deadline passes at once), its slot not held for ever.
-    #[tokio::test(start_paused = true)]
-    async fn a_body_that_never_arrives_is_cut_off() {
-        use tower::ServiceExt;
+    /// A fake that answers POST / with "ok", recorded into `log`, every caller at one node's address.
+    fn posting_app(log: Arc<CallLog>) -> axum::Router {
         let recorder = Recorder {
             service: "ec2",
-            log: CallLog::new(),
+            log,
             instances: Arc::new(Instances::default()),
         };
-        let app = recorded(
+        recorded(
             axum::Router::new().route("/", axum::routing::post(|| async { "ok" })),
             recorder,
         )
         .layer(axum::extract::connect_info::MockConnectInfo(SocketAddr::from((
             [172, 31, 9, 9],
             40000,
-        ))));
+        ))))
+    }
+
+    /// A caller that sends a request's head and never its whole body is answered 408 after the body's deadline
+    /// (time is paused: the deadline passes at once), its slot not held for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_arrives_is_cut_off() {
+        use tower::ServiceExt;
+        let app = posting_app(CallLog::new());
         let never = futures::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
         let req = axum::http::Request::post("/")
             .body(axum::body::Body::from_stream(never))
@@ -366,19 +371,7 @@ mod tests {
     async fn a_call_flood_costs_a_bounded_log() {
         use tower::ServiceExt;
         let log = CallLog::new();
-        let recorder = Recorder {
-            service: "ec2",
-            log: log.clone(),
-            instances: Arc::new(Instances::default()),
-        };
-        let app = recorded(
-            axum::Router::new().route("/", axum::routing::post(|| async { "ok" })),
-            recorder,
-        )
-        .layer(axum::extract::connect_info::MockConnectInfo(SocketAddr::from((
-            [172, 31, 9, 9],
-            40000,
-        ))));
+        let app = posting_app(log.clone());
         let body = format!("Action={}", "A".repeat((1 << 20) - 8));
         for _ in 0..40 {
             let req = axum::http::Request::post("/")

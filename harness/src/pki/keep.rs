@@ -56,7 +56,8 @@ impl Ca {
         Ok(Ca(CertKey { cert_pem, key_pem }))
     }
 
-    /// Makes a CA in `dir` (created owner-only) unless it holds one; true when it made one.
+    /// Makes an endpoints CA ([`Ca::generate_endpoints`]) in `dir` (created owner-only) unless it holds one; true
+    /// when it made one.
     pub fn create_in(dir: &Path, common_name: &str) -> Result<bool> {
         if dir.join(CERT_FILE).exists() || dir.join(KEY_FILE).exists() {
             Ca::load(dir)?;
@@ -64,7 +65,7 @@ impl Ca {
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| Error::io(dir, e))?;
-        let ca = Ca::generate(common_name)?;
+        let ca = Ca::generate_endpoints(common_name)?;
         let write = |name: &str, text: &str, mode: u32| {
             let path = dir.join(name);
             let mut f = std::fs::OpenOptions::new()

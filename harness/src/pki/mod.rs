@@ -48,10 +48,35 @@ fn dn(common_name: &str, orgs: &[&str]) -> DistinguishedName {
 #[derive(Clone)]
 pub struct Ca(pub CertKey);
 
+/// The one domain the endpoints CA may vouch for: AWS's service names (`fakes::front::service_of`).
+pub const ENDPOINTS_DOMAIN: &str = "amazonaws.com";
+
 impl Ca {
     pub fn generate(common_name: &str) -> Result<Self> {
+        Self::generate_within(common_name, None)
+    }
+
+    /// The CA of AWS's endpoints for a run's nodes (and a disk of the user's built to trust it): constrained to
+    /// [`ENDPOINTS_DOMAIN`] and to no IP address, so a node (or an exported disk, long after) that trusts it trusts
+    /// nothing else it might sign, should its key be had.
+    pub fn generate_endpoints(common_name: &str) -> Result<Self> {
+        Self::generate_within(common_name, Some(ENDPOINTS_DOMAIN))
+    }
+
+    /// A CA, its names constrained to `domain` (and no IP address) when one is given (RFC 5280's name
+    /// constraints, which the clients of a node honour: OpenSSL's, Go's, rustls').
+    fn generate_within(common_name: &str, domain: Option<&str>) -> Result<Self> {
         let key = KeyPair::generate().map_err(pki_err)?;
         let mut params = CertificateParams::default();
+        if let Some(domain) = domain {
+            params.name_constraints = Some(rcgen::NameConstraints {
+                permitted_subtrees: vec![rcgen::GeneralSubtree::DnsName(domain.to_string())],
+                excluded_subtrees: vec![
+                    rcgen::GeneralSubtree::IpAddress(rcgen::CidrSubnet::V4([0; 4], [0; 4])),
+                    rcgen::GeneralSubtree::IpAddress(rcgen::CidrSubnet::V6([0; 16], [0; 16])),
+                ],
+            });
+        }
         params.distinguished_name = dn(common_name, &[]);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
@@ -246,6 +271,50 @@ pub fn pem_to_der(pem: &str) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The endpoints CA vouches for AWS's names and nothing else (issue 66): a leaf it signs for another name, or
+    /// for an IP address, is refused by a verifier that honours name constraints (rustls' here, as OpenSSL's and
+    /// Go's do in a node).
+    #[test]
+    fn the_endpoints_ca_vouches_for_aws_names_only() {
+        use rustls::client::danger::ServerCertVerifier;
+        let ca = Ca::generate_endpoints("test endpoints CA").unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(
+                pem_to_der(&ca.0.cert_pem).unwrap(),
+            ))
+            .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            std::sync::Arc::new(roots),
+            std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let verify = |name: &str, san: SanType| {
+            let leaf = ca.issue(name, &[], &[san], Usage::Server).unwrap();
+            let der = rustls::pki_types::CertificateDer::from(pem_to_der(&leaf.cert_pem).unwrap());
+            let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+            verifier
+                .verify_server_cert(&der, &[], &server, &[], rustls::pki_types::UnixTime::now())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let dns = |n: &str| SanType::DnsName(n.to_string().try_into().unwrap());
+        verify("ec2.us-west-2.amazonaws.com", dns("ec2.us-west-2.amazonaws.com")).unwrap();
+        verify("sts.amazonaws.com", dns("sts.amazonaws.com")).unwrap();
+        let other = verify("github.com", dns("github.com")).unwrap_err();
+        assert!(
+            other.to_lowercase().contains("name") || other.contains("Constraint"),
+            "{other}"
+        );
+        verify("10.0.0.1", SanType::IpAddress("10.0.0.1".parse().unwrap())).unwrap_err();
+        assert!(
+            verify("evilamazonaws.com", dns("evilamazonaws.com")).is_err(),
+            "a suffix is not the domain"
+        );
+    }
+
     use super::*;
     use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 

@@ -105,17 +105,25 @@ fn shim(settings: &Settings, labels: &HashMap<String, String>, swaps_privileged:
 }
 
 /// The node seccomp profile as a file, named by its content in the cache (every run writes the same bytes; a
-/// rename makes it appear whole).
+/// rename makes it appear whole). One already there is used only when it holds those very bytes (a regular file,
+/// not a link): a cache restored from elsewhere could hold a laxer profile under the name.
 fn seccomp_file(settings: &Settings) -> Result<PathBuf, String> {
+    seccomp_file_in(&crate::paths::cache_dir(settings).join("seccomp"))
+}
+
+fn seccomp_file_in(dir: &std::path::Path) -> Result<PathBuf, String> {
     use sha2::Digest;
     let profile = crate::node::privileges::seccomp_profile();
     let hash = hex::encode(sha2::Sha256::digest(profile.as_bytes()));
-    let dir = crate::paths::cache_dir(settings).join("seccomp");
     let path = dir.join(format!("node-{}.json", &hash[..16]));
-    if path.is_file() {
+    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+    if regular && std::fs::read(&path).is_ok_and(|b| b == profile.as_bytes()) {
         return Ok(path);
     }
     let fail = |e: std::io::Error| format!("the node seccomp profile in {}: {e}", dir.display());
+    if std::fs::symlink_metadata(&path).is_ok() {
+        std::fs::remove_file(&path).map_err(fail)?;
+    }
     std::fs::create_dir_all(&dir).map_err(fail)?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
     std::io::Write::write_all(&mut tmp, profile.as_bytes()).map_err(fail)?;
@@ -133,6 +141,29 @@ pub async fn for_kind(settings: &Settings, labels: &HashMap<String, String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A profile planted under the profile's own name (a laxer one, or a link) is replaced by the real bytes.
+    #[test]
+    fn a_planted_seccomp_profile_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = seccomp_file_in(dir.path()).unwrap();
+        let profile = crate::node::privileges::seccomp_profile();
+        std::fs::write(&real, r#"{"defaultAction":"SCMP_ACT_ALLOW"}"#).unwrap();
+        assert_eq!(seccomp_file_in(dir.path()).unwrap(), real);
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), profile);
+        std::fs::remove_file(&real).unwrap();
+        let lax = dir.path().join("lax.json");
+        std::fs::write(&lax, "{}").unwrap();
+        std::os::unix::fs::symlink(&lax, &real).unwrap();
+        seccomp_file_in(dir.path()).unwrap();
+        assert!(!std::fs::symlink_metadata(&real).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), profile);
+        assert_eq!(
+            std::fs::read_to_string(&lax).unwrap(),
+            "{}",
+            "the link's target was written through"
+        );
+    }
 
     #[test]
     fn mode_values() {

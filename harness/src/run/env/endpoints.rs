@@ -51,7 +51,7 @@ pub(super) fn ca(settings: &crate::settings::Settings) -> Result<crate::pki::Ca>
                 crate::pki::keep::KEY_FILE
             ),
         }),
-        None => crate::pki::Ca::generate("nodejoin AWS endpoints CA"),
+        None => crate::pki::Ca::generate_endpoints("nodejoin AWS endpoints CA"),
     }
 }
 
