@@ -124,8 +124,8 @@ fn seccomp_file_in(dir: &std::path::Path) -> Result<PathBuf, String> {
     if std::fs::symlink_metadata(&path).is_ok() {
         std::fs::remove_file(&path).map_err(fail)?;
     }
-    std::fs::create_dir_all(&dir).map_err(fail)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
     std::io::Write::write_all(&mut tmp, profile.as_bytes()).map_err(fail)?;
     tmp.persist(&path).map_err(|e| fail(e.error))?;
     Ok(path)
