@@ -63,6 +63,17 @@ impl Ca {
         Self::generate_within(common_name, Some(ENDPOINTS_DOMAIN))
     }
 
+    /// Whether its certificate constrains the names it may sign for (an endpoints CA kept by an older nodejoin
+    /// does not).
+    pub fn name_constrained(&self) -> bool {
+        let Ok(der) = pem_to_der(&self.0.cert_pem) else {
+            return false;
+        };
+        x509_parser::parse_x509_certificate(&der)
+            .ok()
+            .is_some_and(|(_, cert)| cert.name_constraints().ok().flatten().is_some())
+    }
+
     /// A CA, its names constrained to `domain` (and no IP address) when one is given (RFC 5280's name
     /// constraints, which the clients of a node honour: OpenSSL's, Go's, rustls').
     fn generate_within(common_name: &str, domain: Option<&str>) -> Result<Self> {
@@ -313,6 +324,8 @@ mod tests {
             verify("evilamazonaws.com", dns("evilamazonaws.com")).is_err(),
             "a suffix is not the domain"
         );
+        assert!(ca.name_constrained());
+        assert!(!Ca::generate("a cluster CA").unwrap().name_constrained());
     }
 
     use super::*;

@@ -43,14 +43,26 @@ impl Endpoints {
 /// user's was built to trust), else a fresh one.
 pub(super) fn ca(settings: &crate::settings::Settings) -> Result<crate::pki::Ca> {
     match &settings.endpoints_ca {
-        Some(dir) => crate::pki::Ca::load(dir).map_err(|e| Error::Host {
-            what: format!("{}: {e}", crate::settings::var::ENDPOINTS_CA),
-            fix: format!(
-                "name a directory holding the CA's {} and {} (nodejoin image endpoints-ca DIR makes one)",
-                crate::pki::keep::CERT_FILE,
-                crate::pki::keep::KEY_FILE
-            ),
-        }),
+        Some(dir) => crate::pki::Ca::load(dir)
+            .inspect(|ca| {
+                if !ca.name_constrained() {
+                    tracing::warn!(
+                        "the endpoints CA in {} has no name constraints (an older nodejoin made it): a disk that \
+                         trusts it trusts anything its key signs; `nodejoin image endpoints-ca` in a new directory \
+                         makes one limited to {} names",
+                        dir.display(),
+                        crate::pki::ENDPOINTS_DOMAIN
+                    );
+                }
+            })
+            .map_err(|e| Error::Host {
+                what: format!("{}: {e}", crate::settings::var::ENDPOINTS_CA),
+                fix: format!(
+                    "name a directory holding the CA's {} and {} (nodejoin image endpoints-ca DIR makes one)",
+                    crate::pki::keep::CERT_FILE,
+                    crate::pki::keep::KEY_FILE
+                ),
+            }),
         None => crate::pki::Ca::generate_endpoints("nodejoin AWS endpoints CA"),
     }
 }
