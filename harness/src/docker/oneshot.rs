@@ -15,6 +15,8 @@ use testcontainers::bollard::query_parameters::{
 
 /// What [`run`] runs.
 pub struct OneShot<'a> {
+    /// What it is, in its container's name (`nodejoin-<kind>-<random>`): `generator`, `journal`.
+    pub kind: &'static str,
     pub image: &'a str,
     pub cmd: Vec<String>,
     pub env: Vec<String>,
@@ -35,7 +37,7 @@ pub async fn run(docker: &Docker, o: OneShot<'_>) -> Result<(ExecOutput, Vec<u8>
     use testcontainers::bollard::models::{ContainerCreateBody, HostConfig};
     let what = format!("`{}` in a container of {}", o.cmd.join(" "), o.image);
     let err = |e: testcontainers::bollard::errors::Error| Error::Image(format!("{what}: {e}"));
-    let name = format!("nodejoin-generator-{}", crate::process::random_hex(6));
+    let name = format!("nodejoin-{}-{}", o.kind, crate::process::random_hex(6));
     let mut tmpfs: HashMap<String, String> = o.hidden.iter().map(|p| (p.clone(), "ro,size=4k".to_string())).collect();
     tmpfs.insert("/tmp".into(), "rw,size=64m".into());
     let body = ContainerCreateBody {
@@ -68,6 +70,11 @@ pub async fn run(docker: &Docker, o: OneShot<'_>) -> Result<(ExecOutput, Vec<u8>
     };
     let options = CreateContainerOptionsBuilder::new().name(&name).build();
     docker.create_container(Some(options), body).await.map_err(err)?;
+    // Removed however this ends: here, or by the guard when a caller stops waiting (a dropped future).
+    let mut guard = Removal {
+        docker: docker.clone(),
+        name: name.clone(),
+    };
     let result = async {
         // Attached before it starts, so every byte it prints arrives as printed (no log driver in between).
         let attach = AttachContainerOptionsBuilder::new()
@@ -133,5 +140,27 @@ pub async fn run(docker: &Docker, o: OneShot<'_>) -> Result<(ExecOutput, Vec<u8>
     .await;
     let remove = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
     let _ = docker.remove_container(&name, Some(remove)).await;
+    guard.name.clear();
     result
+}
+
+/// Removes a one-shot container (unless its name was cleared, as it is once removed) when dropped, from a task of the runtime (a drop cannot wait).
+struct Removal {
+    docker: Docker,
+    name: String,
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        let (docker, name) = (self.docker.clone(), std::mem::take(&mut self.name));
+        if name.is_empty() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let remove = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+                let _ = docker.remove_container(&name, Some(remove)).await;
+            });
+        }
+    }
 }

@@ -150,6 +150,7 @@ pub async fn render(
     let (out, stdout) = crate::docker::oneshot::run(
         docker,
         crate::docker::oneshot::OneShot {
+            kind: "journal",
             image: &base,
             cmd,
             env: Vec::new(),

@@ -27,6 +27,7 @@ pub async fn generate(
     };
     let git = repo.join(".git");
     let run = crate::docker::oneshot::OneShot {
+        kind: "generator",
         image: &node.image,
         cmd: spec.argv.clone(),
         env: environment(vars),
