@@ -107,16 +107,20 @@ pub fn share_source(settings: &Settings) -> (String, bool) {
         ),
         None => {
             let dir = embedded::unpacked(settings);
-            match embedded::differs(&dir) {
-                None => (
+            // Checked by `unpacked` itself, once per process (unpacked again where it differed): not twice.
+            match embedded::verified(&dir) {
+                true => (
                     format!(
                         "the copy built into this binary, unpacked at {} (checked against it, entry by entry)",
                         dir.display()
                     ),
                     true,
                 ),
-                Some(why) => (
-                    format!("the copy at {} is not this binary's: {why}", dir.display()),
+                false => (
+                    format!(
+                        "the copy at {} could not be checked or unpacked again (see the log)",
+                        dir.display()
+                    ),
                     false,
                 ),
             }

@@ -136,7 +136,7 @@ impl Approver {
 
     fn record(&self, mut d: Decision) {
         // The CSR's reason may quote what the node asked for: kept to a bound.
-        d.reason = crate::fakes::capped::clip(&d.reason, 2 << 10);
+        d.reason = crate::fakes::capped::clip(&d.reason, crate::fakes::capped::REASON_TEXT);
         tracing::info!(csr = %d.csr, requester = %d.requester, approved = d.approved, "approver: {}", d.reason);
         if let Ok(mut all) = self.decisions.lock() {
             all.push(d.requester.clone(), d);

@@ -32,8 +32,6 @@ pub struct Decision {
 
 /// The most of a token a logged decision keeps (a real one, with its session token, is under 4 KiB).
 const TOKEN_KEPT: usize = 16 << 10;
-/// The most of a decision's reason kept (it may quote the token's parts).
-const REASON_KEPT: usize = 2 << 10;
 
 impl super::capped::Weigh for Decision {
     fn weight(&self) -> usize {
@@ -306,7 +304,7 @@ impl Authenticator {
             // far above that keeps every real one whole.
             let mut kept = decision.clone();
             kept.token = super::capped::clip(&kept.token, TOKEN_KEPT);
-            kept.reason = super::capped::clip(&kept.reason, REASON_KEPT);
+            kept.reason = super::capped::clip(&kept.reason, super::capped::REASON_TEXT);
             d.push(kept.instance_id.clone(), kept);
         }
         decision

@@ -101,6 +101,9 @@ const ENTRY_OVERHEAD: usize = 128;
 /// The most of one node-sent text field a log keeps (a call's action, an IMDS path): far more than any real one.
 pub const ENTRY_TEXT: usize = 256;
 
+/// The most of a logged decision's reason kept (it may quote what the node sent: a token's parts, a CSR's names).
+pub const REASON_TEXT: usize = 2 << 10;
+
 /// `text` cut to at most `most` bytes (at a character boundary), saying how much was cut.
 pub fn clip(text: &str, most: usize) -> String {
     if text.len() <= most {

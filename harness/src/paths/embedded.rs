@@ -17,7 +17,6 @@ const COMPLETE: &str = ".complete";
 /// ([`differs`], once per process); one that does not is unpacked again.
 pub fn unpacked(settings: &crate::settings::Settings) -> PathBuf {
     let dir = super::cache_dir(settings).join("share").join(HASH);
-    static VERIFIED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut verified = VERIFIED.lock().unwrap_or_else(|p| p.into_inner());
     if verified.contains(&dir) {
         return dir;
@@ -42,9 +41,21 @@ pub fn unpacked(settings: &crate::settings::Settings) -> PathBuf {
     dir
 }
 
+/// The unpacked copies this process has checked against the archive (or unpacked itself).
+static VERIFIED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether [`unpacked`] found `dir` to be the archive's (checked, or unpacked anew) in this process.
+pub fn verified(dir: &std::path::Path) -> bool {
+    VERIFIED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|d| d == dir)
+}
+
 /// How `dir` differs from the archive, if it does: an entry missing, of another kind, mode, content or link target,
 /// or one the archive does not have (`.complete` aside). Nothing is followed: a link is compared as a link.
-pub(crate) fn differs(dir: &std::path::Path) -> Option<String> {
+fn differs(dir: &std::path::Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     match std::fs::symlink_metadata(dir) {

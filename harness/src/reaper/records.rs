@@ -33,11 +33,15 @@ pub(super) fn is_run_id(name: &str) -> bool {
     }
 }
 
+/// This process's effective user.
+fn euid() -> u32 {
+    // SAFETY: geteuid(2) has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
 /// Whether `dir` is a real directory (not a link) owned by this user that no one else may write.
 pub(super) fn own_private_dir(dir: &Path) -> bool {
-    // SAFETY: geteuid(2) has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == euid && m.mode() & 0o022 == 0)
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == euid() && m.mode() & 0o022 == 0)
 }
 
 /// Why the record `dir` (named `name`) is not to be acted on, if it is not.
@@ -48,11 +52,9 @@ pub(super) fn distrust(dir: &Path, name: &str) -> Option<String> {
     if !own_private_dir(dir) {
         return Some("not a directory of this user's that only it may write".into());
     }
-    // SAFETY: geteuid(2) has no preconditions.
-    let euid = unsafe { libc::geteuid() };
     let boot = dir.join(BOOT_FILE);
     let written = match std::fs::symlink_metadata(&boot) {
-        Ok(m) if m.is_file() && m.uid() == euid => std::fs::read_to_string(&boot).unwrap_or_default(),
+        Ok(m) if m.is_file() && m.uid() == euid() => std::fs::read_to_string(&boot).unwrap_or_default(),
         _ => return Some("it names no boot".into()),
     };
     let now = boot_id();
