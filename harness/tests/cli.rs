@@ -43,7 +43,7 @@ fn unknown_field_is_reported_with_file_line_and_column() {
     let text = expect_failure(
         &["run", file.to_str().unwrap()],
         &[],
-        2,
+        104,
         &[&position, "unknown field `instanceTipe`", "hint:"],
     );
     // It failed before starting anything: no run was announced.
@@ -55,7 +55,7 @@ fn missing_scenario_file_is_a_clear_error() {
     expect_failure(
         &["run", "scenarios/does-not-exist.yaml"],
         &[],
-        2,
+        104,
         &["does-not-exist.yaml", "no such scenario file"],
     );
 }
@@ -67,7 +67,7 @@ fn unreachable_docker_says_how_to_fix_it() {
     expect_failure(
         &run,
         &env,
-        2,
+        96,
         &["Docker is not reachable", "hint: start the Docker engine"],
     );
     expect_failure(
@@ -88,7 +88,7 @@ fn a_directory_without_scenarios_exits_3() {
     let text = expect_failure(
         &["run", "scenarios/basic-bootstrap-token.yaml", &shown],
         &[],
-        3,
+        104,
         &[&shown, "holds no scenario files"],
     );
     assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
@@ -103,7 +103,11 @@ fn an_early_error_still_ends_json_with_run_finished() {
         .args(["run", "--format", "json", &shown])
         .output()
         .expect("run nodejoin");
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        out.status.code(),
+        Some(104),
+        "a directory with no scenario: the list cannot be made"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
@@ -128,7 +132,7 @@ fn a_run_in_which_nothing_runs_exits_5() {
     let text = expect_failure(
         &["run", dir.path().to_str().unwrap()],
         &[],
-        5,
+        4,
         &[
             "skipping",
             "it runs only on kind",
@@ -139,20 +143,20 @@ fn a_run_in_which_nothing_runs_exits_5() {
     assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
 }
 
-/// A provider asked for with --provider that cannot run here (its image is one no registry has) exits 4 before
-/// anything starts; so does a bad NODEJOIN_REQUIRE_PROVIDERS (exit 2).
+/// A provider asked for with --provider that cannot run here (its image is one no registry has) fails the run
+/// (exit 100) before anything starts; a bad NODEJOIN_REQUIRE_PROVIDERS is a setup error (96).
 #[test]
-fn an_explicit_provider_that_cannot_run_exits_4() {
+fn an_explicit_provider_that_cannot_run_fails_the_run() {
     let image = format!("nodejoin.invalid/k3s:cli-{}", std::process::id());
     let env = [("NODEJOIN_K3S_IMAGE", image.as_str())];
     let run = ["run", "--provider", "k3s", "scenarios/basic-bootstrap-token.yaml"];
-    let text = expect_failure(&run, &env, 4, &["provider k3s cannot run here", &image, "hint:"]);
+    let text = expect_failure(&run, &env, 100, &["provider k3s cannot run here", &image, "hint:"]);
     assert!(!text.contains("[nodejoin] run "), "nothing may start: {text}");
     let _ = std::fs::remove_file(nodejoin::cluster::common::images::marker(&common::settings(), &image));
     expect_failure(
         &["run", "scenarios/basic-bootstrap-token.yaml"],
         &[("NODEJOIN_REQUIRE_PROVIDERS", "local,minikube")],
-        2,
+        96,
         &["NODEJOIN_REQUIRE_PROVIDERS: unknown provider 'minikube'"],
     );
 }
@@ -162,9 +166,9 @@ fn run_help_documents_the_exit_codes() {
     let (status, text) = nodejoin(&["run", "--help"], &[]);
     assert_eq!(status, Some(0), "{text}");
     let readme = std::fs::read_to_string(common::root().join("docs/src/reference/cli.md")).unwrap();
-    for code in ["0", "1", "2", "3", "4", "5"] {
+    for code in ["0", "2", "4", "94", "96", "100", "104", "110"] {
         assert!(
-            text.contains(&format!("\n  {code}    ")),
+            text.contains(&format!("\n  {code:<4} ")),
             "--help lacks exit code {code}:\n{text}"
         );
         assert!(
@@ -177,7 +181,7 @@ fn run_help_documents_the_exit_codes() {
 
 #[test]
 fn bad_version_is_refused_before_any_work() {
-    expect_failure(&["assets", "--version", "1.36"], &[], 2, &["v1.36.3"]);
+    expect_failure(&["assets", "--version", "1.36"], &[], 96, &["v1.36.3"]);
 }
 
 #[test]
@@ -188,11 +192,11 @@ fn group_image_needs_a_source() {
     expect_failure(
         &["run", file.to_str().unwrap()],
         &[],
-        2,
+        104,
         &["image needs one of overlay", "hint:"],
     );
     std::fs::write(&file, "nodes:\n  - name: a\n    image: { overlay: no/such/dir }\n").unwrap();
-    expect_failure(&["run", file.to_str().unwrap()], &[], 2, &["is not a directory"]);
+    expect_failure(&["run", file.to_str().unwrap()], &[], 104, &["is not a directory"]);
 }
 
 /// `nodejoin image build --overlay DIR --tag T`, then a scenario naming that tag: the node runs the overlay's own
@@ -222,7 +226,7 @@ fn overlay_image_built_by_the_cli_runs_as_a_group_image() {
     expect_failure(
         &["run", missing.to_str().unwrap()],
         &[],
-        1,
+        100,
         &["nodejoin-test/never-built:0 is not a local image"],
     );
 }
@@ -332,7 +336,7 @@ fn a_relative_path_resolves_against_the_scenario_file_and_a_missing_one_names_wh
     expect_failure(
         &["run", file.to_str().unwrap()],
         &[],
-        2,
+        104,
         &[
             &format!("bootstrap script {} does not exist", looked.display()),
             "relative paths are resolved against the scenario file's directory",
@@ -411,7 +415,7 @@ fn a_dev_checkout_is_named_explicitly() {
     std::fs::create_dir_all(look_alike.path().join("fixtures/bootstrap")).unwrap();
     std::fs::write(look_alike.path().join("fixtures/bootstrap/bootstrap.sh"), "#!/bin/sh\n").unwrap();
     let out = doctor(look_alike.path());
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(96));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a nodejoin checkout"));
 }
 

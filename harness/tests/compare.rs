@@ -56,7 +56,7 @@ fn one_changed_flag_shows_its_effect_and_nothing_else() {
     let (code, v, stderr) = compare(&["--head", "overlay:fixtures/bootstrap-variants/use-max-pods-false"]);
     assert_eq!(
         code,
-        Some(1),
+        Some(100),
         "the variant breaks capacity.pods, so the exit code says so:\n{v:#}\n{stderr}"
     );
     let k = |node: &str, aspect: &str, key: &str| (node.to_string(), aspect.to_string(), key.to_string());
@@ -114,7 +114,7 @@ fn a_side_that_does_not_exist_or_applies_to_nothing_is_refused_before_anything_r
         (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (code, err) = run(&["--head", "script:nope.sh", SCENARIO]);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(96), "{err}");
     assert!(
         err.contains("--head script:nope.sh") && err.contains("no such file") && err.contains("hint:"),
         "{err}"
@@ -124,7 +124,7 @@ fn a_side_that_does_not_exist_or_applies_to_nothing_is_refused_before_anything_r
         "user-data:fixtures/user-data/wrong-content-type.mime",
         SCENARIO,
     ]);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(96), "{err}");
     assert!(err.contains("applies to none"), "{err}");
     assert!(!err.contains("[nodejoin] compare run"), "nothing started:\n{err}");
 }

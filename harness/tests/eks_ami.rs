@@ -62,14 +62,14 @@ fn nodejoin(args: &[&str]) -> Result<(Option<i32>, String, String), Failed> {
     ))
 }
 
-/// `nodejoin run --eks-ami PATCHED`: FAILED (exit 1) with the max-pods check quoting 30.
+/// `nodejoin run --eks-ami PATCHED`: FAILED (exit 100) with the max-pods check quoting 30.
 fn run_fails_with_the_cause() -> Result<(), Failed> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let patched = patched_copy(dir.path())?;
     let patched = patched.to_string_lossy();
     let (code, stdout, stderr) = nodejoin(&["run", "--eks-ami", &patched, "--format", "json", SCENARIO])?;
-    ensure(code == Some(1), || {
-        format!("exit {code:?}, not 1 (failed):\n{stdout}\n{stderr}")
+    ensure(code == Some(100), || {
+        format!("exit {code:?}, not 100 (failed):\n{stdout}\n{stderr}")
     })?;
     let events = Events::parse(&stdout);
     let failed = events.failed_checks();
@@ -212,8 +212,8 @@ fn compare_shows_it_on_the_node() -> Result<(), Failed> {
         "compare", "--base", &base, "--head", &head, "--format", "json", SCENARIO,
     ])?;
     let v: Value = serde_json::from_str(&stdout).map_err(|e| format!("not JSON ({e}):\n{stdout}\n{stderr}"))?;
-    ensure(code == Some(1), || {
-        format!("exit {code:?}, not 1 (a broken check):\n{v:#}\n{stderr}")
+    ensure(code == Some(100), || {
+        format!("exit {code:?}, not 100 (a broken check):\n{v:#}\n{stderr}")
     })?;
     let differences = v["differences"].as_array().cloned().unwrap_or_default();
     let has = |aspect: &str, key: &str| {
@@ -358,7 +358,7 @@ fn unreachable_pin_is_ignored_with_the_fix() -> Result<(), Failed> {
     let (code, stdout, stderr) = nodejoin(&["run", &scenario])?;
     let all = format!("{stdout}{stderr}");
     ensure(
-        code == Some(nodejoin::session::EXIT_NOTHING_RAN as i32)
+        code == Some(nodejoin::session::exit::NO_TESTS_RUN as i32)
             && all.contains("could not be fetched from git://127.0.0.1:1/amazon-eks-ami")
             && all.contains("NODEJOIN_EKS_AMI")
             && !all.contains("PASSED"),

@@ -95,7 +95,12 @@ fn docker_ok(args: &[&str]) {
 /// nothing behind.
 fn a_dead_node_fails_its_scenario(what: &str, fault: impl FnOnce(&str), cause: &[&str]) {
     let f = after_fault(Path::new(SCENARIO), true, what, |run| fault(&node_container(run)));
-    assert_eq!(f.status.code(), Some(1), "a run whose node died must fail:\n{}", f.log);
+    assert_eq!(
+        f.status.code(),
+        Some(100),
+        "a run whose node died must fail:\n{}",
+        f.log
+    );
     assert!(
         f.log.contains("the last lines of its journal"),
         "the verdict does not quote the dead node's journal:\n{}",

@@ -118,10 +118,10 @@ fn scenarios_in_folders_are_listed_filtered_and_sharded() {
         ["local/v1.36/basic", "local/v1.36/max-pods"]
     );
     let (code, _, err) = nodejoin(r, &["list", "nodejoin/scenarios", "-E", "tag(smoke"], &[]);
-    assert!(code == 2 && err.contains("')' expected at column"), "{err}");
+    assert!(code == 94 && err.contains("')' expected at column"), "{err}");
     let (code, _, err) = nodejoin(r, &["list", "nodejoin/scenarios", "--profile", "nightly"], &[]);
     assert!(
-        code == 2 && err.contains("no profile 'nightly' (it defines: ci, default, versions)"),
+        code == 96 && err.contains("no profile 'nightly' (it defines: ci, default, versions)"),
         "{err}"
     );
     // A profile's list of versions: a trial of every scenario on each; one that excludes a version is listed
@@ -219,7 +219,7 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
         &[("GITHUB_ACTIONS", "true")],
     );
     let all = format!("{out}\n{err}");
-    assert_eq!(code, 1, "wrong-label fails the run, the flaky one does not:\n{all}");
+    assert_eq!(code, 100, "wrong-label fails the run, the flaky one does not:\n{all}");
     assert!(
         out.contains("2 passed, 1 failed, 0 ignored, 0 errors, 1 flaky"),
         "{out}"
@@ -316,7 +316,7 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
         ],
         &[],
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 100, "{err}");
     assert!(err.contains("rerunning 1 trial(s) that failed in run "), "{err}");
     assert_eq!(
         verdicts(&out),

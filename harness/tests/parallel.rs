@@ -1,7 +1,9 @@
 //! Scenarios run at once (`nodejoin run -j`) do not see each other: three scenarios, two of them on one shared
 //! control plane and one IAM scenario on its own, run together; each one's report (nodes, checks, notes, calls,
 //! the identities the API server's audit log showed) names only its own nodes and instances. The JSON-lines
-//! events prove they overlapped in time, so the test cannot pass by running them one after another.
+//! events prove they overlapped in time, so the test cannot pass by running them one after another. Its JUnit
+//! file cannot be written (a path under /proc): every scenario passes, and the run still exits 110, nextest's
+//! WRITE_OUTPUT_ERROR (CI would otherwise read a missing report as nothing to show).
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,17 +15,37 @@ const SCENARIOS: [&str; 3] = ["basic-bootstrap-token", "two-nodes", "iam-join"];
 fn scenarios_running_at_once_see_only_their_own_nodes_calls_and_audit_events() {
     let files: Vec<String> = SCENARIOS.iter().map(|s| format!("scenarios/{s}.yaml")).collect();
     let out = common::nodejoin()
-        .args(["run", "--format", "json", "-j", "3"])
+        .args([
+            "run",
+            "--format",
+            "json",
+            "-j",
+            "3",
+            "--junit",
+            "/proc/nodejoin-unwritable/junit.xml",
+        ])
         .args(&files)
         .output()
         .expect("run nodejoin");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "nodejoin run failed:\n{stderr}\n{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(110),
+        "the JUnit file cannot be written:\n{stderr}\n{stdout}"
+    );
+    assert!(stderr.contains("a report could not be written"), "{stderr}");
     let events: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
+    assert!(events.iter().all(|e| e["formatVersion"] == 1), "{stdout}");
+    let finished = events.iter().find(|e| e["event"] == "run_finished");
+    assert_eq!(
+        finished.map(|e| (e["passed"].clone(), e["failed"].clone())),
+        Some((3.into(), 0.into())),
+        "every scenario passed:\n{stdout}"
+    );
 
     // They overlapped: every scenario started before any finished.
     let position = |kind: &str, name: &str| {

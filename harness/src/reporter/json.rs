@@ -5,6 +5,10 @@ use crate::run::report::{NodeTimeline, Outcome, ScenarioReport};
 use serde_json::{json, Value};
 use std::io::Write;
 
+/// The version of the lines' format, in every line (`"formatVersion"`): raised when a field is removed or changes
+/// meaning; a field added keeps it. A tool checks it before it reads the rest.
+pub const FORMAT_VERSION: u32 = 1;
+
 /// Writes to `out` (stdout for the CLI; a buffer in tests).
 pub struct JsonLines<W: Write + Send> {
     out: W,
@@ -18,7 +22,8 @@ impl<W: Write + Send> JsonLines<W> {
 
 impl<W: Write + Send> Reporter for JsonLines<W> {
     fn on(&mut self, event: &Event) {
-        let line = to_json(event);
+        let mut line = to_json(event);
+        line["formatVersion"] = json!(FORMAT_VERSION);
         let _ = writeln!(self.out, "{line}");
         let _ = self.out.flush();
     }
@@ -28,7 +33,7 @@ impl<W: Write + Send> Reporter for JsonLines<W> {
 /// unavailable, the environment failed to start): its JSON still ends with one; the cause is on stderr.
 pub fn aborted_line() -> Value {
     json!({
-        "event": "run_finished", "aborted": true, "wall": 0.0,
+        "event": "run_finished", "formatVersion": FORMAT_VERSION, "aborted": true, "wall": 0.0,
         "passed": 0, "failed": 0, "errors": 0, "ignored": 0, "leftovers": [], "cancelled": Value::Null,
         "message": "the run ended before any scenario ran (the cause is on stderr)",
     })
@@ -213,5 +218,7 @@ mod tests {
         assert_eq!(lines[1]["failures"][0], "n/ready: expected Ready, got NotReady");
         assert_eq!(lines[2]["failed"], 1);
         assert_eq!(lines[2]["passed"], 0);
+        assert!(lines.iter().all(|l| l["formatVersion"] == FORMAT_VERSION), "{text}");
+        assert_eq!(aborted_line()["formatVersion"], FORMAT_VERSION);
     }
 }

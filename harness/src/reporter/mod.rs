@@ -37,8 +37,10 @@ impl WriteFailures {
 /// The console format of `nodejoin run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
-    /// Progress on stderr, reports and the summary on stdout.
+    /// Progress on stderr, reports and the summary on stdout (`list`: a trial a line). `text` is taken too, the
+    /// name `list` once had.
     #[default]
+    #[value(alias = "text")]
     Human,
     /// One JSON object per event on stdout, nothing else there.
     Json,

@@ -10,7 +10,7 @@ pub mod rows;
 pub mod values;
 
 pub use resolve::{Flags, Source};
-pub use values::{ContainerdLine, FlakyResult};
+pub use values::{ContainerdLine, FlakyResult, NoTests};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +50,7 @@ pub mod var {
     pub const PROFILE: &str = "NODEJOIN_PROFILE";
     pub const SCENARIOS: &str = "NODEJOIN_SCENARIOS";
     pub const RETRIES: &str = "NODEJOIN_RETRIES";
+    pub const NO_TESTS: &str = "NODEJOIN_NO_TESTS";
     /// Set by GitHub Actions on its runners: failures become annotations on the pull request.
     pub const GITHUB_ACTIONS: &str = "GITHUB_ACTIONS";
     /// Set by the harness on its own children (`process::OWNER_ENV`): not a setting.
@@ -134,6 +135,8 @@ pub struct Settings {
     pub provider: Option<String>,
     /// Whether a FLAKY scenario fails the run (a profile's `flaky-result = "fail"`).
     pub flaky_fails: bool,
+    /// What a run in which nothing ran exits with (`--no-tests`).
+    pub no_tests: NoTests,
     /// Under GitHub Actions (`GITHUB_ACTIONS=true`): failures are also written as annotations.
     pub github_actions: bool,
     /// Where each setting given came from, by row key (a provider named on the command line must run).

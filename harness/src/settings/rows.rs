@@ -2,7 +2,7 @@
 //! and a profile may give it, and how its value is set. [`super::resolve`] applies the same precedence to every
 //! row (flag > variable > profile > unset, the consumer's default), `--help` and the book list the rows, and the
 //! profile file is checked against them: a setting exposed three ways is one row plus its consumer.
-use super::{var, FlakyResult, Settings};
+use super::{var, FlakyResult, NoTests, Settings};
 use std::path::PathBuf;
 
 /// One setting.
@@ -349,6 +349,19 @@ pub const ROWS: &[Row] = &[
             "pass or fail: whether a scenario that passed on a retry fails the run (a profile's `flaky-result`)",
             |s, v| {
                 s.flaky_fails = one(v).parse::<FlakyResult>()? == FlakyResult::Fail;
+                Ok(())
+            },
+        )
+    },
+    Row {
+        flag: true,
+        profile: &["no-tests"],
+        ..row(
+            "no-tests",
+            var::NO_TESTS,
+            "fail (exit 4, the default), warn or pass: a run in which nothing ran, as nextest's (`run --no-tests`)",
+            |s, v| {
+                s.no_tests = one(v).parse::<NoTests>()?;
                 Ok(())
             },
         )

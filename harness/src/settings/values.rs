@@ -84,6 +84,29 @@ impl std::str::FromStr for FlakyResult {
     }
 }
 
+/// What a run in which nothing ran exits with (`--no-tests`, as cargo-nextest's): `fail` (exit 4, the default,
+/// as nextest's), `warn` (0, said on stderr) or `pass` (0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NoTests {
+    #[default]
+    Fail,
+    Warn,
+    Pass,
+}
+
+impl std::str::FromStr for NoTests {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "fail" => Ok(Self::Fail),
+            "warn" => Ok(Self::Warn),
+            "pass" => Ok(Self::Pass),
+            other => Err(format!("no-tests '{other}' is unknown (known: fail, warn, pass)")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +119,10 @@ mod tests {
         let e = "2.5".parse::<ContainerdLine>().unwrap_err();
         assert_eq!(e, "containerd line '2.5' is unknown (known: 2.2, 1.7, 2.3 or 2.4)");
         assert!("fail".parse::<FlakyResult>().is_ok() && "maybe".parse::<FlakyResult>().is_err());
+        assert_eq!("warn".parse::<NoTests>(), Ok(NoTests::Warn));
+        assert_eq!(
+            "".parse::<NoTests>(),
+            Err("no-tests '' is unknown (known: fail, warn, pass)".into())
+        );
     }
 }

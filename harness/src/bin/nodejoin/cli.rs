@@ -55,8 +55,8 @@ pub enum Command {
     /// Run scenarios (files or directories, searched recursively; default: scenarios/).
     #[command(after_help = format!("{}\n\n{}", session::EXIT_CODES, settings::help()))]
     Run(RunArgs),
-    /// List the trials a run would take (`provider/v1.MINOR/scenario`), after the filter and partition: their
-    /// files, tags, versions, and why one would be ignored.
+    /// List the trials a run with the same options would take (`provider/v1.MINOR/scenario`), after the filter,
+    /// partition and rerun: their files, tags, versions, and why one would be ignored.
     List(ListArgs),
     /// Run the same scenarios against two versions of a bootstrap and show what differs on the node: Node
     /// fields, the kubelet's /configz and command line, files written, AWS/IMDS calls, programs run, timings and
@@ -94,16 +94,29 @@ pub struct SelectArgs {
     /// A filter expression, as nextest's filtersets: test(NAME), scenario(GLOB), file(GLOB), tag(TAG),
     /// provider(P), version(V); and, or, not, |, &, !, -, parentheses. Matchers: =exact, ~contains, /regex/,
     /// #glob. Repeated: any of them.
+    /// A filter that does not parse exits 94, as nextest's.
     #[arg(short = 'E', long = "filterset", value_name = "EXPR")]
-    pub filters: Vec<nodejoin::select::Filter>,
+    pub filters: Vec<String>,
     /// Run one shard: count:K/N or hash:K/N, split as nextest splits the same trial names.
     #[arg(long, value_name = "KIND:K/N")]
     pub partition: Option<nodejoin::select::Partition>,
 }
 
 impl SelectArgs {
-    pub fn selection(&self) -> nodejoin::select::Selection {
-        let filter = match self.filters.as_slice() {
+    /// The selection; a filter that does not parse is said, and its exit code (94) returned.
+    pub fn selection(&self) -> Result<nodejoin::select::Selection, u8> {
+        let mut parsed = Vec::new();
+        for text in &self.filters {
+            match text.parse::<nodejoin::select::Filter>() {
+                Ok(f) => parsed.push(f),
+                Err(e) => {
+                    eprintln!("error: -E '{text}': {e}");
+                    eprintln!("  hint: see `nodejoin run --help` for the filter language");
+                    return Err(session::exit::INVALID_FILTER_EXPRESSION);
+                }
+            }
+        }
+        let filter = match parsed.as_slice() {
             [] => None,
             [one] => Some(one.clone()),
             many => {
@@ -111,71 +124,32 @@ impl SelectArgs {
                 any.join(" | ").parse().ok()
             }
         };
-        nodejoin::select::Selection {
+        Ok(nodejoin::select::Selection {
             filter,
             partition: self.partition,
             only: None,
-        }
+        })
     }
 }
 
+/// The options that decide which trials a run takes and how they are named, shared by `run` and `list` (nextest's
+/// list takes every selection option its run takes).
 #[derive(clap::Args)]
-pub struct ListArgs {
+pub struct TrialArgs {
+    /// Files or directories (searched recursively; default: scenarios/).
     pub scenarios: Vec<PathBuf>,
     #[command(flatten)]
     pub select: SelectArgs,
-    /// The provider whose trials to list (default: the profile's, else local).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
-    pub provider: Option<String>,
-    /// text, or json (an array: name, scenario, file, provider, providers, kubernetesVersion,
-    /// kubernetesVersions, tags, ignored).
-    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
-    pub format: ListFormat,
-    /// The profile of .config/nodejoin.toml (default: default).
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// The Kubernetes version of scenarios that name none; several (comma-separated or repeated) make trials
-    /// for each.
-    #[arg(long, value_name = "VERSION", value_delimiter = ',')]
-    pub kubernetes_version: Vec<String>,
-}
-
-#[derive(clap::Args)]
-pub struct RunArgs {
-    pub scenarios: Vec<PathBuf>,
-    #[command(flatten)]
-    pub select: SelectArgs,
-    /// Run a failed scenario again up to N times; one that passes on a later attempt is FLAKY (it passes the
-    /// run unless the profile's flaky-result is fail).
-    #[arg(long, value_name = "N")]
-    pub retries: Option<u32>,
-    /// Run only what failed in the last run of the same partition (its record is in the artifacts directory).
+    /// Only what failed in the last run of the same partition (its record is in the artifacts directory).
     #[arg(long)]
     pub rerun_failed: bool,
-    /// Confined mode: every node must be a machine that cannot reach this host's kernel (`runtime: vm`); a
-    /// scenario with container nodes is refused, with the reason. For code you do not vouch for (a fork's pull
-    /// request). Also NODEJOIN_CONFINED=true or a profile's `confined = true`.
-    #[arg(long)]
-    pub confined: bool,
     /// The profile of .config/nodejoin.toml (found from the working directory upwards; default: default).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
-    #[arg(long)]
-    pub junit: Option<PathBuf>,
     /// Cluster provider: local (embedded processes, the default), k3s or kind (containers). A provider named
-    /// here must run: if it cannot, the exit code is 4.
+    /// here must run: if it cannot, the run fails (exit 100).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
     pub provider: Option<String>,
-    /// How many scenarios run at once (default: 2 per core up to 8, as memory allows).
-    #[arg(short = 'j', long)]
-    pub jobs: Option<usize>,
-    /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout).
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
-    /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
     /// The Kubernetes version of scenarios that name none (default: the built-in one); several
     /// (comma-separated or repeated) make trials for each, named provider/v1.MINOR/scenario.
     #[arg(long, value_name = "VERSION", value_delimiter = ',')]
@@ -186,8 +160,71 @@ pub struct RunArgs {
     pub eks_ami: Option<PathBuf>,
     /// The containerd line of node groups that name none: 2.2 (what the EKS AMI ships, the default), 1.7, or
     /// the lines ahead of the AMI, 2.3 and 2.4.
-    #[arg(long)]
+    #[arg(long, value_parser = ["2.2", "1.7", "2.3", "2.4"])]
     pub containerd: Option<String>,
+    /// Confined mode: every node must be a machine that cannot reach this host's kernel (`runtime: vm`); a
+    /// scenario with container nodes is refused, with the reason (exit 104). For code you do not vouch for (a
+    /// fork's pull request). Also NODEJOIN_CONFINED=true or a profile's `confined = true`.
+    #[arg(long)]
+    pub confined: bool,
+}
+
+impl TrialArgs {
+    /// The settings these give, by row key.
+    fn flags(&self, flags: &mut Flags) -> Result<(), String> {
+        if let Some(path) = self.eks_ami.as_ref().filter(|p| !p.exists()) {
+            return Err(format!(
+                "--eks-ami {}: no such checkout (name an amazon-eks-ami checkout, its nodeadm/ directory, \
+                 or a .tar.gz of one)",
+                path.display()
+            ));
+        }
+        flags
+            .set_some("profile", self.profile.as_ref())
+            .set_some("provider", self.provider.as_ref())
+            .set_some("confined", self.confined.then_some("true"))
+            .set_some("containerd", self.containerd.as_ref())
+            .set_some("eks-ami", self.eks_ami.as_ref().map(|p| p.display()))
+            .set("kubernetes-version", self.kubernetes_version.iter().cloned());
+        Ok(())
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub trials: TrialArgs,
+    /// human (a trial a line), or json (an array: name, scenario, file, provider, providers,
+    /// kubernetesVersion, kubernetesVersions, tags, ignored).
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub trials: TrialArgs,
+    /// Run a failed scenario again up to N times; one that passes on a later attempt is FLAKY (it passes the
+    /// run unless the profile's flaky-result is fail).
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// What a run in which nothing ran exits with: fail (4, the default), warn (0, said) or pass (0), as
+    /// cargo-nextest's --no-tests. Also NODEJOIN_NO_TESTS or a profile's `no-tests`.
+    #[arg(long, value_name = "fail|warn|pass", value_parser = ["fail", "warn", "pass"])]
+    pub no_tests: Option<String>,
+    /// Write JUnit XML here (default: target/nodejoin/<run>/junit.xml).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// How many scenarios run at once (default: 2 per core up to 8, as memory allows).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Console output: human (progress, reports, summary) or json (one JSON object per event on stdout, each
+    /// with its formatVersion).
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Also write a Markdown summary here (for a pull request, or GitHub's $GITHUB_STEP_SUMMARY).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
 }
 
 impl Cli {
@@ -205,41 +242,16 @@ impl Cli {
             flags.set("fixtures", [dir.join("fixtures").display().to_string()]);
         }
         match &self.command {
-            Command::List(args) => {
-                flags
-                    .set_some("profile", args.profile.as_ref())
-                    .set_some("provider", args.provider.as_ref())
-                    .set("kubernetes-version", args.kubernetes_version.iter().cloned());
-            }
+            Command::List(args) => args.trials.flags(&mut flags)?,
             Command::Run(args) => {
-                if let Some(path) = args.eks_ami.as_ref().filter(|p| !p.exists()) {
-                    return Err(format!(
-                        "--eks-ami {}: no such checkout (name an amazon-eks-ami checkout, its nodeadm/ directory, \
-                         or a .tar.gz of one)",
-                        path.display()
-                    ));
-                }
+                args.trials.flags(&mut flags)?;
                 flags
-                    .set_some("profile", args.profile.as_ref())
-                    .set_some("provider", args.provider.as_ref())
                     .set_some("jobs", args.jobs)
                     .set_some("retries", args.retries)
-                    .set_some("confined", args.confined.then_some("true"))
-                    .set_some("containerd", args.containerd.as_ref())
-                    .set_some("eks-ami", args.eks_ami.as_ref().map(|p| p.display()))
-                    .set("kubernetes-version", args.kubernetes_version.iter().cloned());
+                    .set_some("no-tests", args.no_tests.as_ref());
             }
             _ => {}
         }
         Ok(flags)
     }
-}
-
-/// What `nodejoin list` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ListFormat {
-    /// One trial a line.
-    Text,
-    /// A JSON array of the trials.
-    Json,
 }

@@ -12,10 +12,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
-pub const EXIT_CODES: &str = "Exit codes:
+pub const EXIT_CODES: &str = "Exit codes (cargo-nextest's, as `nodejoin run`):
   0    no check that passed on the base fails on the head (differences or not)
-  1    the head breaks a check (or a scenario that passed on the base fails on the head)
-  2    bad input or setup (a side that does not exist or applies to nothing, invalid scenarios, Docker)";
+  2    the command line is wrong
+  94   a filter expression does not parse
+  96   setup: a side that does not exist or applies to nothing, Docker
+  100  the head breaks a check (or a scenario that passed on the base fails on the head), or the run left
+       objects behind
+  104  a scenario file cannot be loaded
+  110  the --markdown file could not be written";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -57,16 +62,13 @@ struct Side {
 
 pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args: Args) -> u8 {
     let provider = Provider::parse(&args.provider).unwrap_or_default();
+    let selection = match args.select.selection() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let mut sides = Vec::new();
     for (label, text) in [("base", &args.base), ("head", &args.head)] {
-        match load_side(
-            settings,
-            label,
-            text,
-            &args.scenarios,
-            provider,
-            &args.select.selection(),
-        ) {
+        match load_side(settings, label, text, &args.scenarios, provider, &selection) {
             Ok(side) => sides.push(side),
             Err(code) => return code,
         }
@@ -139,17 +141,17 @@ pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args
     if let Some(path) = &args.markdown {
         if let Err(e) = std::fs::write(path, render::markdown(&comparison)) {
             eprintln!("error: cannot write {}: {e}", path.display());
-            return 2;
+            return nodejoin::session::exit::WRITE_OUTPUT_ERROR;
         }
     }
     if !leftovers.is_empty() {
         eprintln!("error: objects left behind: {}", leftovers.join(", "));
-        return 2;
+        return nodejoin::session::exit::TEST_RUN_FAILED;
     }
     if comparison.broken() {
-        1
+        nodejoin::session::exit::TEST_RUN_FAILED
     } else {
-        0
+        nodejoin::session::exit::OK
     }
 }
 

@@ -44,27 +44,34 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run(args) => session::run(
-            rt,
-            settings,
-            RunRequest {
-                paths: args.scenarios,
-                reporters: ReporterBuilder {
-                    format: args.format,
-                    junit: args.junit,
-                    markdown: args.markdown,
-                    annotations,
+        Command::Run(args) => match args.trials.select.selection() {
+            Ok(selection) => session::run(
+                rt,
+                settings,
+                RunRequest {
+                    paths: args.trials.scenarios,
+                    reporters: ReporterBuilder {
+                        format: args.format,
+                        junit: args.junit,
+                        markdown: args.markdown,
+                        annotations,
+                    },
+                    selection,
+                    rerun_failed: args.trials.rerun_failed,
                 },
-                selection: args.select.selection(),
-                rerun_failed: args.rerun_failed,
-            },
-        ),
-        Command::List(args) => session::list(
-            &settings,
-            args.scenarios,
-            &args.select.selection(),
-            args.format == cli::ListFormat::Json,
-        ),
+            ),
+            Err(code) => code,
+        },
+        Command::List(args) => match args.trials.select.selection() {
+            Ok(selection) => session::list(
+                &settings,
+                args.trials.scenarios,
+                &selection,
+                args.trials.rerun_failed,
+                args.format == nodejoin::reporter::Format::Json,
+            ),
+            Err(code) => code,
+        },
         Command::Compare(args) => compare::main(rt, &settings, args),
         Command::Init(args) => init::main(args),
         Command::Schema => {

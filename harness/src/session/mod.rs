@@ -18,23 +18,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
-/// `nodejoin run`'s exit codes (also in the book: docs/src/reference/cli.md); a skip is never a success.
-pub const EXIT_CODES: &str = "Exit codes:
-  0    every scenario that ran passed, and at least one ran
-  1    a scenario failed, or the run left objects behind
-  2    bad input or setup (invalid scenario, Docker unreachable, missing binaries)
-  3    a given directory holds no scenario files
-  4    the provider cannot run here, and was asked for (--provider, or the required providers setting)
-  5    nothing ran: every scenario was skipped (its providers) or ignored (its Kubernetes versions), or the
-       filter, partition or rerun selected none
-  129, 130, 143  ended by SIGHUP, SIGINT or SIGTERM, after removing the run's processes and containers";
+pub mod exit;
 
-/// See [`EXIT_CODES`].
-pub const EXIT_FAILED: u8 = 1;
-pub const EXIT_BAD_INPUT: u8 = 2;
-pub const EXIT_NO_SCENARIOS: u8 = 3;
-pub const EXIT_PROVIDER_UNAVAILABLE: u8 = 4;
-pub const EXIT_NOTHING_RAN: u8 = 5;
+/// Kept under their old names for the library's callers; see [`exit`].
+pub const EXIT_CODES: &str = exit::TEXT;
+pub const EXIT_FAILED: u8 = exit::TEST_RUN_FAILED;
+pub const EXIT_BAD_INPUT: u8 = exit::SETUP_ERROR;
 
 /// What `nodejoin run` was asked.
 #[derive(Debug, Clone, Default)]
@@ -51,7 +40,13 @@ pub struct RunRequest {
 /// Prints `e` with its hint, the CLI's form of a failure; the exit code of bad input or setup.
 pub fn fail(e: &crate::Error) -> u8 {
     eprintln!("error: {e}\n  hint: {}", e.hint());
-    EXIT_BAD_INPUT
+    exit::SETUP_ERROR
+}
+
+/// [`fail`] for a scenario file that cannot be loaded: the trials cannot be listed.
+pub fn fail_listing(e: &crate::Error) -> u8 {
+    fail(e);
+    exit::TEST_LIST_CREATION_FAILED
 }
 
 /// The run's environment (signal handlers installed first: a signal at any point removes what the run has
@@ -105,34 +100,17 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
         &crate::paths::artifacts_root(&settings),
         request.selection.partition.as_ref(),
     );
-    let mut selection = request.selection.clone();
-    if request.rerun_failed {
-        match Record::read(&record_at) {
-            Ok(r) if r.failed.is_empty() => {
-                eprintln!("[nodejoin] nothing to rerun: run {} had no failures", r.run_id);
-                return (0, false);
-            }
-            Ok(r) => {
-                eprintln!(
-                    "[nodejoin] rerunning {} trial(s) that failed in run {}",
-                    r.failed.len(),
-                    r.run_id
-                );
-                selection.only = Some(r.failed);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return (EXIT_BAD_INPUT, false);
-            }
-        }
-    }
+    let selection = match with_rerun(&settings, &request.selection, request.rerun_failed) {
+        Ok(s) => s,
+        Err(code) => return (code, false),
+    };
     let (files, trials) = match load_trials(&settings, request.paths, provider) {
         Ok(loaded) => loaded,
         Err(code) => return (code, false),
     };
     let trials = match select(trials, &selection) {
         Ok(t) => t,
-        Err(code) => return (code, false),
+        Err(why) => return (exit::nothing_ran(settings.no_tests, &why), false),
     };
     // Scenarios that exclude this Kubernetes version are reported ignored; if that is all of them, nothing runs.
     let applicable: Vec<&Scenario> = trials
@@ -146,12 +124,12 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
                 eprintln!("[nodejoin] ignoring {}: {why}", t.file.display());
             }
         }
-        eprintln!(
-            "error: nothing to run: all {} scenario file(s) were skipped or ignored on provider {}",
+        let why = format!(
+            "nothing to run: all {} scenario file(s) were skipped or ignored on provider {}",
             files.len(),
             provider.as_str()
         );
-        return (EXIT_NOTHING_RAN, false);
+        return (exit::nothing_ran(settings.no_tests, &why), false);
     }
     if required {
         match rt.block_on(provider_unavailable(&settings, provider, &applicable)) {
@@ -163,7 +141,7 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
                     reason: why,
                 };
                 eprintln!("  hint: {}", e.hint());
-                return (EXIT_PROVIDER_UNAVAILABLE, false);
+                return (exit::TEST_RUN_FAILED, false);
             }
             Err(e) => return (fail(&e), false),
         }
@@ -223,9 +201,38 @@ fn run_session(rt: Arc<Runtime>, settings: Arc<Settings>, request: RunRequest) -
     if reporters.write_failed() {
         eprintln!("error: a report could not be written (see above)");
         eprintln!("  hint: check the --junit/--markdown paths: their directory must exist and be writable");
-        return (EXIT_FAILED, true);
+        return (exit::WRITE_OUTPUT_ERROR, true);
     }
-    (exit_code(&reports, required, settings.flaky_fails), true)
+    (exit_code(&reports, required, &settings), true)
+}
+
+/// `selection`, narrowed to what failed in the last run of the same partition when `rerun_failed`; the exit
+/// code when there is nothing to run again (0) or no record to read.
+fn with_rerun(settings: &Settings, selection: &Selection, rerun_failed: bool) -> Result<Selection, u8> {
+    let mut selection = selection.clone();
+    if !rerun_failed {
+        return Ok(selection);
+    }
+    let at = rerun::path(&crate::paths::artifacts_root(settings), selection.partition.as_ref());
+    match Record::read(&at) {
+        Ok(r) if r.failed.is_empty() => {
+            eprintln!("[nodejoin] nothing to rerun: run {} had no failures", r.run_id);
+            Err(exit::OK)
+        }
+        Ok(r) => {
+            eprintln!(
+                "[nodejoin] rerunning {} trial(s) that failed in run {}",
+                r.failed.len(),
+                r.run_id
+            );
+            selection.only = Some(r.failed);
+            Ok(selection)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(exit::SETUP_ERROR)
+        }
+    }
 }
 
 /// The provider the settings name (`--provider`, a profile's), else the default.
@@ -242,17 +249,17 @@ fn chosen_provider(settings: &crate::settings::Settings) -> Result<Provider, u8>
     }
 }
 
-/// The trials `selection` keeps; an error when it keeps none of several.
-fn select(trials: Vec<Trial>, selection: &Selection) -> Result<Vec<Trial>, u8> {
+/// The trials `selection` keeps; why, when it keeps none of several.
+fn select(trials: Vec<Trial>, selection: &Selection) -> Result<Vec<Trial>, String> {
     if !selection.narrows() {
         return Ok(trials);
     }
     let before = trials.len();
     let kept = selection.apply(trials);
     if kept.is_empty() {
-        eprintln!("error: the selection (filter, partition or rerun) kept none of the {before} scenario(s)");
-        eprintln!("  hint: `nodejoin list` with the same options shows what is selected");
-        return Err(EXIT_NOTHING_RAN);
+        return Err(format!(
+            "nothing to run: the selection (filter, partition or rerun) kept none of the {before} scenario(s)"
+        ));
     }
     eprintln!("[nodejoin] selected {} of {before} scenario(s)", kept.len());
     Ok(kept)
@@ -275,10 +282,15 @@ fn write_record(at: &std::path::Path, run_id: &str, reports: &[ScenarioReport]) 
     }
 }
 
-/// `nodejoin list`: the trials a run with the same paths, provider and selection would take, as text or JSON.
-pub fn list(settings: &Settings, paths: Vec<PathBuf>, selection: &Selection, json: bool) -> u8 {
+/// `nodejoin list`: the trials a run with the same paths, settings and selection (`--rerun-failed` too) would
+/// take, as text or JSON.
+pub fn list(settings: &Settings, paths: Vec<PathBuf>, selection: &Selection, rerun_failed: bool, json: bool) -> u8 {
     let provider = match chosen_provider(settings) {
         Ok(p) => p,
+        Err(code) => return code,
+    };
+    let selection = &match with_rerun(settings, selection, rerun_failed) {
+        Ok(s) => s,
         Err(code) => return code,
     };
     let (_, trials) = match load_trials(settings, paths, provider) {
@@ -343,7 +355,8 @@ fn end_reports_on_signal(
 /// The scenario files under `paths` (default: scenarios/), loaded with the settings' defaults as trials on
 /// `provider`, one per Kubernetes version the settings name (a scenario that names its own version is one
 /// trial); those that run only on other providers are skipped with a line on stderr. Also returns every file
-/// found. An error has been printed; its exit code is returned.
+/// found. An error has been printed; its exit code is returned (a file that cannot be loaded, a directory with
+/// none: the list cannot be made, as of a test binary nextest cannot list).
 pub fn load_trials(
     settings: &Settings,
     paths: Vec<PathBuf>,
@@ -358,11 +371,12 @@ pub fn load_trials(
     for p in &paths {
         match crate::scenario::discover(std::slice::from_ref(p)) {
             Ok(found) if found.is_empty() => {
+                // A directory named that holds none is a mistake said, not an empty run.
                 eprintln!("error: {} holds no scenario files (*.yaml, *.yml)", p.display());
-                return Err(EXIT_NO_SCENARIOS);
+                return Err(exit::TEST_LIST_CREATION_FAILED);
             }
             Ok(found) => files.extend(found),
-            Err(e) => return Err(fail(&e)),
+            Err(e) => return Err(fail_listing(&e)),
         }
     }
     let mut trials: Vec<Trial> = Vec::new();
@@ -375,7 +389,7 @@ pub fn load_trials(
         let mut these = Vec::new();
         for f in &files {
             let s = crate::scenario::load_file(f, &defaults)
-                .map_err(|e| fail(&e))?
+                .map_err(|e| fail_listing(&e))?
                 .fetched();
             if !s.cluster.providers.is_empty() && !s.cluster.providers.contains(&provider) {
                 if i == 0 {
@@ -391,7 +405,7 @@ pub fn load_trials(
             these.push(Trial::new(f, s, provider));
         }
         crate::scenario::unique_scenarios(these.iter().map(|t| (t.file.as_path(), &t.scenario)))
-            .map_err(|e| fail(&e))?;
+            .map_err(|e| fail_listing(&e))?;
         // A scenario that names its version is the same trial on every pass.
         for t in these {
             let name = t.test_name();
@@ -414,8 +428,9 @@ fn mark_several_versions(trials: &mut [Trial]) {
 }
 
 /// The exit code of a finished run, from each scenario's verdict (`run::verdict`, as the trials decide theirs):
-/// failures first, then a required provider that could not run, then a run in which nothing ran.
-pub fn exit_code(reports: &[ScenarioReport], required: bool, flaky_fails: bool) -> u8 {
+/// failures first (a required provider that could not run is one), then a run in which nothing ran (as the
+/// settings' `no-tests` says).
+pub fn exit_code(reports: &[ScenarioReport], required: bool, settings: &Settings) -> u8 {
     let required = Required {
         provider: required,
         scenario: false,
@@ -427,19 +442,18 @@ pub fn exit_code(reports: &[ScenarioReport], required: bool, flaky_fails: bool) 
     if verdicts.iter().any(|(_, v)| matches!(v, Verdict::Failed(_))) {
         return EXIT_FAILED;
     }
-    if let Some(r) = reports.iter().find(|r| flaky_fails && r.flaky()) {
+    if let Some(r) = reports.iter().find(|r| settings.flaky_fails && r.flaky()) {
         eprintln!("error: {} is FLAKY, and the profile's flaky-result is fail", r.name);
         return EXIT_FAILED;
     }
     if let Some((name, _)) = verdicts.iter().find(|(_, v)| matches!(v, Verdict::NotRun(_))) {
-        eprintln!("error: {name}: the provider cannot run here");
-        return EXIT_PROVIDER_UNAVAILABLE;
+        eprintln!("error: {name}: the provider cannot run here, and it was asked for");
+        return EXIT_FAILED;
     }
     if !verdicts.iter().any(|(_, v)| *v == Verdict::Passed) {
-        eprintln!("error: nothing ran: every scenario was skipped or ignored");
-        return EXIT_NOTHING_RAN;
+        return exit::nothing_ran(settings.no_tests, "nothing ran: every scenario was skipped or ignored");
     }
-    0
+    exit::OK
 }
 
 /// Why `provider` cannot run one of `scenarios` here (the full check: it may pull the provider's image), if it
@@ -482,15 +496,22 @@ mod tests {
             r
         };
         let skipped = || Outcome::Unavailable("kind cannot run here".into());
-        assert_eq!(exit_code(&[report("a", Outcome::Passed)], false, false), 0);
-        assert_eq!(exit_code(&[report("a", skipped())], false, false), EXIT_NOTHING_RAN);
+        let s = Settings::default();
+        assert_eq!(exit_code(&[report("a", Outcome::Passed)], false, &s), 0);
+        assert_eq!(exit_code(&[report("a", skipped())], false, &s), exit::NO_TESTS_RUN);
+        let lenient = Settings {
+            no_tests: crate::settings::NoTests::Pass,
+            ..Settings::default()
+        };
+        assert_eq!(exit_code(&[report("a", skipped())], false, &lenient), 0);
         assert_eq!(
-            exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true, false),
-            EXIT_PROVIDER_UNAVAILABLE
+            exit_code(&[report("a", skipped()), report("b", Outcome::Passed)], true, &lenient),
+            exit::TEST_RUN_FAILED,
+            "a required provider that cannot run fails the run"
         );
         assert_eq!(
-            exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true, false),
-            EXIT_FAILED
+            exit_code(&[report("a", skipped()), report("b", Outcome::Failed)], true, &s),
+            exit::TEST_RUN_FAILED
         );
     }
 
@@ -507,7 +528,11 @@ mod tests {
             artifacts: None,
         });
         assert!(flaky.flaky() && flaky.status_word() == "FLAKY");
-        assert_eq!(exit_code(std::slice::from_ref(&flaky), false, false), 0);
-        assert_eq!(exit_code(&[flaky], false, true), EXIT_FAILED);
+        assert_eq!(exit_code(std::slice::from_ref(&flaky), false, &Settings::default()), 0);
+        let strict = Settings {
+            flaky_fails: true,
+            ..Settings::default()
+        };
+        assert_eq!(exit_code(&[flaky], false, &strict), EXIT_FAILED);
     }
 }
