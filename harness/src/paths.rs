@@ -206,6 +206,26 @@ pub fn relative_to_cwd(file: &Path) -> String {
         .into_owned()
 }
 
+/// `file` (absolute, or relative to the working directory) named from `root` when inside it (GitHub resolves
+/// annotations' and test reports' files from the checkout's root, whatever directory a run started in), else as
+/// [`relative_to_cwd`] names it.
+pub fn relative_to(file: &Path, root: Option<&Path>) -> String {
+    let Some(root) = root else {
+        return relative_to_cwd(file);
+    };
+    let absolute = match file.is_absolute() {
+        true => file.to_path_buf(),
+        false => std::env::current_dir()
+            .map(|d| d.join(file))
+            .unwrap_or_else(|_| file.to_path_buf()),
+    };
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    match canonical(&absolute).strip_prefix(canonical(root)) {
+        Ok(inside) => inside.to_string_lossy().into_owned(),
+        Err(_) => relative_to_cwd(file),
+    }
+}
+
 /// Resolves `path` against the workspace root when it is relative and does not exist from the cwd.
 pub fn resolve(path: &Path) -> PathBuf {
     if path.is_absolute() || path.exists() {

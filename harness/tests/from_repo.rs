@@ -204,11 +204,14 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
     let r = repo.path();
     let junit = r.join("junit.xml");
     let markdown = r.join("summary.md");
+    // Started in nodejoin/ (the action's `working-directory`): annotations still name files from the checkout's
+    // root, GITHUB_WORKSPACE, which GitHub resolves them from; the profile is found upwards.
+    let workspace = r.display().to_string();
     let (code, out, err) = nodejoin(
-        r,
+        &r.join("nodejoin"),
         &[
             "run",
-            "nodejoin/scenarios",
+            "scenarios",
             "--profile",
             "ci",
             "--junit",
@@ -216,7 +219,7 @@ fn a_run_from_the_repository_annotates_retries_reruns_and_shards() {
             "--markdown",
             markdown.to_str().unwrap(),
         ],
-        &[("GITHUB_ACTIONS", "true")],
+        &[("GITHUB_ACTIONS", "true"), ("GITHUB_WORKSPACE", workspace.as_str())],
     );
     let all = format!("{out}\n{err}");
     assert_eq!(code, 100, "wrong-label fails the run, the flaky one does not:\n{all}");

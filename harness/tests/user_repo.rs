@@ -12,6 +12,8 @@ use common::root;
 #[path = "user_repo/releases.rs"]
 mod releases;
 use releases::{release_version, Releases};
+#[path = "user_repo/action_steps.rs"]
+mod action_steps;
 
 fn action() -> Value {
     let text = std::fs::read_to_string(root().join("action.yml")).expect("action.yml");
@@ -99,6 +101,8 @@ fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<Stri
             "true".into()
         } else if e == "always() && inputs.compare-base != ''" {
             (!inputs["compare-base"].is_empty()).to_string()
+        } else if e == "always() && steps.run.outcome != 'skipped'" {
+            "true".into()
         } else if let Some((left, right)) = e.split_once(" == ") {
             let right = right.trim_matches('\'');
             (ctx.get(left).map(String::as_str).unwrap_or_default() == right).to_string()
@@ -198,7 +202,7 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     env.insert("CURL_CA_BUNDLE".into(), releases.ca.display().to_string());
     // The node images' archive for the cache, here rather than in this machine's home.
     let image_cache = tmp.path().join("image-cache");
-    env.insert("NODEJOIN_IMAGE_CACHE".into(), image_cache.display().to_string());
+    env.insert("NODEJOIN_ACTION_IMAGE_CACHE".into(), image_cache.display().to_string());
 
     let inputs: BTreeMap<String, String> = action()["inputs"]
         .as_mapping()
@@ -227,6 +231,10 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         ("runner.temp".to_string(), runner_temp.display().to_string()),
         // A push to the user's repository: no pull request, so confined mode stays off (`confined: auto`).
         ("github.repository".to_string(), "acme/acme-ami".to_string()),
+        // The first attempt of workflow run 42's job `nodejoin`: every trial runs.
+        ("github.run_id".to_string(), "42".to_string()),
+        ("github.run_attempt".to_string(), "1".to_string()),
+        ("github.job".to_string(), "nodejoin".to_string()),
         (
             "github.event.pull_request.head.repo.full_name".to_string(),
             String::new(),
@@ -348,6 +356,18 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         }
     }
 
+    // The cell's artifact name, and the record of this attempt kept for a re-run (its partition's own file).
+    let artifact = ctx.get("steps.cell.outputs.artifact-name").cloned().unwrap_or_default();
+    assert!(
+        artifact.starts_with("nodejoin-local-default-default-count-1of1-") && artifact.ends_with("-attempt1"),
+        "{artifact}"
+    );
+    let record = runner_temp.join("nodejoin-record/last-run-count-1-1.json");
+    assert!(
+        record.is_file(),
+        "no record kept for a re-run at {}\n{log}",
+        record.display()
+    );
     let summary = std::fs::read_to_string(&files["GITHUB_STEP_SUMMARY"]).unwrap();
     assert!(
         summary.contains("### nodejoin\n\n✅ 2 passed, 0 failed"),
@@ -423,10 +443,10 @@ fn a_pull_request_from_a_fork_runs_confined() {
         let env = BTreeMap::from([
             ("GITHUB_OUTPUT".to_string(), output.display().to_string()),
             ("NODEJOIN_ACTION_PATH".to_string(), root().display().to_string()),
-            ("NODEJOIN_WANT".to_string(), "source".to_string()),
+            ("NODEJOIN_ACTION_WANT".to_string(), "source".to_string()),
             ("NODEJOIN_ACTION_CONFINED".to_string(), input.to_string()),
-            ("NODEJOIN_PR_HEAD_REPO".to_string(), head.to_string()),
-            ("NODEJOIN_THIS_REPO".to_string(), "acme/acme-ami".to_string()),
+            ("NODEJOIN_ACTION_PR_HEAD_REPO".to_string(), head.to_string()),
+            ("NODEJOIN_ACTION_THIS_REPO".to_string(), "acme/acme-ami".to_string()),
         ]);
         let (code, out) = sh(tmp.path(), step["run"].as_str().unwrap(), &env);
         let outputs = std::fs::read_to_string(&output).unwrap();

@@ -14,8 +14,9 @@ pub struct ReporterBuilder {
     /// Default: `<run dir>/junit.xml`.
     pub junit: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
-    /// GitHub Actions annotations of failures (on under `GITHUB_ACTIONS=true`).
-    pub annotations: bool,
+    /// GitHub Actions annotations of failures (under `GITHUB_ACTIONS=true`), naming files from this directory
+    /// (the checkout's root), as JUnit's `file` then does too.
+    pub annotations: Option<PathBuf>,
 }
 
 /// A run's reporters, behind one sink, and what the run reads back from them when it ends.
@@ -38,9 +39,15 @@ impl ReporterBuilder {
             Format::Json => Box::new(json::JsonLines::new(std::io::stdout())),
         });
         let junit = self.junit.unwrap_or_else(|| run_dir.join("junit.xml"));
-        reporters.push(Box::new(junit::Junit::new(run_id, junit, json, failures.clone())));
-        if self.annotations {
-            reporters.push(Box::new(github::Annotations::new(json)));
+        reporters.push(Box::new(junit::Junit::new(
+            run_id,
+            junit,
+            json,
+            failures.clone(),
+            self.annotations.clone(),
+        )));
+        if let Some(root) = self.annotations {
+            reporters.push(Box::new(github::Annotations::new(json, root)));
         }
         if let Some(md) = self.markdown {
             reporters.push(Box::new(markdown::Markdown::new(md, failures.clone())));

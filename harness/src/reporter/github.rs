@@ -1,7 +1,8 @@
 //! GitHub Actions annotations (under `GITHUB_ACTIONS=true`): one `::error` per failed check, on the line of the
 //! scenario key that asked for it (the check registry's `keys`, found in the check's node group), titled
 //! `trial / node / check`, saying what was expected and what the cluster showed; a `::warning` for a FLAKY
-//! scenario. Paths are relative to the working directory (the checkout, on a runner).
+//! scenario. Paths are relative to the checkout's root (`GITHUB_WORKSPACE`), which GitHub resolves them from,
+//! whatever directory the run was started in.
 use crate::run::events::{Event, Reporter};
 use crate::run::report::{Outcome, ScenarioReport};
 
@@ -16,12 +17,18 @@ const SCENARIO_BYTES: u64 = 1 << 20;
 /// Writes annotations to stdout, or stderr when stdout carries JSON lines (the runner reads both).
 pub struct Annotations {
     to_stderr: bool,
+    root: std::path::PathBuf,
     written: usize,
 }
 
 impl Annotations {
-    pub fn new(to_stderr: bool) -> Self {
-        Self { to_stderr, written: 0 }
+    /// Annotations naming files from `root`.
+    pub fn new(to_stderr: bool, root: std::path::PathBuf) -> Self {
+        Self {
+            to_stderr,
+            root,
+            written: 0,
+        }
     }
 }
 
@@ -30,7 +37,7 @@ impl Reporter for Annotations {
         let Event::ScenarioFinished { report } = event else {
             return;
         };
-        for line in annotations(report) {
+        for line in annotations(report, &self.root) {
             self.written += 1;
             if self.written > MAX_PER_RUN {
                 continue;
@@ -55,9 +62,9 @@ fn property(s: &str) -> String {
     data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// The annotations of one finished scenario.
-pub fn annotations(r: &ScenarioReport) -> Vec<String> {
-    let file = crate::paths::relative_to_cwd(&r.file);
+/// The annotations of one finished scenario, naming its file from `root`.
+pub fn annotations(r: &ScenarioReport, root: &std::path::Path) -> Vec<String> {
+    let file = crate::paths::relative_to(&r.file, Some(root));
     let text = read_bounded(&r.file);
     let trial = r.trial_name();
     let command = |level: &str, line: usize, title: &str, message: &str| {
@@ -175,9 +182,9 @@ mod tests {
             ),
             Check::new("ip-10-0-0-1.ec2.internal/taints", true, "[]", "[]"),
         ];
-        let a = annotations(&r);
+        let a = annotations(&r, dir.path());
         assert_eq!(a.len(), 3, "{a:?}");
-        assert!(a[0].starts_with("::error file="), "{}", a[0]);
+        assert!(a[0].starts_with("::error file=s.yaml,"), "{}", a[0]);
         assert!(
             a[0].ends_with("s.yaml,line=7,title=local/v1.36/s / worker-0 / labels::expected {team: a}, got {}"),
             "{}",
@@ -193,6 +200,21 @@ mod tests {
             "{}",
             a[2]
         );
+    }
+
+    /// GitHub resolves an annotation's file from the checkout's root: a run started in a subdirectory (the
+    /// action's `working-directory`) still names it from there.
+    #[test]
+    fn a_file_is_named_from_the_checkouts_root() {
+        let root = tempfile::tempdir().unwrap();
+        let sub = root.path().join("nodejoin/scenarios");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join("s.yaml"), SCENARIO).unwrap();
+        let from_root = |f: &std::path::Path| crate::paths::relative_to(f, Some(root.path()));
+        assert_eq!(from_root(&sub.join("s.yaml")), "nodejoin/scenarios/s.yaml");
+        let elsewhere = tempfile::tempdir().unwrap();
+        let outside = elsewhere.path().join("x.yaml");
+        assert_eq!(from_root(&outside), outside.display().to_string(), "outside: as given");
     }
 
     #[test]
@@ -214,7 +236,7 @@ mod tests {
             wall: std::time::Duration::from_secs(2),
             artifacts: None,
         });
-        let a = annotations(&r);
+        let a = annotations(&r, dir.path());
         assert_eq!(a.len(), 1);
         assert!(
             a[0].starts_with("::warning ") && a[0].contains(",line=7,title=local/v1.36/s FLAKY::passed on attempt 2"),
@@ -226,8 +248,12 @@ mod tests {
             message: "Docker unreachable".into(),
             hint: "start it".into(),
         };
-        assert!(annotations(&e)[0].ends_with(",line=1,title=local/v1.36/s::Docker unreachable (hint: start it)"));
-        assert!(annotations(&report(dir.path())).is_empty(), "a plain pass says nothing");
+        assert!(annotations(&e, dir.path())[0]
+            .ends_with(",line=1,title=local/v1.36/s::Docker unreachable (hint: start it)"));
+        assert!(
+            annotations(&report(dir.path()), dir.path()).is_empty(),
+            "a plain pass says nothing"
+        );
     }
 
     /// Every registered check names the scenario keys that ask for it, and each is a key of the scenario format.

@@ -10,15 +10,24 @@ pub struct Junit {
     /// Where to say what happened (stderr for `--format json`, whose stdout is JSON only).
     to_stderr: bool,
     failures: super::WriteFailures,
+    /// The directory files are named from (the checkout's root on a runner), else the working directory.
+    root: Option<PathBuf>,
 }
 
 impl Junit {
-    pub fn new(run_id: &str, path: PathBuf, to_stderr: bool, failures: super::WriteFailures) -> Self {
+    pub fn new(
+        run_id: &str,
+        path: PathBuf,
+        to_stderr: bool,
+        failures: super::WriteFailures,
+        root: Option<PathBuf>,
+    ) -> Self {
         Self {
             run_id: run_id.to_string(),
             path,
             to_stderr,
             failures,
+            root,
         }
     }
 }
@@ -28,7 +37,7 @@ impl Reporter for Junit {
         let Event::RunFinished { reports, .. } = event else {
             return;
         };
-        let said = match xml(reports, &self.run_id) {
+        let said = match xml(reports, &self.run_id, self.root.as_deref()) {
             Ok(xml) => match super::write_whole(&self.path, xml.as_bytes(), &self.failures) {
                 Ok(()) => format!("JUnit report: {}", self.path.display()),
                 Err(e) => format!("error: cannot write {}: {e}", self.path.display()),
@@ -47,12 +56,12 @@ impl Reporter for Junit {
 /// `provider/v1.MINOR/scenario`; name `node/check`, the node named by its group and index so names are the same
 /// in every matrix cell and run; `file` the scenario), and one named `scenario` for its outcome, carrying its
 /// time, whole report and, for a FLAKY one, each failed attempt as a `flakyFailure`.
-pub fn xml(reports: &[ScenarioReport], run_id: &str) -> Result<String, String> {
+pub fn xml(reports: &[ScenarioReport], run_id: &str, root: Option<&std::path::Path>) -> Result<String, String> {
     use quick_junit::{Report, TestSuite};
     let mut report = Report::new(format!("nodejoin-{run_id}"));
     for r in reports {
         let class = r.trial_name().to_string();
-        let file = crate::paths::relative_to_cwd(&r.file);
+        let file = crate::paths::relative_to(&r.file, root);
         let mut suite = TestSuite::new(class.clone());
         suite.set_time(r.wall);
         let ran = !matches!(r.outcome, Outcome::Ignored(_) | Outcome::Unavailable(_));
@@ -155,7 +164,7 @@ mod tests {
             wall: std::time::Duration::from_secs(3),
             artifacts: None,
         });
-        let xml = xml(&[ok, report(), flaky], "run-1").unwrap();
+        let xml = xml(&[ok, report(), flaky], "run-1", None).unwrap();
         assert!(
             xml.contains("<testcase name=\"worker-0/ready\" classname=\"local/v1.36/ok\""),
             "the node by its stable label, under its trial: {xml}"

@@ -53,6 +53,7 @@ pub mod var {
     pub const NO_TESTS: &str = "NODEJOIN_NO_TESTS";
     /// Set by GitHub Actions on its runners: failures become annotations on the pull request.
     pub const GITHUB_ACTIONS: &str = "GITHUB_ACTIONS";
+    pub const GITHUB_WORKSPACE: &str = "GITHUB_WORKSPACE";
     /// Set by the harness on its own children (`process::OWNER_ENV`): not a setting.
     pub const OWNER: &str = "NODEJOIN_OWNER";
     /// What a node and the kind docker shim are told (their environment, `/etc/nodejoin/node.env`): not settings.
@@ -139,6 +140,9 @@ pub struct Settings {
     pub no_tests: NoTests,
     /// Under GitHub Actions (`GITHUB_ACTIONS=true`): failures are also written as annotations.
     pub github_actions: bool,
+    /// The checkout's root on a runner (`GITHUB_WORKSPACE`): annotations name files from there, whatever the
+    /// working directory (the action's `working-directory`).
+    pub github_workspace: Option<PathBuf>,
     /// Where each setting given came from, by row key (a provider named on the command line must run).
     pub sources: BTreeMap<&'static str, Source>,
 }

@@ -375,6 +375,12 @@ pub const ROWS: &[Row] = &[
             Ok(())
         },
     ),
+    row(
+        "github-workspace",
+        var::GITHUB_WORKSPACE,
+        "set by GitHub Actions: the checkout's root, which annotations name files from",
+        path!(github_workspace),
+    ),
 ];
 
 /// The row of `key`.

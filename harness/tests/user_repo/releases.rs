@@ -192,9 +192,9 @@ fn install(tmp: &Path, releases: &Releases, url: &str, version: &str) -> (i32, S
             "NODEJOIN_ACTION_PATH".to_string(),
             releases.action.display().to_string(),
         ),
-        ("NODEJOIN_MODE".to_string(), "release".to_string()),
-        ("NODEJOIN_VERSION".to_string(), version.to_string()),
-        ("NODEJOIN_RELEASE_URL".to_string(), url.to_string()),
+        ("NODEJOIN_ACTION_MODE".to_string(), "release".to_string()),
+        ("NODEJOIN_ACTION_VERSION".to_string(), version.to_string()),
+        ("NODEJOIN_ACTION_RELEASE_URL".to_string(), url.to_string()),
         ("CURL_CA_BUNDLE".to_string(), releases.ca.display().to_string()),
     ]);
     let (code, out) = sh(tmp, step("Install nodejoin")["run"].as_str().unwrap(), &env);
@@ -262,7 +262,7 @@ fn a_version_that_is_not_one_never_reaches_the_steps_outputs() {
         let env = BTreeMap::from([
             ("GITHUB_OUTPUT".to_string(), output.display().to_string()),
             ("NODEJOIN_ACTION_PATH".to_string(), root().display().to_string()),
-            ("NODEJOIN_WANT".to_string(), bad.to_string()),
+            ("NODEJOIN_ACTION_WANT".to_string(), bad.to_string()),
         ]);
         let (code, out) = sh(tmp.path(), step("Which nodejoin")["run"].as_str().unwrap(), &env);
         assert_ne!(code, 0, "{bad:?} was taken:\n{out}");
@@ -278,7 +278,7 @@ fn a_version_that_is_not_one_never_reaches_the_steps_outputs() {
     let env = BTreeMap::from([
         ("GITHUB_OUTPUT".to_string(), output.display().to_string()),
         ("NODEJOIN_ACTION_PATH".to_string(), root().display().to_string()),
-        ("NODEJOIN_WANT".to_string(), String::new()),
+        ("NODEJOIN_ACTION_WANT".to_string(), String::new()),
     ]);
     let (code, out) = sh(tmp.path(), step("Which nodejoin")["run"].as_str().unwrap(), &env);
     assert_eq!(code, 0, "{out}");

@@ -78,9 +78,12 @@ fn no_cache_is_restored_by_prefix() {
                     );
                 }
             }
+            // By prefix only the rerun record: trial names, read as data, never executed (action_steps.rs holds
+            // the run step to regular files named as nodejoin names them).
+            let record_only = paths.trim() == "${{ runner.temp }}/nodejoin-record";
             assert!(
-                s["with"]["restore-keys"].is_null(),
-                "{}: step {:?} restores a cache by prefix",
+                s["with"]["restore-keys"].is_null() || record_only,
+                "{}: step {:?} restores a cache by prefix into a path something runs from",
                 f.display(),
                 s["name"]
             );

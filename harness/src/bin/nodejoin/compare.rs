@@ -46,7 +46,7 @@ pub struct Args {
     /// Cluster provider.
     #[arg(long, default_value = "local", value_parser = clap::builder::PossibleValuesParser::new(nodejoin::cluster::names()))]
     provider: String,
-    /// How many scenarios of a side run at once.
+    /// How many scenarios of a side run at once (default: NODEJOIN_JOBS, the profile's `jobs`, else as `run`).
     #[arg(short = 'j', long)]
     jobs: Option<usize>,
 }
@@ -84,6 +84,7 @@ pub fn main(rt: Arc<Runtime>, settings: &Arc<nodejoin::settings::Settings>, args
     );
     let jobs = args
         .jobs
+        .or(settings.jobs)
         .unwrap_or_else(|| nodejoin::run::runner::default_jobs(settings))
         .max(1);
     for side in &sides {

@@ -34,7 +34,14 @@ fn main() -> ExitCode {
             return ExitCode::from(session::EXIT_BAD_INPUT);
         }
     };
-    let annotations = settings.github_actions;
+    // Annotations name files from the checkout's root (GITHUB_WORKSPACE), else from where the run started.
+    let annotations = settings.github_actions.then(|| {
+        settings
+            .github_workspace
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default()
+    });
     let settings = Arc::new(settings);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => Arc::new(rt),
