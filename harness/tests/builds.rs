@@ -96,7 +96,12 @@ fn a_killed_kubernetes_build_is_reaped_and_built_again() {
         String::from_utf8_lossy(&out.stderr)
     );
     let version = nodejoin::assets::DEFAULT_VERSION;
-    let apiserver = cache.path().join("k8s").join(version).join("kube-apiserver");
+    let apiserver = cache
+        .path()
+        .join("k8s")
+        .join(std::env::consts::ARCH)
+        .join(version)
+        .join("kube-apiserver");
     let v = Command::new(&apiserver)
         .arg("--version")
         .output()

@@ -35,11 +35,13 @@ impl KubeadmBinaries {
     }
 }
 
-/// `<cache>/k8s/<version>-kubeadm/`.
+/// `<cache>/k8s/<arch>/<version>-kubeadm/` (the older layout's adopted first: `stamp::adopt`).
 pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
-    crate::paths::cache_dir(settings)
-        .join("k8s")
-        .join(format!("{version}-kubeadm"))
+    let cache = crate::paths::cache_dir(settings);
+    let name = format!("{version}-kubeadm");
+    let dir = super::stamp::arch_dir(&cache, "k8s").join(&name);
+    super::stamp::adopt(&cache.join("k8s").join(&name), &dir, &BINARIES);
+    dir
 }
 
 /// Only what needs no work: the env directory (when it holds them) and the cache.

@@ -17,11 +17,13 @@ pub struct Kubelet {
     pub path: PathBuf,
 }
 
-/// `<cache>/k8s/<version>-kubelet/`.
+/// `<cache>/k8s/<arch>/<version>-kubelet/` (the older layout's adopted first: `stamp::adopt`).
 pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
-    crate::paths::cache_dir(settings)
-        .join("k8s")
-        .join(format!("{version}-kubelet"))
+    let cache = crate::paths::cache_dir(settings);
+    let name = format!("{version}-kubelet");
+    let dir = super::stamp::arch_dir(&cache, "k8s").join(&name);
+    super::stamp::adopt(&cache.join("k8s").join(&name), &dir, &BINARIES);
+    dir
 }
 
 /// Only what needs no work: the version's whole set, else its kubelet alone in the cache.

@@ -70,9 +70,13 @@ pub(crate) fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// `<cache>/k8s/<version>/`.
+/// `<cache>/k8s/<arch>/<version>/` (a build of the older layout, `<cache>/k8s/<version>/`, adopted first:
+/// [`stamp::adopt`]).
 pub fn cache_dir(settings: &Settings, version: &str) -> PathBuf {
-    crate::paths::cache_dir(settings).join("k8s").join(version)
+    let cache = crate::paths::cache_dir(settings);
+    let dir = stamp::arch_dir(&cache, "k8s").join(version);
+    stamp::adopt(&cache.join("k8s").join(version), &dir, &BINARIES);
+    dir
 }
 
 /// Validates a version string like `v1.36.3`.

@@ -229,9 +229,13 @@ impl GoTool {
         hex::encode(h.finalize())[..12].to_string()
     }
 
-    /// `<cache>/<name>/<version>/`.
+    /// `<cache>/<name>/<arch>/<version>/` (the older layout's, `<cache>/<name>/<version>/`, adopted first:
+    /// `stamp::adopt`).
     pub fn cache_dir(&self, settings: &Settings, version: &str) -> PathBuf {
-        crate::paths::cache_dir(settings).join(self.name).join(version)
+        let cache = crate::paths::cache_dir(settings);
+        let dir = super::stamp::arch_dir(&cache, self.name).join(version);
+        super::stamp::adopt(&cache.join(self.name).join(version), &dir, &[self.name]);
+        dir
     }
 
     fn unavailable(&self, version: &str, tried: impl Into<String>) -> Error {
