@@ -40,6 +40,9 @@ pub struct NodeadmReport {
     pub phases: Vec<Phase>,
     /// `msg: error` of every error/fatal line nodeadm logged.
     pub errors: Vec<String>,
+    /// `msg: error` of the warnings and errors before its last error that carry an error of their own (a part
+    /// it could not decode, a provider that failed): what explains a last error such as "no config in chain".
+    pub earlier: Vec<String>,
     /// How many lines it logged.
     pub lines: usize,
 }
@@ -135,15 +138,43 @@ impl NodeadmReport {
 
     /// The report of `phases`, with the errors and the line count of nodeadm's log (`journal`, one message a line).
     fn with_log(phases: Vec<Phase>, journal: &str) -> Self {
-        let mut errors = Vec::new();
+        // Every warning and error, in order: (level, message, whether it carries an error of its own).
+        let mut entries = Vec::new();
         let mut lines = 0;
         for line in journal.lines().filter(|l| !l.trim().is_empty()) {
             lines += 1;
-            if let Some(e) = error_of(line) {
-                errors.push(e);
+            entries.extend(entry_of(line));
+        }
+        let errors: Vec<String> = entries
+            .iter()
+            .filter(|(level, ..)| *level == "error")
+            .map(|(_, e, _)| e.clone())
+            .collect();
+        let last = entries.iter().rposition(|(level, ..)| *level == "error");
+        let mut earlier: Vec<String> = Vec::new();
+        for (_, e, caused) in &entries[..last.unwrap_or(0)] {
+            if *caused && Some(e) != errors.last() && !earlier.contains(e) {
+                earlier.push(e.clone());
             }
         }
-        NodeadmReport { phases, errors, lines }
+        NodeadmReport {
+            phases,
+            errors,
+            earlier,
+            lines,
+        }
+    }
+
+    /// Its last error, with the earlier warning or error nearest before it that carries an error of its own (what
+    /// explains it; the ones before are routine on a first boot, such as no cached config yet), as a verdict
+    /// quotes it: `Command failed: no config in chain (after: Encountered error in config provider: failed to
+    /// decode node config, ...)`.
+    pub fn cause(&self) -> Option<String> {
+        let last = self.errors.last()?;
+        Some(match self.earlier.last() {
+            None => last.clone(),
+            Some(why) => format!("{last} (after: {why})"),
+        })
     }
 
     /// Both of nodeadm's phases ran and succeeded, and so did the boot hook where the image has one.
@@ -166,7 +197,7 @@ impl NodeadmReport {
             })
             .collect();
         let mut s = format!("nodeadm: {} ({} log lines)", phases.join(", "), self.lines);
-        if let Some(e) = self.errors.first() {
+        if let Some(e) = self.cause() {
             s.push_str(&format!("; error: {e}"));
         }
         s
@@ -195,10 +226,11 @@ pub fn messages(entries: &str) -> String {
     out
 }
 
-/// The error an error, fatal or panic line of nodeadm's log reports (`msg: error`), in either of the encodings
+/// The level (`warn` or `error` for error, fatal and panic) and message (`msg: error`) of a warning or error line
+/// of nodeadm's log, and whether it carries an error field of its own (zap.Error), in either of the encodings
 /// nodeadm's zap logger has used: one JSON object a line (2024), or console lines (`fatal cli/main.go:35 Command
 /// failed {"error": "..."}`, current).
-fn error_of(line: &str) -> Option<String> {
+fn entry_of(line: &str) -> Option<(&'static str, String, bool)> {
     let line = line.trim();
     let (level, msg, fields) = match serde_json::from_str::<serde_json::Value>(line) {
         Ok(v) if v.is_object() => (
@@ -220,12 +252,15 @@ fn error_of(line: &str) -> Option<String> {
             (level.to_string(), msg, fields)
         }
     };
-    if !matches!(level.as_str(), "error" | "fatal" | "panic" | "dpanic") {
-        return None;
-    }
+    let level = match level.as_str() {
+        "error" | "fatal" | "panic" | "dpanic" => "error",
+        "warn" | "warning" => "warn",
+        _ => return None,
+    };
+    let message = |e: &str| crate::fakes::capped::clip(&format!("{msg}: {e}"), 400);
     Some(match fields["error"].as_str() {
-        Some(e) => format!("{msg}: {e}"),
-        None => msg,
+        Some(e) => (level, message(e), true),
+        None => (level, msg, false),
     })
 }
 
@@ -243,7 +278,7 @@ pub fn check(node: &str, r: &NodeadmReport, want: NodeadmExpectation) -> Check {
         if ok {
             "succeeded".to_string()
         } else {
-            match r.errors.first() {
+            match r.cause() {
                 Some(e) => format!("failed: {e}"),
                 None => format!("failed ({})", r.summary()),
             }
@@ -406,6 +441,41 @@ mod tests {
             cut.summary()
         );
         assert!(!NodeadmReport::from_journal("").succeeded());
+    }
+
+    /// Current nodeadm tolerates user data it cannot decode: a warning with the decoder's error, then "no config in
+    /// chain". The verdict quotes the warning beside the last error; a warning without an error of its own, or an
+    /// error repeated, explains nothing.
+    #[test]
+    fn a_last_error_is_quoted_with_the_warning_that_explains_it() {
+        let journal = "info init/init.go:52 Checking user is root..\n\
+            warn system/marker.go:30 cloud-init result file /run/cloud-init/result.json does not exist. Do not manually call nodeadm from user data\n\
+            warn cli/config.go:25 failed to load cached config {\"error\": \"open /run/eks/nodeadm/config.json: no such file or directory\"}\n\
+            warn configprovider/chain.go:30 Encountered error in config provider {\"error\": \"failed to decode node config, json: cannot unmarshal string into Go struct field KubeletOptions.spec.kubelet.flags of type []string\"}\n\
+            fatal cli/main.go:35 Command failed {\"error\": \"no config in chain\"}\n";
+        let show = "Id=nodeadm-config.service\nActiveState=failed\nResult=exit-code\n";
+        let r = NodeadmReport::parse(show, journal);
+        assert_eq!(r.errors, vec!["Command failed: no config in chain".to_string()]);
+        assert_eq!(r.earlier.len(), 2, "{:?}", r.earlier);
+        let c = check("n", &r, NodeadmExpectation::Succeeded);
+        assert_eq!(
+            c.actual,
+            "failed: Command failed: no config in chain (after: Encountered error in config provider: failed to \
+             decode node config, json: cannot unmarshal string into Go struct field KubeletOptions.spec.kubelet.flags \
+             of type []string)"
+        );
+        // Alone, the last error is quoted as it is.
+        let alone = NodeadmReport::parse(
+            show,
+            "fatal cli/main.go:35 Command failed {\"error\": \"no config in chain\"}\n",
+        );
+        assert_eq!(alone.cause().as_deref(), Some("Command failed: no config in chain"));
+        // A node-fed line is bounded.
+        let long = format!(
+            "warn a.go:1 x {{\"error\": \"{}\"}}\nfatal b.go:2 y {{\"error\": \"z\"}}\n",
+            "e".repeat(5000)
+        );
+        assert!(NodeadmReport::parse(show, &long).cause().is_some_and(|c| c.len() < 600));
     }
 
     #[test]

@@ -214,7 +214,10 @@ systemctl start $units || true\n\
         if !r.succeeded() && exit_code == 0 {
             exit_code = 1;
         }
-        errors.extend(r.errors.iter().map(|e| format!("nodeadm: {e}")));
+        // Its last error with the warning that explains it ("no config in chain" after a part it could not decode).
+        let before_last = r.errors.len().saturating_sub(1);
+        errors.extend(r.errors[..before_last].iter().map(|e| format!("nodeadm: {e}")));
+        errors.extend(r.cause().map(|e| format!("nodeadm: {e}")));
         Some(r)
     } else {
         None
