@@ -103,6 +103,8 @@ fn substitute(text: &str, inputs: &BTreeMap<String, String>, ctx: &BTreeMap<Stri
             (!inputs["compare-base"].is_empty()).to_string()
         } else if e == "always() && steps.run.outcome != 'skipped'" {
             "true".into()
+        } else if let Some(left) = e.strip_prefix("always() && ").and_then(|r| r.strip_suffix(" != ''")) {
+            ctx.get(left).is_some_and(|v| !v.is_empty()).to_string()
         } else if let Some((left, right)) = e.split_once(" == ") {
             let right = right.trim_matches('\'');
             (ctx.get(left).map(String::as_str).unwrap_or_default() == right).to_string()
@@ -194,6 +196,7 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
         .collect();
     env.insert("RUNNER_TEMP".into(), runner_temp.display().to_string());
     env.insert("GITHUB_WORKSPACE".into(), repo.display().to_string());
+    env.insert("GITHUB_ACTIONS".into(), "true".into());
     // The install reuses this build's artifacts (same profile, same target directory) instead of a cold build.
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| root().join("target").display().to_string());
     env.insert("CARGO_TARGET_DIR".into(), target);
@@ -375,6 +378,22 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     );
     assert!(
         summary.contains("| join | PASSED |") && summary.contains("| drop-in | PASSED |"),
+        "{summary}"
+    );
+    // The picture inline (a Mermaid gantt GitHub renders), each scenario's wait apart from its own time, the
+    // slowest nodes, and the timelines named by their place in the artifact (no dead link to a runner's file).
+    assert!(
+        summary.contains("```mermaid\ngantt\n")
+            && summary.contains("  section join\n")
+            && summary.contains("  section drop-in\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| slowest nodes | node |") && summary.contains("| worker-0 |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("in this job's artifact") && !summary.contains("timeline.svg)"),
         "{summary}"
     );
     assert!(

@@ -46,11 +46,14 @@ impl ReporterBuilder {
             failures.clone(),
             self.annotations.clone(),
         )));
-        if let Some(root) = self.annotations {
+        if let Some(root) = self.annotations.clone() {
             reporters.push(Box::new(github::Annotations::new(json, root)));
         }
         if let Some(md) = self.markdown {
-            reporters.push(Box::new(markdown::Markdown::new(md, failures.clone())));
+            // Under GitHub Actions the summary is read on the job's page, where a link to a runner's file is dead:
+            // the files are named as they are in the uploaded artifact instead.
+            let in_artifact = self.annotations.is_some();
+            reporters.push(Box::new(markdown::Markdown::new(md, failures.clone(), in_artifact)));
         }
         reporters.push(Box::new(finished.clone()));
         Reporters {

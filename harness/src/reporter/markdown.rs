@@ -1,5 +1,6 @@
 //! A Markdown summary of a run (`nodejoin run --markdown FILE`), for a pull request or GitHub's job summary
-//! (`$GITHUB_STEP_SUMMARY`): a verdict line, a table of the scenarios, and each failure's checks.
+//! (`$GITHUB_STEP_SUMMARY`): a verdict line, a table of the scenarios (each one's own time apart from what it
+//! waited for), the picture inline (`gantt`), the slowest nodes, and each failure's checks.
 use crate::run::events::{Event, Reporter};
 use crate::run::report::{secs, ScenarioReport};
 use std::path::PathBuf;
@@ -7,11 +8,18 @@ use std::path::PathBuf;
 pub struct Markdown {
     path: PathBuf,
     failures: super::WriteFailures,
+    /// Name each picture as a file of the uploaded artifact, not a link (a job summary's links to a runner's
+    /// files are dead).
+    in_artifact: bool,
 }
 
 impl Markdown {
-    pub fn new(path: PathBuf, failures: super::WriteFailures) -> Self {
-        Self { path, failures }
+    pub fn new(path: PathBuf, failures: super::WriteFailures, in_artifact: bool) -> Self {
+        Self {
+            path,
+            failures,
+            in_artifact,
+        }
     }
 }
 
@@ -28,7 +36,11 @@ impl Reporter for Markdown {
         };
         let mut md = render(reports, *wall, leftovers);
         // Each scenario's picture, linked from where this file is (`reporter::picture`).
-        md.push_str(&super::picture::markdown_links(reports, self.path.parent()));
+        md.push_str(&super::picture::markdown_links(
+            reports,
+            self.path.parent(),
+            !self.in_artifact,
+        ));
         if let Err(e) = super::write_whole(&self.path, md.as_bytes(), &self.failures) {
             eprintln!("error: cannot write {}: {e}", self.path.display());
         }
@@ -36,7 +48,7 @@ impl Reporter for Markdown {
 }
 
 /// `|` and newlines would break a table cell.
-fn cell(s: &str) -> String {
+pub(super) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
@@ -64,17 +76,25 @@ pub fn render(reports: &[ScenarioReport], wall: std::time::Duration, leftovers: 
             cell(&leftovers.join(", "))
         ));
     }
-    out.push_str("| scenario | result | wall | checks |\n|---|---|---|---|\n");
+    out.push_str("| scenario | result | own time | waited for room, builds | checks |\n|---|---|---|---|---|\n");
     for r in reports {
         let passed = r.checks.iter().filter(|c| c.passed).count();
         out.push_str(&format!(
-            "| {} | {} | {} | {passed}/{} |\n",
+            "| {} | {} | {} | {}, {} | {passed}/{} |\n",
             cell(&r.name),
             r.status_word(),
-            secs(r.wall),
+            secs(super::gantt::own_time(r)),
+            secs(r.waited_for_room),
+            secs(r.waited_for_builds),
             r.checks.len()
         ));
     }
+    let chart = super::gantt::chart(reports);
+    if !chart.is_empty() {
+        out.push('\n');
+        out.push_str(&chart);
+    }
+    out.push_str(&super::gantt::slowest_nodes(reports));
     for r in reports.iter().filter(|r| !r.failure_lines().is_empty()) {
         out.push_str(&format!("\n<details><summary>{} failed</summary>\n\n", cell(&r.name)));
         for line in r.failure_lines() {
@@ -123,7 +143,7 @@ mod tests {
         bad.checks.push(Check::new("n/labels", false, "team=a", "nothing"));
         let md = render(&[ok.clone(), bad], std::time::Duration::from_secs(3), &[]);
         assert!(md.starts_with("### nodejoin\n\n❌ 1 passed, 1 failed"), "{md}");
-        assert!(md.contains("| basic | PASSED | 0.00s | 1/1 |"), "{md}");
+        assert!(md.contains("| basic | PASSED | 0.00s | 0.00s, 0.00s | 1/1 |"), "{md}");
         assert!(md.contains("| a\\|b | FAILED |"), "{md}");
         assert!(md.contains("- `n/labels: expected team=a, got nothing`"), "{md}");
     }

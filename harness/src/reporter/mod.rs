@@ -2,6 +2,7 @@
 //! each scenario's report when it ends, the summary table), JSON lines for tools (`--format json`), JUnit XML
 //! for CI, and a Markdown summary for pull requests (`--markdown`). They only consume `run::events::Event`s; the runner knows none of them.
 mod builder;
+pub mod gantt;
 pub mod github;
 pub mod human;
 pub mod json;

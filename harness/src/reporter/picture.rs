@@ -80,8 +80,9 @@ impl Reporter for Pictures {
 }
 
 /// A Markdown paragraph linking each written picture, relative to `dir` (the Markdown file's) when it lies under
-/// it, else by its path; empty when no picture was written.
-pub fn markdown_links(reports: &[ScenarioReport], dir: Option<&Path>) -> String {
+/// it, else by its path; empty when no picture was written. Not `as_links`: each is named by that path as code,
+/// the place of the file in the uploaded artifact (a job summary's link to a runner's file is dead).
+pub fn markdown_links(reports: &[ScenarioReport], dir: Option<&Path>, as_links: bool) -> String {
     let dir = dir
         .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
         .and_then(|d| d.canonicalize().ok());
@@ -94,18 +95,27 @@ pub fn markdown_links(reports: &[ScenarioReport], dir: Option<&Path>) -> String 
                 Some(relative) => relative.to_path_buf(),
                 None => svg,
             };
-            Some(format!(
-                "[{}]({}){}",
-                md_text(&r.name),
-                url_path(&shown.to_string_lossy()),
-                super::text::waited_note(r)
-            ))
+            Some(match as_links {
+                true => format!(
+                    "[{}]({}){}",
+                    md_text(&r.name),
+                    url_path(&shown.to_string_lossy()),
+                    super::text::waited_note(r)
+                ),
+                false => format!("{} `{}`", md_text(&r.name), shown.to_string_lossy().replace('`', "'")),
+            })
         })
         .collect();
     if links.is_empty() {
         return String::new();
     }
-    format!("\nTimelines (`{FILE}`): {}\n", links.join(" · "))
+    match as_links {
+        true => format!("\nTimelines (`{FILE}`): {}\n", links.join(" · ")),
+        false => format!(
+            "\nTimelines (`{FILE}`), in this job's artifact: {}\n",
+            links.join(" · ")
+        ),
+    }
 }
 
 /// A link's text with Markdown's punctuation escaped.

@@ -241,6 +241,34 @@ fn the_compare_step_gets_every_axis_the_run_step_gets() {
     assert!(compare.contains("args: compare --base git:HEAD~1"), "{compare}");
 }
 
+/// The summary links the uploaded artifact (where the timelines are) by the URL upload-artifact gave, and only
+/// an https one.
+#[test]
+fn the_summary_links_the_artifact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let link = step("Link the artifact");
+    let summary = tmp.path().join("summary");
+    for (url, want) in [
+        (
+            "https://github.com/acme/acme-ami/actions/runs/4711/artifacts/99",
+            Some("Artifact [nodejoin-x](https://github.com/acme/acme-ami/actions/runs/4711/artifacts/99)"),
+        ),
+        ("javascript:alert(1)", None),
+    ] {
+        std::fs::write(&summary, "").unwrap();
+        let mut c = ctx(tmp.path(), "1");
+        c.insert("steps.upload.outputs.artifact-url".into(), url.into());
+        c.insert("steps.cell.outputs.artifact-name".into(), "nodejoin-x".into());
+        let (code, out, _) = run_step(tmp.path(), &link, &inputs(&[]), &c, None);
+        assert_eq!(code, 0, "{out}");
+        let text = std::fs::read_to_string(&summary).unwrap();
+        match want {
+            Some(w) => assert!(text.contains(w), "{text}"),
+            None => assert!(text.is_empty(), "{text}"),
+        }
+    }
+}
+
 /// A `NODEJOIN_*` variable a step sets is one nodejoin reads (a settings row's, listed in `--help`), or the
 /// action's own, named `NODEJOIN_ACTION_*`: none looks like a setting and does nothing.
 #[test]

@@ -272,18 +272,24 @@ fn pictures_go_with_the_report_and_are_linked_from_markdown() {
         !dir.path().join("timeline.svg").exists(),
         "nothing to draw for an ignored scenario"
     );
-    let links = markdown_links(&[kept.clone(), passed, ignored], Some(dir.path()));
+    let links = markdown_links(&[kept.clone(), passed, ignored], Some(dir.path()), true);
     assert_eq!(
         links,
         "\nTimelines (`timeline.svg`): [al2023 \\<karpenter\\>](kept/timeline.svg) (741.50s of it waiting for \
          shared builds) · [passed](passed/timeline.svg)\n"
     );
     let elsewhere = tempfile::tempdir().unwrap();
-    let absolute = markdown_links(&[kept], Some(elsewhere.path()));
+    let absolute = markdown_links(std::slice::from_ref(&kept), Some(elsewhere.path()), true);
     assert!(
         absolute.contains("](/"),
         "outside the Markdown file's directory, the path: {absolute}"
     );
     assert_eq!(url_path("a b/(c).svg"), "a%20b/%28c%29.svg");
-    assert_eq!(markdown_links(&[], None), "");
+    assert_eq!(markdown_links(&[], None, true), "");
+    // Under GitHub Actions: the file's place in the artifact, as code, no link.
+    let named = markdown_links(&[kept], Some(dir.path()), false);
+    assert!(
+        named.contains("in this job's artifact") && !named.contains("]("),
+        "{named}"
+    );
 }
