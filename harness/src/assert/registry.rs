@@ -90,7 +90,11 @@ check!(
     "nodeadm",
     keys: ["nodeadm", "userData"],
     "user data with a NodeConfig, not VMs seen from outside",
-    "nodeadm's `init` config and run phases both succeed, as on AL2023"
+    "nodeadm's `init` config and run phases both succeed, as on AL2023. A failure quotes nodeadm's last error and, \
+     beside it, the warning or error nearest before it that carries an error of its own: `failed: Command failed: \
+     no config in chain (after: Encountered error in config provider: failed to decode node config, json: cannot \
+     unmarshal string into Go struct field KubeletOptions.spec.kubelet.flags of type []string)` \
+     (`al2023-nodeadm-bad-part`; the bootstrap exit check quotes the same)"
 );
 check!(
     REGISTERED,
