@@ -73,7 +73,8 @@ case "${1:-}" in
     fi
     # glibc 2.28 and later (Debian 10, Ubuntu 20.04, RHEL 8, AL2023) through zig's linker: one binary for every
     # runner and laptop that runs Docker.
-    cargo zigbuild --locked --release --bin nodejoin --target "$target.2.28"
+    # The commit built from, embedded so the binary's `nodejoin init` pins the action by commit (harness/build.rs).
+    NODEJOIN_RELEASE_COMMIT=${GITHUB_SHA:-} cargo zigbuild --locked --release --bin nodejoin --target "$target.2.28"
     pack "${CARGO_TARGET_DIR:-target}/$target/release/nodejoin" "$target" dist
     ;;
   *) echo "usage: ci/release.sh build TARGET | pack BINARY TARGET OUTDIR | version | pinned ARCHIVE" >&2; exit 2 ;;

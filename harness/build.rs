@@ -39,6 +39,15 @@ fn main() {
         panic!("writing {}: {e}", out.display());
     }
     println!("cargo:rustc-env=EMBEDDED_SHARE_HASH={hash}");
+    // The commit a release is built from (ci/release.sh passes GitHub's), so `nodejoin init` pins the action its
+    // workflow uses by commit; empty for any other build (init then says to pin it).
+    println!("cargo:rerun-if-env-changed=NODEJOIN_RELEASE_COMMIT");
+    let commit = std::env::var("NODEJOIN_RELEASE_COMMIT").unwrap_or_default();
+    let commit = match commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        true => commit,
+        false => String::new(),
+    };
+    println!("cargo:rustc-env=NODEJOIN_ACTION_COMMIT={commit}");
 }
 
 /// Every file and symlink below `dir` (a missing directory packs nothing: a crate packaged without them).

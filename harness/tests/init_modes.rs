@@ -2,8 +2,10 @@
 //! (`--overlay`, a custom AMI's files), with user data a producer rendered for a real cluster (`--user-data`: the
 //! Terraform module's AL2023 MIME with a real-looking endpoint, CA, name and service CIDR), and for a fork of
 //! amazon-eks-ami (`--eks-ami .`, the snapshot in `../shared/upstream/`; absent, that trial is ignored with the
-//! reason, never passed) must pass under `nodejoin run` as written. (`--script` runs in tests/user_repo.rs,
-//! through the action's steps.)
+//! reason, never passed), and for each producer (`--producer karpenter|eksctl|capa|eks-managed|terraform`: its
+//! flavor, or for Terraform the renderer script `userData.command` runs, on the AMI's nodeadm at the pinned commit,
+//! which the snapshot stands for here) must pass under `nodejoin run` as written. (`--script` runs in
+//! tests/user_repo.rs, through the action's steps.)
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::Path;
 use std::process::Command;
@@ -101,6 +103,11 @@ fn eks_ami() -> Result<(), Failed> {
     .map(|_| ())
 }
 
+/// A repository whose nodes' user data `producer` writes.
+fn producer(producer: &'static str) -> impl FnOnce() -> Result<(), Failed> {
+    move || init_and_run(|_| Ok(()), &["--producer", producer]).map(|_| ())
+}
+
 fn main() {
     nodejoin::init_crypto();
     let args = Arguments::from_args();
@@ -116,10 +123,25 @@ fn main() {
         eprintln!("{why}");
         eks = eks.with_ignored_flag(true);
     }
-    let trials = vec![
+    let mut trials = vec![
         Trial::test("init/overlay", overlay),
         Trial::test("init/user-data", user_data),
         eks,
     ];
+    // The producers' scenarios pin the AMI's commit: its snapshot stands for it here (NODEJOIN_EKS_AMI, as
+    // .ci/run sets it); without it they would fetch from GitHub, so they are ignored with the reason.
+    let pinned = std::env::var_os("NODEJOIN_EKS_AMI").is_some();
+    for p in nodejoin::init::Producer::ALL {
+        let mut t = Trial::test(format!("init/producer-{}", p.name()), producer(p.name()));
+        if !pinned {
+            eprintln!(
+                "[nodejoin] ignored: init/producer-{} runs the AMI's commit the scenario pins: NODEJOIN_EKS_AMI must \
+                 name a copy of it (this machine cannot fetch it)",
+                p.name()
+            );
+            t = t.with_ignored_flag(true);
+        }
+        trials.push(t);
+    }
     libtest_mimic::run(&args, trials).exit();
 }

@@ -1,17 +1,33 @@
 //! `nodejoin init`: a starter `nodejoin/` folder for a user's repository and a GitHub workflow that runs it
 //! through nodejoin's action, for each kind of user: a bootstrap script (`--script`), an image's files
 //! (`--overlay`), user data a producer rendered (`--user-data`: Karpenter's, Terraform's, eksctl's output saved to
-//! a file) and a fork of amazon-eks-ami (`--eks-ami`). What it writes passes as written; nodes join with IAM, as
-//! EKS nodes do. The texts are in `text`.
+//! a file), a producer's flavor (`--producer karpenter|eksctl|capa|eks-managed|terraform`: `producers`) and a fork
+//! of amazon-eks-ami (`--eks-ami`). What it writes passes as written; nodes join with IAM, as EKS nodes do. The
+//! texts are in `text`.
 use crate::error::{Error, Result};
 use std::path::{Component, Path, PathBuf};
 
+pub mod producers;
 mod text;
 
-/// The action the generated workflow uses (`uses:`): this repository at the release of this binary's version,
-/// or `main` for a build between releases; `--action` overrides it (a fork, a commit).
+pub use producers::Producer;
+
+/// The action the generated workflow uses (`uses:`): this repository pinned by the commit a release binary was
+/// built from (`# vX.Y.Z` beside it), else at this version's tag, or `main` for a build between releases, which
+/// `scaffold` notes is not pinned; `--action` overrides it (a fork, a commit).
 pub fn default_action() -> String {
-    format!("{}@{}", repository_slug(), text::release_ref())
+    match env!("NODEJOIN_ACTION_COMMIT") {
+        "" => format!("{}@{}", repository_slug(), text::release_ref()),
+        commit => format!("{}@{commit} # {}", repository_slug(), text::release_ref()),
+    }
+}
+
+/// Whether `action` names a commit (`owner/name@<40 hex>`), as a workflow should (zizmor: unpinned-uses).
+pub fn pinned(action: &str) -> bool {
+    let r#ref = action.split('#').next().unwrap_or_default().trim();
+    r#ref
+        .rsplit_once('@')
+        .is_some_and(|(_, r)| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// `owner/name` of nodejoin's repository (Cargo.toml's `repository`).
@@ -36,6 +52,8 @@ pub struct InitOptions {
     pub user_data: Option<PathBuf>,
     /// An amazon-eks-ami tree (the repository itself, for a fork) whose nodeadm and AL2023 files the node runs.
     pub eks_ami: Option<PathBuf>,
+    /// A producer whose user data the node boots with (its flavor, or a renderer for Terraform).
+    pub producer: Option<Producer>,
     /// `uses:` of the generated workflow.
     pub action: String,
     /// Overwrite files that exist.
@@ -117,15 +135,24 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
         "amazon-eks-ami tree",
         crate::node::eks_ami::looks_like_checkout,
     )?;
-    if (script.is_some() || overlay.is_some()) && (user_data.is_some() || eks_ami.is_some()) {
+    if (script.is_some() || overlay.is_some()) && (user_data.is_some() || eks_ami.is_some() || opts.producer.is_some())
+    {
         return Err(Error::Init(
-            "--script and --overlay bootstrap a node themselves; --user-data and --eks-ami bootstrap it with              nodeadm: give one kind"
+            "--script and --overlay bootstrap a node themselves; --user-data, --producer and --eks-ami bootstrap it \
+             with nodeadm: give one kind"
                 .into(),
+        ));
+    }
+    if user_data.is_some() && opts.producer.is_some() {
+        return Err(Error::Init(
+            "--user-data is what a producer rendered, --producer renders it: give one".into(),
         ));
     }
     let rel = |p: &Option<PathBuf>| p.as_deref().map(|p| relative(&scenario_dir, p));
     let mut notes = Vec::new();
-    let scenario = if let Some(file) = &user_data {
+    let scenario = if let Some(p) = opts.producer {
+        producers::scenario(p, rel(&eks_ami).as_deref())
+    } else if let Some(file) = &user_data {
         let found = text::read_user_data(file)?;
         notes.extend(found.note);
         text::user_data_scenario(&text::UserDataScenario {
@@ -141,12 +168,21 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
         notes.extend(pin.as_ref().map(|(_, why)| why.clone()));
         text::bootstrap_scenario(rel(&script), rel(&overlay), pin.map(|(v, _)| v))
     };
-    let files = [
+    if !pinned(&opts.action) {
+        notes.push(format!(
+            "the workflow uses {}, not a commit: pin it (`--action OWNER/NAME@<commit>`), as zizmor's unpinned-uses asks",
+            opts.action
+        ));
+    }
+    let mut files = vec![
         (SCENARIO, scenario),
         (SCHEMA, crate::scenario::schema::text()),
         (README, text::readme(&opts.action)),
         (WORKFLOW, text::workflow(&opts.action)),
     ];
+    if opts.producer == Some(Producer::Terraform) {
+        files.push((producers::RENDERER, producers::renderer()));
+    }
     if !opts.force {
         let existing: Vec<String> = files
             .iter()
@@ -169,6 +205,10 @@ pub fn scaffold(opts: &InitOptions) -> Result<Scaffolded> {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        if rel.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(|e| Error::io(&path, e))?;
+        }
         written.push(path);
     }
     Ok(Scaffolded { written, notes })
@@ -215,12 +255,50 @@ mod tests {
         repo
     }
 
+    /// The action pinned by a commit, as a release binary's default is.
+    const PINNED: &str = "nodejoin/nodejoin@0123456789abcdef0123456789abcdef01234567";
+
     fn opts(dir: &Path) -> InitOptions {
         InitOptions {
             dir: dir.to_path_buf(),
-            action: default_action(),
+            action: format!("{PINNED} # v0.1.0"),
             ..Default::default()
         }
+    }
+
+    /// A workflow's action pinned by commit is taken as is; any other gets a note saying to pin it.
+    #[test]
+    fn an_action_not_pinned_by_commit_is_noted() {
+        assert!(pinned(PINNED) && pinned(&format!("{PINNED} # v0.1.0")));
+        assert!(!pinned("nodejoin/nodejoin@main") && !pinned("nodejoin/nodejoin@v0.1.0"));
+        let repo = git_repo();
+        let mut o = opts(repo.path());
+        o.action = "nodejoin/nodejoin@main".into();
+        let done = scaffold(&o).unwrap();
+        assert!(done.notes.iter().any(|n| n.contains("pin it")), "{:?}", done.notes);
+    }
+
+    /// Each producer: its flavor's scenario, the workflow, and for Terraform the renderer its scenario runs,
+    /// executable; a producer with a script is refused.
+    #[test]
+    fn a_producer_gets_its_flavor_and_terraform_a_renderer() {
+        for p in Producer::ALL {
+            let repo = git_repo();
+            let mut o = opts(repo.path());
+            o.producer = Some(p);
+            let done = scaffold(&o).unwrap_or_else(|e| panic!("{}: {e}", p.name()));
+            assert!(done.notes.is_empty(), "{:?}", done.notes);
+            let sc = crate::scenario::load_file(&repo.path().join(SCENARIO), &Default::default()).unwrap();
+            assert!(sc.nodes[0].user_data.is_some());
+            let renderer = repo.path().join(producers::RENDERER);
+            assert_eq!(renderer.is_file(), p == Producer::Terraform, "{}", p.name());
+        }
+        let repo = git_repo();
+        let mut o = opts(repo.path());
+        o.producer = Some(Producer::Karpenter);
+        o.script = Some(repo.path().join("x.sh"));
+        std::fs::write(repo.path().join("x.sh"), "#!/bin/sh\n").unwrap();
+        assert!(scaffold(&o).is_err());
     }
 
     #[test]
@@ -251,10 +329,7 @@ mod tests {
         );
         let wf: serde_yaml_ng::Value =
             serde_yaml_ng::from_str(&std::fs::read_to_string(repo.path().join(WORKFLOW)).unwrap()).unwrap();
-        assert_eq!(
-            wf["jobs"]["nodejoin"]["steps"][1]["uses"].as_str(),
-            Some(default_action().as_str())
-        );
+        assert_eq!(wf["jobs"]["nodejoin"]["steps"][1]["uses"].as_str(), Some(PINNED));
     }
 
     #[test]

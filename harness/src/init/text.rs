@@ -16,7 +16,7 @@ pub fn release_ref() -> String {
 
 /// A value as YAML: plain when it is only path characters, else a JSON string (which YAML reads as is), so no name
 /// from a file can change the scenario's structure.
-fn quoted(v: &str) -> String {
+pub(super) fn quoted(v: &str) -> String {
     let plain = v.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '.' || c == '/')
         && v.chars().all(|c| c.is_ascii_alphanumeric() || "._/-".contains(c))
         && !matches!(v, "true" | "false" | "null" | "yes" | "no" | "on" | "off");
@@ -28,7 +28,7 @@ fn quoted(v: &str) -> String {
 }
 
 /// The first lines every scenario shares: the editor's schema and how to run it.
-fn preamble(comment: &str) -> String {
+pub(super) fn preamble(comment: &str) -> String {
     format!(
         "{}\n{comment}# Paths are relative to this file. Run it: nodejoin run nodejoin/scenarios\n",
         crate::scenario::schema::modeline(crate::scenario::schema::FILE_NAME)
@@ -37,7 +37,7 @@ fn preamble(comment: &str) -> String {
 
 /// What every join checks with IAM: no client CSR (the kubelet logs in with its token), a served certificate,
 /// the providerID.
-const IAM_EXPECT: &str = r#"      clientCsr: none           # IAM: the kubelet logs in with a token, not a bootstrap certificate
+pub(super) const IAM_EXPECT: &str = r#"      clientCsr: none           # IAM: the kubelet logs in with a token, not a bootstrap certificate
       servingCsr: issued
       servingCert: true
       providerID: "aws:///{{instance.az}}/{{instance.id}}"
@@ -263,6 +263,9 @@ scenario file. CI: `.github/workflows/nodejoin.yml` runs them on every push and 
     )
 }
 
+/// The workflow: nodejoin's action on every push and pull request, in a matrix of containerd lines and two
+/// shards (nextest's `count:K/N`), a pull request also compared with its base; a push and its pull request share
+/// one concurrency group (the branch), the older run cancelled. `action` as given (pinned by commit by default).
 pub fn workflow(action: &str) -> String {
     format!(
         r#"# Runs nodejoin's scenarios (nodejoin/scenarios) on every push and pull request: the bootstrap in this repository
@@ -274,19 +277,31 @@ on:
 permissions:
   contents: read
 concurrency:
-  group: nodejoin-${{{{ github.ref }}}}
-  cancel-in-progress: ${{{{ github.event_name == 'pull_request' }}}}
+  # A push and the pull request of its branch are one group: a newer run of either replaces the older.
+  group: nodejoin-${{{{ github.head_ref || github.ref_name }}}}
+  cancel-in-progress: true
 jobs:
   nodejoin:
     runs-on: ubuntu-24.04
     timeout-minutes: 60
+    strategy:
+      fail-fast: false
+      matrix:
+        containerd: ["2.2"]   # the line the AL2023 AMI ships; add "2.3", "2.4" for the lines ahead of it
+        shard: [1, 2]         # each job runs its share of the trials (nodejoin run --partition count:K/2)
     steps:
       - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4.4.0
-        with: {{ persist-credentials: false }}
+        with:
+          persist-credentials: false
+          fetch-depth: 0      # compare-base reads the pull request's base commit
       - uses: {action}
         with:
           scenarios: nodejoin/scenarios
           provider: local
+          containerd: ${{{{ matrix.containerd }}}}
+          partition: count:${{{{ matrix.shard }}}}/2
+          # A pull request: also what the change does to a node, against its base.
+          compare-base: ${{{{ github.event_name == 'pull_request' && format('git:{{0}}', github.event.pull_request.base.sha) || '' }}}}
 "#
     )
 }

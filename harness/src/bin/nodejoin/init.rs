@@ -21,7 +21,14 @@ pub struct Args {
     /// An amazon-eks-ami tree (`.` in a fork of it): the node runs its nodeadm and AL2023 runtime files.
     #[arg(long)]
     eks_ami: Option<PathBuf>,
-    /// The action the workflow uses (default: nodejoin's, at this version's release tag).
+    /// The producer that writes your nodes' user data: karpenter, eksctl, capa (Cluster API), eks-managed, or
+    /// terraform (a renderer script the scenario runs, to point at your module); the node runs the AL2023 AMI's
+    /// nodeadm (of --eks-ami when given).
+    #[arg(long, conflicts_with_all = ["script", "overlay", "user_data"],
+          value_parser = clap::builder::PossibleValuesParser::new(["karpenter", "eksctl", "capa", "eks-managed", "terraform"]))]
+    producer: Option<String>,
+    /// The action the workflow uses (default: nodejoin's, pinned by the commit a release binary was built from;
+    /// else at this version's tag, which init says to pin).
     #[arg(long)]
     action: Option<String>,
     /// Overwrite files that exist (otherwise nothing is written when one does).
@@ -36,6 +43,7 @@ pub fn main(args: Args) -> u8 {
         overlay: args.overlay,
         user_data: args.user_data,
         eks_ami: args.eks_ami,
+        producer: args.producer.as_deref().and_then(nodejoin::init::Producer::parse),
         action: args.action.unwrap_or_else(nodejoin::init::default_action),
         force: args.force,
     };
