@@ -203,3 +203,6 @@ fn the_checks_page_is_the_checks_registry() {
         "a row with no check behind it"
     );
 }
+
+#[path = "book/claims.rs"]
+mod claims;

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleMapping {
+    /// The IAM role's ARN (matched without its path, ignoring case, as EKS does).
     pub rolearn: String,
+    /// The Kubernetes username it maps to (aws-auth templates allowed, e.g. `{{SessionName}}`).
     pub username: String,
+    /// The Kubernetes groups it grants.
     #[serde(default)]
     pub groups: Vec<String>,
 }
@@ -17,8 +20,11 @@ pub struct RoleMapping {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UserMapping {
+    /// The IAM user's ARN (matched ignoring case, as EKS does).
     pub userarn: String,
+    /// The Kubernetes username it maps to (aws-auth templates allowed, e.g. `{{SessionName}}`).
     pub username: String,
+    /// The Kubernetes groups it grants.
     #[serde(default)]
     pub groups: Vec<String>,
 }

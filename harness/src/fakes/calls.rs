@@ -106,29 +106,31 @@ pub struct CallLog {
     faults: Mutex<Vec<ArmedFault>>,
 }
 
-/// `*` matches any run of characters; everything else literally.
+/// `*` matches any run of characters (`/` too); everything else literally (a call's key holds `?` and `[`).
+/// Through globset, each pattern escaped but for its `*` and compiled once per thread.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
+    thread_local! {
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, Option<globset::GlobMatcher>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
     }
-    let mut rest = text;
-    for (i, p) in parts.iter().enumerate() {
-        if i == 0 {
-            match rest.strip_prefix(p) {
-                Some(r) => rest = r,
-                None => return false,
-            }
-        } else if i == parts.len() - 1 {
-            return rest.ends_with(p);
-        } else {
-            match rest.find(p) {
-                Some(at) => rest = &rest[at + p.len()..],
-                None => return false,
-            }
+    COMPILED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() > 4096 {
+            c.clear();
         }
-    }
-    true
+        c.entry(pattern.to_string())
+            .or_insert_with(|| {
+                let escaped: Vec<String> = pattern.split('*').map(globset::escape).collect();
+                globset::GlobBuilder::new(&escaped.join("*"))
+                    .literal_separator(false)
+                    .backslash_escape(false)
+                    .build()
+                    .ok()
+                    .map(|g| g.compile_matcher())
+            })
+            .as_ref()
+            .is_some_and(|m| m.is_match(text))
+    })
 }
 
 impl CallLog {
@@ -403,6 +405,10 @@ mod tests {
         assert!(!glob("ec2 Describe", "ec2 DescribeInstances"));
         assert!(glob("a*b*c", "a-b-b-c"));
         assert!(!glob("a*b*c", "a-c-b"));
+        // Everything but `*` is literal: a query's `?`, brackets, braces, a backslash.
+        assert!(glob("imds GET /x?y=[1]{a,b}\\*", "imds GET /x?y=[1]{a,b}\\z"));
+        assert!(!glob("imds GET /x?", "imds GET /xy"));
+        assert!(!glob("[ab]", "a"));
     }
 
     #[test]

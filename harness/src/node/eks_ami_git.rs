@@ -38,6 +38,9 @@ pub fn cached(cache: &Path, rev: &str) -> PathBuf {
     cache.join("eks-ami").join(rev)
 }
 
+/// Checkouts in the cache this process verified, and how ([`verified`]); one it fetched itself is as fetched.
+static CHECKED: Mutex<Option<HashMap<PathBuf, Result<(), String>>>> = Mutex::new(None);
+
 /// Outcomes of this process's fetches, so a repository that cannot be reached is tried once per run.
 static TRIED: Mutex<Option<HashMap<String, Result<(), String>>>> = Mutex::new(None);
 
@@ -47,7 +50,17 @@ pub fn ensure(dest: &Path, url: &str, rev: &str) -> Result<PathBuf, String> {
     check_pin(url, rev)?;
     let dest = dest.to_path_buf();
     if dest.join(".git").is_dir() {
-        return Ok(dest);
+        // A checkout in the cache is trusted only as fetched: its images are built, and its scripts run, as root.
+        match verified(&dest, rev) {
+            Ok(()) => return Ok(dest),
+            Err(why) => {
+                eprintln!(
+                    "[nodejoin] the cached amazon-eks-ami {} is not as fetched ({why}): fetching it again",
+                    &rev[..12]
+                );
+                std::fs::remove_dir_all(&dest).map_err(|e| format!("cannot remove {}: {e}", dest.display()))?;
+            }
+        }
     }
     let key = format!("{url} {rev}");
     let mut tried = TRIED.lock().unwrap_or_else(|p| p.into_inner());
@@ -72,6 +85,38 @@ pub fn ensure(dest: &Path, url: &str, rev: &str) -> Result<PathBuf, String> {
     outcome.map(|()| dest)
 }
 
+/// Whether the checkout at `dest` is commit `rev` exactly as fetched: HEAD is `rev`, every object is whole (`git
+/// fsck`: objects hash to their names, so the commit's tree is the one published), and the work tree holds that
+/// tree and nothing else (no change, no untracked or ignored file). Checked once per process.
+fn verified(dest: &Path, rev: &str) -> Result<(), String> {
+    let mut checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(done) = checked.get_or_insert_with(HashMap::new).get(dest) {
+        return done.clone();
+    }
+    let outcome = (|| {
+        if std::fs::symlink_metadata(dest.join(".git"))
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(true)
+        {
+            return Err("its .git is not a directory".to_string());
+        }
+        let head = git(dest, &["rev-parse", "HEAD"])?;
+        if head.trim() != rev {
+            return Err(format!("HEAD is {}", head.trim()));
+        }
+        git(dest, &["fsck", "--no-progress", "--no-dangling"])?;
+        let changed = git(dest, &["status", "--porcelain", "--ignored", "--untracked-files=all"])?;
+        match changed.lines().next() {
+            Some(first) => Err(format!("its work tree differs: {}", first.trim())),
+            None => Ok(()),
+        }
+    })();
+    checked
+        .get_or_insert_with(HashMap::new)
+        .insert(dest.to_path_buf(), outcome.clone());
+    outcome
+}
+
 /// `git init`, a depth-1 fetch of `rev` and its checkout in a directory of this process's, renamed into place
 /// (a run beside it that got there first wins; the trees are the same commit).
 fn fetch_into(url: &str, rev: &str, dest: &Path) -> Result<(), String> {
@@ -93,7 +138,13 @@ fn fetch_into(url: &str, rev: &str, dest: &Path) -> Result<(), String> {
             return Err(format!("{url} gave commit {} for {rev}", head.trim()));
         }
         match std::fs::rename(&partial, dest) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                let mut checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+                checked
+                    .get_or_insert_with(HashMap::new)
+                    .insert(dest.to_path_buf(), Ok(()));
+                Ok(())
+            }
             Err(_) if dest.join(".git").is_dir() => Ok(()),
             Err(e) => Err(format!("cannot move the checkout to {}: {e}", dest.display())),
         }
@@ -284,6 +335,24 @@ mod tests {
         let e = fetch_into(&served.url, missing, &cache.path().join(missing)).unwrap_err();
         assert!(e.starts_with("git fetch failed: "), "{e}");
         assert!(!cache.path().join(missing).exists());
+        // A checkout changed in the cache (a file edited, one planted) is found out and fetched again.
+        let planted = cache.path().join("planted").join(&served.rev);
+        fetch_into(&served.url, &served.rev, &planted).unwrap();
+        assert_eq!(verified(&planted, &served.rev), Ok(()));
+        std::fs::write(planted.join("nodeadm/go.mod"), "module evil\n").unwrap();
+        let other = cache.path().join("edited").join(&served.rev);
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        std::fs::rename(&planted, &other).unwrap();
+        let why = verified(&other, &served.rev).unwrap_err();
+        assert!(why.contains("work tree differs"), "{why}");
+        let untracked = cache.path().join("untracked").join(&served.rev);
+        fetch_into(&served.url, &served.rev, &untracked).unwrap();
+        std::fs::write(untracked.join("nodeadm/extra.go"), "package main\n").unwrap();
+        // As a later process finds it (this one knows it fetched it).
+        CHECKED.lock().unwrap().as_mut().map(|m| m.remove(&untracked));
+        assert!(verified(&untracked, &served.rev).is_err(), "an untracked file");
+        let back = ensure(&untracked, &served.url, &served.rev).unwrap();
+        assert!(!back.join("nodeadm/extra.go").exists(), "fetched again, as published");
         // Nothing answers: a clear error, quickly.
         drop(served);
         let e = fetch_into("git://127.0.0.1:1/x", missing, &cache.path().join(missing)).unwrap_err();

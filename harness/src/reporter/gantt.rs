@@ -26,6 +26,11 @@ fn label(s: &str) -> String {
         .collect()
 }
 
+/// A Markdown table cell: `|` and newlines would break it.
+pub(super) fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
 fn ms(d: Duration) -> u128 {
     d.as_millis()
 }
@@ -116,8 +121,8 @@ pub fn slowest_nodes(reports: &[ScenarioReport]) -> String {
                 end,
                 format!(
                     "| {} | {} | {} | {} | {} |\n",
-                    super::markdown::cell(&r.name),
-                    super::markdown::cell(&n.label),
+                    cell(&r.name),
+                    cell(&n.label),
                     at(p.up.map(|(_, b)| b)),
                     at(p.bootstrap.map(|(_, b)| b)),
                     at(p.ready)

@@ -1,6 +1,7 @@
 //! A Markdown summary of a run (`nodejoin run --markdown FILE`), for a pull request or GitHub's job summary
 //! (`$GITHUB_STEP_SUMMARY`): a verdict line, a table of the scenarios (each one's own time apart from what it
 //! waited for), the picture inline (`gantt`), the slowest nodes, and each failure's checks.
+use super::gantt::cell;
 use crate::run::events::{Event, Reporter};
 use crate::run::report::{secs, ScenarioReport};
 use std::path::PathBuf;
@@ -45,11 +46,6 @@ impl Reporter for Markdown {
             eprintln!("error: cannot write {}: {e}", self.path.display());
         }
     }
-}
-
-/// `|` and newlines would break a table cell.
-pub(super) fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 /// The summary. Its symbol follows the exit code: ✅ only when something passed, nothing failed or erred and

@@ -21,6 +21,7 @@ pub struct Step {
     #[serde(default, deserialize_with = "super::versions::opt_version")]
     #[schemars(extend("pattern" = r"^v[0-9]+\.[0-9]+\.[0-9]+$"))]
     pub to: Option<String>,
+    /// What must hold after the step (each key's default depends on the step).
     #[serde(default)]
     pub expect: StepExpect,
 }

@@ -71,7 +71,7 @@ pub struct CallExpectation {
     pub none_after_ready: Vec<String>,
     /// How long the harness keeps watching a Ready node's calls for `noneAfterReady` (default 10s).
     #[serde(default = "default_after_ready_window", deserialize_with = "super::durations::wait")]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("default" = "10s"))]
     pub after_ready_window: Duration,
 }
 
@@ -120,12 +120,17 @@ pub enum SetBy {
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SetByExpectation {
+    /// Who must have set `providerID` (default: the kubelet).
     #[serde(default, rename = "providerID")]
     pub provider_id: Option<SetBy>,
+    /// Who must have set the Node's taints (default: the kubelet).
     #[serde(default)]
     pub taints: Option<SetBy>,
+    /// Who must have set the Node's pod capacity, `capacityPods` (default: the kubelet).
     #[serde(default)]
     pub capacity_pods: Option<SetBy>,
+    /// Who must have set each label, by key (default: the kubelet; `any` for the cloud labels EKS's cloud
+    /// controller sets: instance type, zone, region).
     #[serde(default)]
     pub labels: BTreeMap<String, SetBy>,
 }
@@ -148,6 +153,7 @@ impl SetByExpectation {
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CloudInitExpectation {
+    /// cloud-init's final status: `done` (the default) or `error`.
     #[serde(default)]
     pub status: CloudInitStatus,
     /// Substrings each of which some cloud-init error must contain.
@@ -270,6 +276,8 @@ pub enum EvidenceSource {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IdentityExpectation {
+    /// The username the API server saw, exactly (placeholders allowed, e.g.
+    /// `system:node:{{instance.privateDnsName}}`).
     #[serde(default)]
     pub username: Option<String>,
     /// Groups that must all be present (the API server adds `system:authenticated`).
@@ -281,7 +289,10 @@ pub struct IdentityExpectation {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Evidence {
+    /// The log to search: `kubelet`, `bootstrap`, `imds`, `approver`, `authenticator`, `cloud-init`,
+    /// `nodeadm`, `calls` or `console`.
     pub source: EvidenceSource,
+    /// The text some line of that log must contain (placeholders filled in; never empty).
     #[serde(deserialize_with = "super::nonempty::text")]
     #[schemars(length(min = 1))]
     pub contains: String,
@@ -290,9 +301,12 @@ pub struct Evidence {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Taint {
+    /// The taint's key.
     pub key: String,
+    /// The taint's value (left out for a taint without one, or with an empty one).
     #[serde(default)]
     pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
     pub effect: String,
 }
 
@@ -306,7 +320,7 @@ pub struct Expect {
     /// Deadline for the whole join, or the observation window of a negative scenario (after its bootstrap, which
     /// on a VM node has at least 10 minutes).
     #[serde(default = "default_within", deserialize_with = "super::durations::wait")]
-    #[schemars(with = "String")]
+    #[schemars(with = "String", extend("default" = "90s"))]
     pub within: Duration,
     /// Defaults to the instance's PrivateDnsName.
     #[serde(default)]
@@ -323,6 +337,7 @@ pub struct Expect {
     /// The Node's exact taints once Ready (`None`: not checked).
     #[serde(default)]
     pub taints: Option<Vec<Taint>>,
+    /// The Node's pod capacity (`status.capacity.pods`: the kubelet's maxPods), exactly.
     #[serde(default)]
     pub capacity_pods: Option<u32>,
     /// The kubelet's `clusterDNS` as reported by `/configz`.
@@ -331,15 +346,20 @@ pub struct Expect {
     /// Defaults to `aws:///{{instance.az}}/{{instance.id}}`.
     #[serde(default, rename = "providerID")]
     pub provider_id: Option<String>,
+    /// The kubelet's client-certificate CSR: `issued`, `pending`, `none` or `any` (the default: not checked).
     #[serde(default)]
     pub client_csr: CsrExpectation,
+    /// The kubelet's serving-certificate CSR: `issued`, `pending`, `none` or `any` (the default: not checked).
     #[serde(default)]
     pub serving_csr: CsrExpectation,
     /// The kubelet serves :10250 with a certificate chained to the cluster CA whose SANs are the node's.
     #[serde(default)]
     pub serving_cert: bool,
+    /// How the bootstrap must exit: `success`, `failure` or `any` (the default: success for a node that
+    /// joins).
     #[serde(default)]
     pub bootstrap_exit: ExitExpectation,
+    /// Texts that must show up in the node's logs: required for a negative scenario (`joins: false`).
     #[serde(default)]
     pub evidence: Vec<Evidence>,
     /// Who the kubelet was to the API server.
@@ -512,76 +532,5 @@ impl Default for Expect {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Evidence that renders to nothing would match every line: refused, naming what was written.
-    #[test]
-    fn evidence_empty_once_rendered_is_refused() {
-        let e: Expect =
-            serde_yaml_ng::from_str("evidence: [{ source: kubelet, contains: \"{{cluster.name}}\" }]\n").unwrap();
-        let mut empty: BTreeMap<String, String> = super::super::template::KNOWN
-            .iter()
-            .map(|k| (k.to_string(), "x".to_string()))
-            .collect();
-        empty.insert("cluster.name".into(), String::new());
-        let err = e.resolved(&empty).unwrap_err();
-        assert!(
-            err.contains("contains: {{cluster.name}}") && err.contains("empty"),
-            "{err}"
-        );
-        let mut named = empty.clone();
-        named.insert("cluster.name".into(), "demo".into());
-        assert_eq!(e.resolved(&named).unwrap().evidence[0].contains, "demo");
-    }
-
-    /// Every value a check compares is filled in once, from the node's values; the rest stays as written.
-    #[test]
-    fn a_nodes_expectation_is_resolved_once_with_its_values() {
-        let e: Expect = serde_yaml_ng::from_str(
-            r#"
-nodeName: "{{instance.privateDnsName}}"
-labels: { id: "{{instance.id}}" }
-clusterDNS: ["{{cluster.dnsIp}}"]
-evidence: [{ source: kubelet, contains: "node {{instance.id}}" }]
-identity: { username: "system:node:{{instance.privateDnsName}}", groups: [system:nodes] }
-files: [{ path: /etc/x, values: { a: "{{instance.az}}", n: 3 }, contains: ["{{cluster.name}}"] }]
-within: 90s
-"#,
-        )
-        .unwrap();
-        let vars: BTreeMap<String, String> = [
-            ("instance.privateDnsName", "ip-10-0-0-1.ec2.internal"),
-            ("instance.id", "i-0abc"),
-            ("instance.az", "us-east-1a"),
-            ("cluster.dnsIp", "10.100.0.10"),
-            ("cluster.name", "demo"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let r = e.resolved(&vars).unwrap();
-        assert_eq!(r.node_name.as_deref(), Some("ip-10-0-0-1.ec2.internal"));
-        assert_eq!(r.labels["id"], "i-0abc");
-        assert_eq!(r.cluster_dns, Some(vec!["10.100.0.10".to_string()]));
-        assert_eq!(r.evidence[0].contains, "node i-0abc");
-        assert_eq!(
-            r.identity.as_ref().and_then(|i| i.username.as_deref()),
-            Some("system:node:ip-10-0-0-1.ec2.internal")
-        );
-        assert_eq!(r.files[0].values["a"], serde_yaml_ng::Value::from("us-east-1a"));
-        assert_eq!(r.files[0].values["n"], serde_yaml_ng::Value::from(3));
-        assert_eq!(r.files[0].contains, ["demo"]);
-        assert_eq!(
-            r.provider_id.as_deref(),
-            Some("aws:///us-east-1a/i-0abc"),
-            "the default, resolved"
-        );
-        assert_eq!(r.within, e.within);
-        // A value the run did not provide is an error naming it.
-        assert!(e
-            .resolved(&BTreeMap::new())
-            .unwrap_err()
-            .contains("instance.privateDnsName"));
-    }
-}
+#[path = "expect/tests.rs"]
+mod tests;

@@ -13,7 +13,9 @@ pub enum Lifecycle {
 #[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct InstanceTypeInfo {
+    /// `MaximumNetworkInterfaces`: how many ENIs the type takes (the ENI formula's max pods).
     pub maximum_network_interfaces: u32,
+    /// `Ipv4AddressesPerInterface`: IPv4 addresses per ENI (the ENI formula's max pods).
     pub ipv4_addresses_per_interface: u32,
     /// `DefaultVCpus`, for a type nodejoin has no size of (Karpenter's `vcpus`, podsPerCore).
     #[serde(default)]

@@ -18,14 +18,18 @@ pub struct Scenario {
     /// Defaults to the file name without `.yaml`.
     #[serde(default)]
     pub name: String,
+    /// Free text for the scenario's readers: what it shows and why.
     #[serde(default)]
     pub description: String,
     /// Words a filter selects the scenario by (`nodejoin run -E 'tag(al2023)'`): letters, digits, `-`, `_`, `.`.
     #[serde(default, deserialize_with = "tags")]
     #[schemars(extend("items" = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"}))]
     pub tags: Vec<String>,
+    /// The cluster the nodes join: its version, region, account, network and how nodes authenticate.
     #[serde(default)]
     pub cluster: Cluster,
+    /// The node groups: each one or more identical nodes that bootstrap into the cluster, and what must
+    /// happen to them.
     pub nodes: Vec<NodeGroup>,
     /// Where its paths may lead on the host (set when its file is loaded).
     #[serde(skip)]
@@ -68,6 +72,8 @@ pub struct Cluster {
     /// The providers this scenario may run on (default: every one).
     #[serde(default)]
     pub providers: Vec<Provider>,
+    /// The control plane's Kubernetes version (`v1.36.3`); default: the run's (`run --kubernetes-version`),
+    /// else nodejoin's own.
     #[serde(default = "default_version", deserialize_with = "version")]
     #[schemars(extend("pattern" = r"^v[0-9]+\.[0-9]+\.[0-9]+$"))]
     pub kubernetes_version: String,
@@ -78,8 +84,10 @@ pub struct Cluster {
     /// The EKS cluster name the bootstrap is given; defaults to the scenario name.
     #[serde(default)]
     pub name: Option<String>,
+    /// The AWS region IMDS, EC2 and EKS report (default `us-west-2`).
     #[serde(default = "default_region")]
     pub region: String,
+    /// The AWS account id in the ARNs the fakes report, the node role's among them (default `111122223333`).
     #[serde(default = "default_account")]
     pub account_id: String,
     /// Default: what EKS picks for the VPC (see [`Cluster::service_cidr`], which callers use).
@@ -89,6 +97,7 @@ pub struct Cluster {
     /// The VPC and subnet IMDS, EC2 and EKS report (not the Docker network; see `eks::network`).
     #[serde(default)]
     pub network: crate::eks::network::Network,
+    /// How a kubelet authenticates to join: `bootstrap-token` (the default) or `iam`, the EKS way.
     #[serde(default)]
     pub auth: AuthMode,
     /// DescribeCluster answers CREATING this many times before ACTIVE.
@@ -119,12 +128,15 @@ pub struct Cluster {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct VersionSupport {
+    /// The oldest minor version the scenario applies to (`"1.35"`); default: no lower bound.
     #[serde(default, deserialize_with = "opt_minor")]
     #[schemars(with = "Option<String>")]
     pub min: Option<(u32, u32)>,
+    /// The newest minor version the scenario applies to (`"1.34"`); default: no upper bound.
     #[serde(default, deserialize_with = "opt_minor")]
     #[schemars(with = "Option<String>")]
     pub max: Option<(u32, u32)>,
+    /// Why the other versions do not apply: quoted when a trial for one is reported ignored.
     pub reason: String,
 }
 
@@ -165,8 +177,10 @@ impl Cluster {
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AwsAuthSpec {
+    /// `mapRoles` entries: an IAM role ARN, the username (aws-auth templates allowed) and groups it maps to.
     #[serde(default)]
     pub map_roles: Vec<crate::eks::aws_auth::RoleMapping>,
+    /// `mapUsers` entries: an IAM user ARN, the username and groups it maps to.
     #[serde(default)]
     pub map_users: Vec<crate::eks::aws_auth::UserMapping>,
 }
@@ -175,11 +189,15 @@ pub struct AwsAuthSpec {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AccessEntrySpec {
+    /// The IAM role or user ARN the entry is for.
     pub principal_arn: String,
+    /// `STANDARD` (the default), `EC2_LINUX` or `EC2_WINDOWS`; the EC2 types take no username or groups.
     #[serde(default, rename = "type")]
     pub entry_type: crate::eks::identity::AccessEntryType,
+    /// The Kubernetes username it grants (STANDARD only; default: EKS's, from the principal's ARN).
     #[serde(default)]
     pub username: Option<String>,
+    /// The Kubernetes groups it grants (STANDARD only).
     #[serde(default)]
     pub kubernetes_groups: Vec<String>,
 }
@@ -232,14 +250,18 @@ pub enum ImdsTokens {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeGroup {
+    /// The group's name, in reports and check names; the user-data flavors' default node group name.
     pub name: String,
+    /// How many identical nodes the group starts, all at once (default 1).
     #[serde(default = "one")]
     pub count: u32,
+    /// The EC2 instance type IMDS and EC2 report (default `m5.large`); the ENI formula's max pods use its limits.
     #[serde(default = "default_instance_type")]
     pub instance_type: String,
     /// ENI limits EC2 DescribeInstanceTypes reports for `instanceType`, for types outside the bundled table.
     #[serde(default)]
     pub instance_type_info: Option<InstanceTypeInfo>,
+    /// `on-demand` (the default) or `spot`: the instance's life cycle as IMDS and EC2 report it.
     #[serde(default)]
     pub lifecycle: Lifecycle,
     /// Defaults to `<region>a`.
@@ -255,6 +277,7 @@ pub struct NodeGroup {
     /// How the node role is mapped to a Kubernetes identity (used with `auth: iam`).
     #[serde(default)]
     pub role_mapping: RoleMappingSpec,
+    /// How the fake IMDS serves the group's instances: tokens, credentials, their lifetime, the hop limit.
     #[serde(default)]
     pub imds: Imds,
     /// The bootstrap script installed as `/etc/eks/bootstrap.sh`; without `userData` the harness runs it.
@@ -286,6 +309,7 @@ pub struct NodeGroup {
     /// Faults the fakes inject into this group's calls.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// What the cluster must see of each node: that it joins, and how (or, with `joins: false`, why not).
     #[serde(default)]
     pub expect: Expect,
     /// Steps done to each node after its join, in order (`- do: reboot`), each with its own expectations.
@@ -331,8 +355,11 @@ pub struct RoleMappingSpec {
     /// Defaults to `access-entry` in `API` mode, `aws-auth` otherwise.
     #[serde(default)]
     pub via: Option<MappingVia>,
+    /// The Kubernetes username the role maps to (aws-auth templates allowed); default
+    /// `system:node:{{EC2PrivateDNSName}}`.
     #[serde(default = "default_node_username")]
     pub username: String,
+    /// The Kubernetes groups it grants; default `system:bootstrappers` and `system:nodes`.
     #[serde(default = "default_node_groups")]
     pub groups: Vec<String>,
 }
@@ -368,6 +395,7 @@ pub enum CredentialsMode {
 #[derive(Debug, Clone, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Imds {
+    /// `required` (IMDSv2 only, the default) or `optional` (IMDSv1 answered too).
     #[serde(default)]
     pub tokens: ImdsTokens,
     /// The instance profile's credentials as IMDS serves them.
@@ -441,6 +469,7 @@ impl FakeService {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FaultSpec {
+    /// The fake whose calls are faulted: `imds`, `eks`, `ec2`, `sts`, `cloudformation`, `ecr` or `registry`.
     pub service: FakeService,
     /// A `*` glob on the call's action (`DescribeCluster`, `GET /latest/meta-data/*`); default every call.
     #[serde(default = "any_action")]
@@ -547,34 +576,5 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hop_limits_are_ec2s_range() {
-        let text =
-            |n: &str| format!("nodes:\n  - name: a\n    imds:\n      hopLimit: {n}\n    bootstrap:\n      args: [x]\n");
-        let load = |n: &str| crate::scenario::load::parse(&text(n), &crate::paths::workspace_root().join("t.yaml"));
-        let s = load("1").unwrap();
-        assert_eq!(s.nodes[0].imds.hop_limit, Some(1));
-        for bad in ["0", "65", "300", "-1"] {
-            let e = load(bad).unwrap_err().to_string();
-            assert!(e.contains("t.yaml:4:"), "{bad}: {e}");
-        }
-        assert!(load("0").unwrap_err().to_string().contains("EC2 takes 1 to 64"));
-    }
-
-    #[test]
-    fn version_ranges() {
-        let v: VersionSupport =
-            serde_yaml_ng::from_str("{ min: \"1.35\", reason: the flag was removed in 1.35 }").unwrap();
-        assert_eq!(v.unsupported("v1.36.3"), None);
-        assert_eq!(v.unsupported("v1.35.0"), None);
-        let why = v.unsupported("v1.34.4").unwrap();
-        assert!(why.contains("1.35 to any") && why.contains("removed in 1.35"), "{why}");
-        let max: VersionSupport = serde_yaml_ng::from_str("{ max: v1.34.9, reason: r }").unwrap();
-        assert!(max.unsupported("v1.35.1").is_some() && max.unsupported("v1.34.4").is_none());
-        assert!(serde_yaml_ng::from_str::<VersionSupport>("{ min: latest, reason: r }").is_err());
-        assert!(serde_yaml_ng::from_str::<VersionSupport>("{ min: \"1.35\" }").is_err());
-    }
-}
+#[path = "model/tests.rs"]
+mod tests;

@@ -36,7 +36,9 @@ pub struct UserDataSpec {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StackSpec {
+    /// The stack's name, as `cfn-signal --stack` must give it.
     pub name: String,
+    /// The AutoScalingGroup resource that waits for the signals (default `NodeGroup`).
     #[serde(default = "crate::scenario::flavors::default_resource")]
     pub resource: String,
 }
@@ -210,8 +212,17 @@ impl schemars::JsonSchema for UserDataSpec {
             generator.subschema_for::<bool>(),
         );
         for (key, schema) in super::flavors::schemas(generator) {
-            // Described by its spec's own documentation.
-            add(key, None, schema);
+            // Described by its spec's own documentation: the definition its `$ref` names carries it, and an
+            // editor shows a property's own description on hover, so the key gets a copy.
+            let description = schema
+                .get("$ref")
+                .and_then(|r| r.as_str())
+                .and_then(|r| r.rsplit('/').next())
+                .and_then(|name| generator.definitions().get(name))
+                .and_then(|d| d.get("description"))
+                .and_then(|d| d.as_str())
+                .map(str::to_owned);
+            add(key, description.as_deref(), schema);
         }
         schemars::json_schema!({
             "description": "User data for a node group: exactly one of a file or a generator.",

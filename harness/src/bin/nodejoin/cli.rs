@@ -32,6 +32,7 @@ pub struct Cli {
 pub enum Command {
     /// Resolve Kubernetes binaries (env dir, cache, official download, or Go-module build).
     Assets {
+        /// The Kubernetes version (vMAJOR.MINOR.PATCH).
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
         version: String,
     },
@@ -49,6 +50,7 @@ pub enum Command {
     },
     /// Check prerequisites and say how to fix what is missing.
     Doctor {
+        /// The Kubernetes version whose binaries are looked for (vMAJOR.MINOR.PATCH).
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
         version: String,
     },
@@ -253,5 +255,54 @@ impl Cli {
             _ => {}
         }
         Ok(flags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `--help` describes every command and option, and the book's command-line page lists every flag of the
+    /// commands a user types most (its table and sections are what the book claims `--help` has).
+    #[test]
+    fn help_describes_every_option_and_the_book_lists_the_flags() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/src/reference/cli.md"))
+            .unwrap_or_default();
+        let mut cli = Cli::command();
+        cli.build();
+        let mut undescribed = Vec::new();
+        let mut unlisted = Vec::new();
+        fn visit(c: &clap::Command, path: &str, page: &str, undescribed: &mut Vec<String>, unlisted: &mut Vec<String>) {
+            if c.get_about().is_none() && !path.is_empty() {
+                undescribed.push(format!("nodejoin{path}"));
+            }
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(
+                    a.get_action(),
+                    clap::ArgAction::Help | clap::ArgAction::HelpLong | clap::ArgAction::Version
+                ) {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    undescribed.push(format!("nodejoin{path} {id}"));
+                }
+                let listed = ["run", "list", "init", "compare"]
+                    .iter()
+                    .any(|n| path == format!(" {n}"));
+                if let (true, Some(long)) = (listed, a.get_long()) {
+                    if !a.is_global_set() && !page.contains(&format!("--{long}")) {
+                        unlisted.push(format!("nodejoin{path} --{long}"));
+                    }
+                }
+            }
+            for sub in c.get_subcommands() {
+                visit(sub, &format!("{path} {}", sub.get_name()), page, undescribed, unlisted);
+            }
+        }
+        visit(&cli, "", &page, &mut undescribed, &mut unlisted);
+        assert!(undescribed.is_empty(), "without help text: {undescribed:#?}");
+        assert!(unlisted.is_empty(), "not on docs/src/reference/cli.md: {unlisted:#?}");
     }
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 pub(crate) enum ImageCommand {
     /// Build the node image for a Kubernetes version (no registry needed).
     Build {
+        /// The Kubernetes version whose kubelet the image carries (vMAJOR.MINOR.PATCH).
         #[arg(long, default_value = nodejoin::assets::DEFAULT_VERSION)]
         version: String,
         /// Also build a layer with this directory's files over the node image (laid out like the root
@@ -24,7 +25,10 @@ pub(crate) enum ImageCommand {
     },
     /// Make a CA to serve AWS's names under in DIR, unless DIR holds one (ca.pem, ca-key.pem), for
     /// NODEJOIN_ENDPOINTS_CA: a disk of your own trusts it (add ca.pem to its trust anchors when you build it).
-    EndpointsCa { dir: PathBuf },
+    EndpointsCa {
+        /// The directory the CA is kept in (created if missing).
+        dir: PathBuf,
+    },
     /// Write a disk shaped as an exported image, bootable under UEFI and BIOS (GPT; an EFI system partition with
     /// systemd-boot, syslinux, the kernel and its initramfs; the root) from nodejoin's VM disk of a node group's
     /// image: to try `disk:` of a VM group with, or to start an image of your own from.
@@ -37,6 +41,7 @@ pub(crate) enum ImageCommand {
         /// Where the disk is written.
         #[arg(long)]
         out: PathBuf,
+        /// The disk's format: qcow2, or raw (a plain image, as `dd` writes it).
         #[arg(long, default_value = "qcow2", value_parser = ["raw", "qcow2"])]
         format: String,
         /// A CA certificate (PEM) to add to the disk's trust anchors, e.g. NODEJOIN_ENDPOINTS_CA's ca.pem.

@@ -16,6 +16,7 @@ pub struct CapaSpec {
     /// nodeadm's feature gates (e.g. `InstanceIdNodeName: true`).
     #[serde(default)]
     pub feature_gates: BTreeMap<String, bool>,
+    /// `kubelet`: a KubeletConfiguration fragment and flags for nodeadm's kubelet.
     #[serde(default)]
     pub kubelet: CapaKubelet,
 }

@@ -8,8 +8,10 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CloudFormationAl2Spec {
+    /// The stack that launched the nodes, which `cfn-signal` names (default `nodejoin-nodes`).
     #[serde(default = "default_stack")]
     pub stack: String,
+    /// The stack's AutoScalingGroup resource that waits for the signals (default `NodeGroup`).
     #[serde(default = "super::default_resource")]
     pub resource: String,
     /// `${BootstrapArguments}`: pasted after the cluster name; placeholders filled in.

@@ -12,13 +12,18 @@ pub struct EksManagedAl2Spec {
     /// Defaults to the node group's name.
     #[serde(default)]
     pub nodegroup: Option<String>,
+    /// The node group's labels (CreateNodegroup `labels`), after EKS's own in `--node-labels`.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// `key=value:Effect`.
     #[serde(default)]
     pub taints: Vec<String>,
+    /// The launch template's id, in EKS's `eks.amazonaws.com/sourceLaunchTemplateId` label (default
+    /// `lt-0nodejoin0000000001`).
     #[serde(default = "default_launch_template")]
     pub launch_template_id: String,
+    /// The launch template's version, in EKS's `eks.amazonaws.com/sourceLaunchTemplateVersion` label
+    /// (default `"1"`).
     #[serde(default = "default_launch_template_version")]
     pub launch_template_version: String,
     /// Defaults to the ENI formula for the instance type, as EKS computes it.

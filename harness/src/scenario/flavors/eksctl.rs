@@ -20,6 +20,7 @@ pub struct EksctlSpec {
     /// `key=value:Effect`, or `key:Effect` for an empty value.
     #[serde(default)]
     pub taints: Vec<String>,
+    /// `maxPodsPerNode`: a second NodeConfig part setting the kubelet's maxPods (default: none).
     #[serde(default)]
     pub max_pods_per_node: Option<u32>,
     /// Shell commands, each its own part, run by cloud-init.

@@ -15,11 +15,13 @@ pub struct EksctlAl2Spec {
     /// Defaults to the node group's name.
     #[serde(default)]
     pub nodegroup: Option<String>,
+    /// The node group's labels (`NODE_LABELS`; eksctl adds its cluster-name and nodegroup-name labels).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// `key=value:Effect`.
     #[serde(default)]
     pub taints: Vec<String>,
+    /// `MAX_PODS`: the kubelet's `--max-pods` (default: none, bootstrap.sh's own).
     #[serde(default)]
     pub max_pods: Option<u32>,
     /// A partial KubeletConfiguration (`kubelet-extra.json`) merged over the node's.

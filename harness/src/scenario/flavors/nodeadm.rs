@@ -46,8 +46,10 @@ impl NodeadmClusterField {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeadmPart {
+    /// The part's NodeConfig `spec` (strings may hold placeholders).
     #[schemars(with = "serde_json::Value")]
     pub spec: serde_yaml_ng::Value,
+    /// How the part is wrapped: `plain` (the default), `base64` or `gzip`.
     #[serde(default)]
     pub encoding: PartEncoding,
 }

@@ -7,16 +7,29 @@ use crate::node::machine::NodeMachine;
 use crate::run::env::Environment;
 use crate::scenario::model::{CloudInitExpectation, CloudInitStatus, NodeGroup, SignalExpectation};
 
-/// The sandbox (pause) image the node's containerd is configured with: the `sandbox_image` (containerd 1.x) or
-/// `sandbox` (2.x) key of `/etc/containerd/config.toml`, a basic ("...") or literal ('...') TOML string (nodeadm's
-/// merged configs are written with single quotes).
+/// The sandbox (pause) image the node's containerd is configured with: the `sandbox_image` (containerd 1.x,
+/// `plugins."io.containerd.grpc.v1.cri"`) or `sandbox` (2.x, `plugins."io.containerd.cri.v1.images".pinned_images`)
+/// key of `/etc/containerd/config.toml`, read as TOML (nodeadm's merged configs quote with single quotes); none
+/// when the file is not TOML or names none.
 pub fn configured_sandbox_image(config_toml: &str) -> Option<String> {
-    config_toml.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        matches!(k.trim(), "sandbox_image" | "sandbox")
-            .then(|| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
-            .filter(|v| !v.is_empty())
-    })
+    fn find(t: &toml::Table) -> Option<String> {
+        for (k, v) in t {
+            match v {
+                toml::Value::String(s) if matches!(k.as_str(), "sandbox_image" | "sandbox") && !s.is_empty() => {
+                    return Some(s.clone())
+                }
+                toml::Value::Table(inner) => {
+                    if let Some(found) = find(inner) {
+                        return Some(found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    let config: toml::Table = config_toml.parse().ok()?;
+    find(config.get("plugins")?.as_table()?)
 }
 
 /// An image reference as containerd lists it: a name without tag or digest means `:latest`.
