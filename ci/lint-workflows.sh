@@ -29,18 +29,22 @@ if [ ! -x "$actionlint" ]; then
     timeout 600 go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION")
 fi
 
+# zizmor on the files given, nothing of high severity allowed. Exit codes: 0 nothing, 11-14 the highest finding
+# (informational .. high); with --min-severity high only findings of high severity are reported and counted.
+zizmor_high() {
+  local rc
+  set +e
+  "$zizmor" --offline --min-severity high "$@"
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "lint-workflows: zizmor found something of high severity in $*, or failed (exit $rc)" >&2
+    exit 1
+  fi
+}
 files=(action.yml .github/workflows/*.yml)
 echo "lint-workflows: zizmor $("$zizmor" --version | cut -d' ' -f2) on ${files[*]}"
-# Exit codes: 0 nothing, 11-14 the highest finding (informational .. high); with --min-severity high only
-# findings of high severity are reported and counted.
-set +e
-"$zizmor" --offline --min-severity high "${files[@]}"
-rc=$?
-set -e
-if [ "$rc" -ne 0 ]; then
-  echo "lint-workflows: zizmor found something of high severity, or failed (exit $rc)" >&2
-  exit 1
-fi
+zizmor_high "${files[@]}"
 echo "lint-workflows: actionlint $ACTIONLINT_VERSION on .github/workflows/*.yml"
 "$actionlint" -no-color -shellcheck "$shellcheck" .github/workflows/*.yml
 # The workflow `nodejoin init` writes into a user's repository, with the action pinned by a commit as a release
@@ -50,13 +54,6 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/.git"
 bin=${NODEJOIN_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/debug/nodejoin}
 (cd "$scratch" && "$bin" init --producer karpenter --action "nodejoin/nodejoin@$(printf '%040d' 0)" >/dev/null)
-set +e
-"$zizmor" --offline --min-severity high "$scratch/.github/workflows/nodejoin.yml"
-rc=$?
-set -e
-if [ "$rc" -ne 0 ]; then
-  echo "lint-workflows: zizmor found something of high severity in the workflow nodejoin init writes (exit $rc)" >&2
-  exit 1
-fi
+zizmor_high "$scratch/.github/workflows/nodejoin.yml"
 (cd "$scratch" && "$actionlint" -no-color -shellcheck "$shellcheck" .github/workflows/nodejoin.yml)
 echo "lint-workflows: no high zizmor finding, no actionlint error"

@@ -207,27 +207,17 @@ fn a_user_repository_runs_through_init_the_installed_binary_and_the_actions_step
     let image_cache = tmp.path().join("image-cache");
     env.insert("NODEJOIN_ACTION_IMAGE_CACHE".into(), image_cache.display().to_string());
 
-    let inputs: BTreeMap<String, String> = action()["inputs"]
-        .as_mapping()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().unwrap().to_string(),
-                v["default"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .chain([
-            // The release of this build, served from a local directory as GitHub serves a release's assets.
-            ("nodejoin-version".to_string(), release_version().to_string()),
-            ("release-url".to_string(), releases.url.clone()),
-            ("compare-base".to_string(), "git:HEAD".to_string()),
-            // Selection inputs as a user passes them: every trial, in one share, no retry.
-            ("filter".to_string(), "all()".to_string()),
-            ("partition".to_string(), "count:1/1".to_string()),
-            ("retries".to_string(), "0".to_string()),
-        ])
-        .collect();
+    let version = release_version().to_string();
+    let inputs = action_steps::inputs(&[
+        // The release of this build, served from a local directory as GitHub serves a release's assets.
+        ("nodejoin-version", version.as_str()),
+        ("release-url", releases.url.as_str()),
+        ("compare-base", "git:HEAD"),
+        // Selection inputs as a user passes them: every trial, in one share, no retry.
+        ("filter", "all()"),
+        ("partition", "count:1/1"),
+        ("retries", "0"),
+    ]);
     let mut ctx: BTreeMap<String, String> = BTreeMap::from([
         // The action as checked out at a commit that pins this build's release (ci/releases.sha256).
         ("github.action_path".to_string(), releases.action.display().to_string()),

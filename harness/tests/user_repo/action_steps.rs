@@ -18,7 +18,7 @@ fn step(name: &str) -> serde_yaml_ng::Value {
 }
 
 /// The action's inputs at their defaults, with `set` over them.
-fn inputs(set: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub fn inputs(set: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut inputs: BTreeMap<String, String> = action()["inputs"]
         .as_mapping()
         .unwrap()
