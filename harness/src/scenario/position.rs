@@ -1,63 +1,118 @@
 //! Where a key is in a scenario's text, for the checks that need more than one field (serde points at the
-//! others itself): the line of a node group, and of a key inside it, so every error names file:line:col.
+//! others itself): the line of a node group, and of a key inside it, so every error names file:line:col. Read
+//! from the YAML parser's own events and their positions (`saphyr-parser`), so comments, quotes and flow style are
+//! YAML's, not a line scan's.
 use super::model::NodeGroup;
+use saphyr_parser::{Event, Parser, ScalarStyle};
+
+/// One scalar of the text: its value, 1-based line and column, whether it is a mapping key, and the node group
+/// (index into `nodes`) it is written in.
+struct Scalar {
+    value: String,
+    line: usize,
+    column: usize,
+    key: bool,
+    plain: bool,
+    group: Option<usize>,
+}
+
+/// A container being read: a mapping (whether its next scalar is a key, and the key being read) or a sequence.
+enum Frame {
+    Map { expect_key: bool, key: Option<String> },
+    Seq,
+}
+
+/// Every scalar of `text` in document order; none when it is not YAML.
+fn scalars(text: &str) -> Vec<Scalar> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    // The depth of the top-level `nodes` sequence, and the group being read in it.
+    let mut nodes_at: Option<usize> = None;
+    let mut group: Option<usize> = None;
+    let mut groups = 0;
+    // A value (scalar or container) was read in the innermost mapping: its next scalar is a key again.
+    let value_done = |stack: &mut Vec<Frame>| {
+        if let Some(Frame::Map { expect_key, key }) = stack.last_mut() {
+            *expect_key = true;
+            *key = None;
+        }
+    };
+    for item in Parser::new_from_str(text) {
+        let Ok((event, span)) = item else { return Vec::new() };
+        match event {
+            Event::Scalar(value, style, ..) => {
+                let key = matches!(stack.last(), Some(Frame::Map { expect_key: true, .. }));
+                out.push(Scalar {
+                    value: value.to_string(),
+                    line: span.start.line(),
+                    column: span.start.col() + 1,
+                    key,
+                    plain: style == ScalarStyle::Plain,
+                    group,
+                });
+                match stack.last_mut() {
+                    Some(Frame::Map { expect_key, key: k }) if *expect_key => {
+                        *expect_key = false;
+                        *k = Some(value.to_string());
+                    }
+                    _ => value_done(&mut stack),
+                }
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                let top_level_nodes =
+                    stack.len() == 1 && matches!(stack.last(), Some(Frame::Map { key: Some(k), .. }) if k == "nodes");
+                if matches!(event, Event::MappingStart(..)) && nodes_at == Some(stack.len()) {
+                    group = Some(groups);
+                    groups += 1;
+                }
+                stack.push(match event {
+                    Event::MappingStart(..) => Frame::Map {
+                        expect_key: true,
+                        key: None,
+                    },
+                    _ => Frame::Seq,
+                });
+                if top_level_nodes && matches!(stack.last(), Some(Frame::Seq)) {
+                    nodes_at = Some(stack.len());
+                }
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                if nodes_at == Some(stack.len()) {
+                    nodes_at = None;
+                }
+                stack.pop();
+                if nodes_at.is_some_and(|d| stack.len() == d) {
+                    group = None;
+                }
+                value_done(&mut stack);
+            }
+            Event::Alias(_) => value_done(&mut stack),
+            _ => {}
+        }
+    }
+    out
+}
 
 /// The line where node group `g` is named (`- name: g` or `{ name: g, ... }`), 1-based.
 pub(super) fn group_line(text: &str, g: &NodeGroup) -> Option<usize> {
-    named_group_line(text, &g.name)
+    named_group(&scalars(text), &g.name).map(|s| s.line)
 }
 
-fn named_group_line(text: &str, group: &str) -> Option<usize> {
-    let mut from = locate(text, "nodes", 0).map_or(0, |(l, _)| l);
-    loop {
-        let (line, column) = locate(text, "name", from)?;
-        let code = strip_comment(text.lines().nth(line - 1)?);
-        let value = code[column - 1 + "name".len()..]
-            .trim_start_matches(':')
-            .split([',', '}'])
-            .next()?
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
-        if value == group {
-            return Some(line);
-        }
-        from = line + 1;
-    }
+/// The `name` key of node group `group`.
+fn named_group<'a>(all: &'a [Scalar], group: &str) -> Option<&'a Scalar> {
+    all.windows(2)
+        .find(|w| w[0].key && w[0].value == "name" && w[0].group.is_some() && !w[1].key && w[1].value == group)
+        .filter(|w| w[1].group == w[0].group)
+        .map(|w| &w[0])
 }
 
 /// The first line at or after `after` (1-based; 0 for the start) where `key` appears as a mapping key, or as
 /// a plain value (`source: authenticator`), with its 1-based column.
 pub(super) fn locate(text: &str, key: &str, after: usize) -> Option<(usize, usize)> {
-    text.lines()
-        .enumerate()
-        .skip(after.saturating_sub(1))
-        .find_map(|(i, l)| {
-            let code = strip_comment(l);
-            let mut from = 0;
-            while let Some(found) = code[from..].find(key) {
-                let at = from + found;
-                let before = code[..at].chars().next_back();
-                let after = code[at + key.len()..].chars().next();
-                let starts = before.is_none_or(|c| c.is_whitespace() || matches!(c, '{' | ',' | '-' | '['));
-                let ends = after.is_none_or(|c| c == ':' || c.is_whitespace() || matches!(c, ',' | '}' | ']'));
-                if starts && ends {
-                    return Some((i + 1, at + 1));
-                }
-                from = at + key.len();
-            }
-            None
-        })
-}
-
-/// A line without its `# comment` (a `#` after a space, or at the start).
-fn strip_comment(line: &str) -> &str {
-    if line.trim_start().starts_with('#') {
-        return "";
-    }
-    match line.find(" #") {
-        Some(i) => &line[..i],
-        None => line,
-    }
+    scalars(text)
+        .iter()
+        .find(|s| s.line >= after && s.value == key && (s.key || s.plain))
+        .map(|s| (s.line, s.column))
 }
 
 /// The line and column of `key` inside node group `g` (from the line naming it to the next group's), else the
@@ -73,25 +128,17 @@ pub fn key_line(text: &str, group: &str, keys: &[&str]) -> Option<usize> {
 }
 
 fn in_named_group(text: &str, group: &str, keys: &[&str]) -> Option<(usize, usize)> {
-    let start = named_group_line(text, group)?;
-    let lines: Vec<&str> = text.lines().collect();
-    let first = lines.get(start - 1)?;
-    // The group's item starts at its `- `; the next item at the same column (or anything less indented) ends it.
-    let dash = first.find('-').unwrap_or(0);
-    let end = lines
-        .iter()
-        .enumerate()
-        .skip(start)
-        .find(|(_, l)| {
-            let code = strip_comment(l);
-            let indent = code.len() - code.trim_start().len();
-            !code.trim().is_empty() && (indent < dash || (indent == dash && code.trim_start().starts_with('-')))
-        })
-        .map_or(lines.len(), |(i, _)| i);
-    let named = locate(text, "name", start);
+    let all = scalars(text);
+    let named = named_group(&all, group)?;
+    let inside = |s: &&Scalar| s.group == named.group;
     keys.iter()
-        .find_map(|key| locate(text, key, start).filter(|(line, _)| *line <= end))
-        .or(named)
+        .find_map(|key| {
+            all.iter()
+                .filter(inside)
+                .find(|s| s.value == *key && (s.key || s.plain))
+        })
+        .or(Some(named))
+        .map(|s| (s.line, s.column))
 }
 
 #[cfg(test)]
@@ -115,6 +162,16 @@ mod tests {
             "the first key written wins"
         );
         assert_eq!(key_line(text, "a", &["joins"]), Some(2));
+    }
+
+    /// YAML's own reading: a quoted name, a commented-out group, flow style, a key inside a string.
+    #[test]
+    fn comments_quotes_and_flow_style_are_yamls() {
+        let text = "nodes:\n  # - name: b\n  - name: \"b\"\n    description: \"count: 9\"\n    count: 2\n  - { name: c, count: 3 }\n";
+        assert_eq!(key_line(text, "b", &["count"]), Some(5));
+        assert_eq!(key_line(text, "c", &["count"]), Some(6));
+        assert_eq!(locate(text, "count", 0), Some((5, 5)), "not the one inside the string");
+        assert_eq!(key_line("nodes: [", "b", &["count"]), None, "not YAML: no position");
     }
 
     #[test]
