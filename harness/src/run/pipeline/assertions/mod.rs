@@ -109,6 +109,20 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
                 }
             }
             files(sc, n, report).await;
+            // A node that died while its checks ran (an exec refused: the container is gone) is named as dead
+            // too, with its journal's last lines, beside the checks its death failed.
+            if n.stopped.is_none() {
+                n.liveness_checked_at = None;
+                crate::run::pipeline::observe::watch::check_alive(n).await;
+                if let Some((stop, _)) = &n.stopped {
+                    report.checks.push(assert::Check::new(
+                        stop.check.on(&n.node_name),
+                        false,
+                        stop.expected.clone(),
+                        stop.cause.clone(),
+                    ));
+                }
+            }
             n.timeline.anchor(cx.started, n.booted, n.kubelet_start);
             report.nodes.push(n.timeline.clone());
         }
