@@ -32,9 +32,9 @@ impl KcmCheck {
                     started.elapsed().as_secs_f64()
                 ),
                 Err(e) => {
-                    tracing::warn!("kube-controller-manager: {e}");
+                    tracing::warn!("{e}");
                     if let Ok(mut f) = slot.lock() {
-                        *f = Some(format!("kube-controller-manager {e}"));
+                        *f = Some(e);
                     }
                 }
             }
@@ -57,7 +57,8 @@ impl Drop for KcmCheck {
     }
 }
 
-/// Waits for kcm's /healthz, then for it to sign a certificate (its CSR signer is what a join needs).
+/// Waits for kcm's /healthz, then for it to sign a certificate (its CSR signer is what a join needs). The error
+/// names the component at fault: an API server that stops answering mid-check is not kcm's failure.
 async fn kcm_ready(
     http: &reqwest::Client,
     healthz: &str,
@@ -69,17 +70,31 @@ async fn kcm_ready(
         .await
         .map_err(|_| {
             format!(
-                "was not healthy {}s after its start (see kube-controller-manager.log)",
+                "kube-controller-manager was not healthy {}s after its start (see kube-controller-manager.log)",
                 timeout.as_secs()
             )
         })?;
     match crate::cluster::objects::wait_for_csr_signing(client, timeout).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!(
-            "does not sign certificates {}s after it got healthy (see kube-controller-manager.log)",
+            "kube-controller-manager does not sign certificates {}s after it got healthy (see kube-controller-manager.log)",
             timeout.as_secs()
         )),
-        Err(e) => Err(format!("could not be checked for signing certificates: {e}")),
+        Err(e) => Err(signing_check_failed(&e)),
+    }
+}
+
+/// Why the signing check could not finish: the API server's answer, or its silence (no answer at all is the
+/// API server's failure, which the verdict must name rather than kcm).
+fn signing_check_failed(e: &Error) -> String {
+    match e {
+        Error::Kube(kube::Error::Api(status)) => {
+            format!("kube-controller-manager could not be checked for signing certificates: the API server answered {status}")
+        }
+        Error::Kube(other) => format!(
+            "kube-apiserver did not answer while kube-controller-manager's certificate signing was checked ({other})"
+        ),
+        other => format!("kube-controller-manager could not be checked for signing certificates: {other}"),
     }
 }
 
@@ -242,5 +257,18 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let failure = check.failure().unwrap_or_default();
         assert!(failure.contains("kube-controller-manager was not healthy"), "{failure}");
+    }
+
+    #[tokio::test]
+    async fn an_api_server_that_does_not_answer_the_signing_check_is_named() {
+        let client = kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
+        let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        let e = Error::from(api.get("n").await.unwrap_err());
+        let why = signing_check_failed(&e);
+        assert!(why.starts_with("kube-apiserver did not answer"), "{why}");
+        let status = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        let why = signing_check_failed(&Error::Kube(kube::Error::Api(status.into())));
+        assert!(why.contains("kube-controller-manager could not be checked"), "{why}");
+        assert!(why.contains("403") || why.contains("forbidden"), "{why}");
     }
 }
