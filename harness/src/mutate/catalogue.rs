@@ -330,4 +330,15 @@ pub const CATALOGUE: &[Mutation] = &[
             "unrecognized feature gate: SidecarContainers",
         )],
     },
+    Mutation {
+        name: "replacement-loses-node-label",
+        regression: "the node group's new launch template version drops the label its workloads select \
+                     (`--node-labels=app-pool=web`): the new nodes join, and the update's drain of the old ones \
+                     stalls on the PodDisruptionBudget, the evicted pods' replacements fitting no node \
+                     (a managed node group's PodEvictionFailure)",
+        target: Target::GroupUserData("spare"),
+        find: "--node-labels=app-pool=web,",
+        replace: "--node-labels=",
+        caught_by: &[catcher_of("al2023-drain", &checks::DRAINED_AFTER, "drain", "fits no node")],
+    },
 ];

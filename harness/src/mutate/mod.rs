@@ -28,6 +28,9 @@ pub enum Target {
     ReferenceBootstrap,
     /// The user data a scenario's generator (a `userData` flavor) writes.
     UserData,
+    /// The user data of one node group of the catcher's scenario, by name: a regression that reaches the nodes of
+    /// a new launch template version and not the ones they replace.
+    GroupUserData(&'static str),
 }
 
 /// A scenario that must catch a mutation, and the check (a registered one, or one member of its family) that must
@@ -166,6 +169,15 @@ pub fn plant(settings: &crate::settings::Settings, m: &Mutation, trial: &Trial, 
                 return Err(broken(format!("scenario {} has no user data", sc.name)));
             }
             return Ok(trial.planting(TextPatch::new(m.find, m.replace)));
+        }
+        Target::GroupUserData(group) => {
+            if !sc.nodes.iter().any(|g| g.name == group && g.user_data.is_some()) {
+                return Err(broken(format!(
+                    "scenario {} has no node group {group} with user data",
+                    sc.name
+                )));
+            }
+            return Ok(trial.planting_in(TextPatch::new(m.find, m.replace), group));
         }
     }
     Ok(trial)
@@ -419,6 +431,32 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no user data"));
+    }
+
+    #[test]
+    fn a_group_mutation_is_planted_in_that_group_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Path::new("scenarios/x.yaml");
+        let yaml =
+            "cluster: {auth: iam}\nnodes:\n  - name: workers\n    userData: {nodeadm: {}}\n  - name: spare\n    userData: {nodeadm: {}}\n";
+        let sc = Trial::new(file, crate::scenario::load::parse(yaml, file).unwrap(), Provider::LOCAL);
+        let m = select(&["replacement-loses-node-label".into()]).unwrap()[0];
+        let planted = plant(&crate::settings::for_tests(), &m, &sc, dir.path()).unwrap();
+        assert!(planted.user_data_patch_of("workers").is_none());
+        assert_eq!(planted.user_data_patch_of("spare").unwrap().find, m.find);
+        let other = crate::scenario::load::parse("nodes:\n  - name: spare\n    bootstrap: {}\n", file).unwrap();
+        let err = plant(
+            &crate::settings::for_tests(),
+            &m,
+            &Trial::new(file, other, Provider::LOCAL),
+            dir.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("no node group spare with user data"), "{err}");
+        // Everywhere else, a patch reaches every group.
+        let everywhere = sc.clone().planting(TextPatch::new("a", "b"));
+        assert!(everywhere.user_data_patch_of("workers").is_some() && everywhere.user_data_patch_of("spare").is_some());
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub struct Trial {
     pub snapshot: bool,
     /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
     pub user_data_patch: Option<TextPatch>,
+    /// The one node group it is planted in (a new launch template version's nodes); `None`: every group.
+    pub patched_group: Option<String>,
     /// Which attempt this is, from 1 (`nodejoin run --retries`; the `{{run.attempt}}` placeholder).
     pub attempt: u32,
     /// The run takes this scenario on several Kubernetes versions: its report says which ([`Trial::report_name`]).
@@ -33,6 +35,7 @@ impl Trial {
             provider,
             snapshot: false,
             user_data_patch: None,
+            patched_group: None,
             attempt: 1,
             one_of_several_versions: false,
         }
@@ -68,5 +71,18 @@ impl Trial {
     pub fn planting(mut self, patch: TextPatch) -> Self {
         self.user_data_patch = Some(patch);
         self
+    }
+
+    /// The same, with `patch` planted in the user data of node group `group` only.
+    pub fn planting_in(mut self, patch: TextPatch, group: &str) -> Self {
+        self.patched_group = Some(group.to_string());
+        self.planting(patch)
+    }
+
+    /// The patch planted in `group`'s user data, if any.
+    pub fn user_data_patch_of(&self, group: &str) -> Option<&TextPatch> {
+        self.user_data_patch
+            .as_ref()
+            .filter(|_| self.patched_group.as_deref().is_none_or(|g| g == group))
     }
 }

@@ -27,7 +27,7 @@ pub struct Step {
 }
 
 /// The workload a `drain` evicts: a ReplicaSet of pause pods placed on the node, a PodDisruptionBudget over them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Workload {
     /// How many pods (1 to 10).
@@ -37,6 +37,11 @@ pub struct Workload {
     /// blocked for good, as a managed node group's update fails with `PodEvictionFailure`).
     #[serde(default = "default_min_available")]
     pub min_available: u32,
+    /// Labels a node must carry for the ReplicaSet's pods (their `nodeSelector`, honoured as a scheduler does):
+    /// the labels the user data gives its nodes, which workloads select. A replacement node without them leaves
+    /// the evicted pods nowhere to go, and the budget blocks the drain (at most 8).
+    #[serde(default)]
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for Workload {
@@ -44,6 +49,7 @@ impl Default for Workload {
         Self {
             replicas: default_replicas(),
             min_available: default_min_available(),
+            node_selector: Default::default(),
         }
     }
 }
@@ -57,6 +63,8 @@ fn default_min_available() -> u32 {
 
 /// The most pods a drain's workload may have.
 pub const MAX_REPLICAS: u32 = 10;
+/// The most labels a drain's workload may select nodes by.
+pub const MAX_NODE_SELECTOR: usize = 8;
 
 /// What a step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -230,10 +238,11 @@ mod tests {
         let step: Step = serde_yaml_ng::from_str("do: drain\n").unwrap();
         assert_eq!(step.action, Action::Drain);
         assert_eq!(
-            step.workload.unwrap_or_default(),
+            step.workload.clone().unwrap_or_default(),
             Workload {
                 replicas: 2,
-                min_available: 1
+                min_available: 1,
+                node_selector: Default::default()
             }
         );
         assert_eq!(step.within(None), Duration::from_secs(60));
@@ -242,7 +251,8 @@ mod tests {
             step.workload,
             Some(Workload {
                 replicas: 3,
-                min_available: 3
+                min_available: 3,
+                node_selector: Default::default()
             })
         );
         let step: Step = serde_yaml_ng::from_str("do: shutdown\n").unwrap();

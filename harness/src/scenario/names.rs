@@ -30,6 +30,35 @@ pub fn dns_subdomain(s: &str) -> Result<(), String> {
         .map_err(|e| format!("'{s}' is not a DNS subdomain: {e}"))
 }
 
+/// A label as Kubernetes takes one: a key `[prefix/]name` (the prefix a DNS subdomain, the name 1–63 of
+/// alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric) and a value of the name's form or empty.
+pub fn label(key: &str, value: &str) -> Result<(), String> {
+    let name_part = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    };
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if !name_part(name) || prefix.is_some_and(|p| dns_subdomain(p).is_err()) {
+        return Err(format!(
+            "label key '{key}' is not `[prefix/]name` (a DNS subdomain prefix; a name of 1 to 63 letters, digits, \
+             '-', '_', '.', starting and ending with a letter or digit)"
+        ));
+    }
+    if !value.is_empty() && !name_part(value) {
+        return Err(format!(
+            "label value '{value}' of '{key}' must be empty or 1 to 63 letters, digits, '-', '_', '.', starting and \
+             ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
 /// A node group's name: a label short enough to take `-<index>` and still be one (at most 56).
 pub fn node_group(name: &str) -> Result<(), String> {
     dns_label(name).map_err(|e| format!("node group name {e}"))?;
@@ -180,5 +209,15 @@ mod tests {
         for bad in ["Workers", "my group", "a/b", "..", &"a".repeat(57)] {
             assert!(node_group(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn labels_are_checked_as_kubernetes_checks_them() {
+        assert!(label("eks.amazonaws.com/nodegroup", "workers").is_ok());
+        assert!(label("app-pool", "").is_ok());
+        assert!(label("a/b/c", "x").unwrap_err().contains("label key 'a/b/c'"));
+        assert!(label("Bad_Prefix/x", "y").is_err());
+        assert!(label("x", "-y").unwrap_err().contains("label value '-y'"));
+        assert!(label(&"k".repeat(64), "v").is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The rules of a node group's steps after the join (`after:`) that need more than one field: their number, their
 //! order (nothing after a step that ends the machine), what each step's keys are for, what the group's machine can
 //! do, and an upgrade's version against the kubelet the node runs then and the API server.
-use super::after::{Action, MAX_REPLICAS};
+use super::after::{Action, MAX_NODE_SELECTOR, MAX_REPLICAS};
 use super::model::{NodeGroup, Scenario};
 
 /// A bound on a group's steps after the join, so a scenario cannot hold a run for days.
@@ -35,7 +35,7 @@ pub(super) fn check(
         }
     }
     for (i, step) in n.after.iter().enumerate() {
-        if let Some(w) = step.workload {
+        if let Some(w) = &step.workload {
             let why = if step.action != Action::Drain {
                 format!(
                     "`workload` is what a drain evicts; step {} is `do: {}`",
@@ -49,6 +49,17 @@ pub(super) fn check(
                     "`workload.minAvailable` ({}) is more than its replicas ({}): no budget could be met",
                     w.min_available, w.replicas
                 )
+            } else if w.node_selector.len() > MAX_NODE_SELECTOR {
+                format!(
+                    "`workload.nodeSelector` has {} labels; at most {MAX_NODE_SELECTOR}",
+                    w.node_selector.len()
+                )
+            } else if let Some(why) = w
+                .node_selector
+                .iter()
+                .find_map(|(k, v)| super::names::label(k, v).err())
+            {
+                format!("`workload.nodeSelector`: {why}")
             } else {
                 continue;
             };
@@ -170,6 +181,10 @@ mod tests {
             (
                 "do: drain\n        workload: {replicas: 11}",
                 "`workload.replicas` is 11; 1 to 10",
+            ),
+            (
+                "do: drain\n        workload: {nodeSelector: {\"a/b/c\": x}}",
+                "`workload.nodeSelector`: label key 'a/b/c'",
             ),
             ("do: drain\n        workload: {replicas: 0}", "`workload.replicas` is 0"),
             (

@@ -51,7 +51,8 @@ pub struct MachineKind {
     pub reboots: bool,
     /// Its OS can be asked to power off through systemd-logind (`after: shutdown`), which tells the kubelet first
     /// (`PrepareForShutdown`) and waits for its inhibitor lock: a container's systemd powers off and the container
-    /// ends. nodejoin's VM would be asked by its ACPI power button; not yet built.
+    /// ends; nodejoin's VM by its ACPI power button, which the guest's logind takes the same way. A disk of the
+    /// user's may handle the button otherwise (acpid, or nothing), so it is not offered there.
     pub graceful_shutdown: bool,
     /// Its kubelet can be replaced while it runs (`after: upgrade`): nodejoin puts the new binary in (a
     /// container's engine copies it into its filesystem). A VM's agent could write it; not built yet. A disk of the
@@ -95,7 +96,7 @@ pub const VM: MachineKind = MachineKind {
     instance_store: true,
     read_after_shutdown: false,
     reboots: true,
-    graceful_shutdown: false,
+    graceful_shutdown: true,
     replaces_kubelet: false,
     weight: Weight::HalfTheHost,
     cpu_from_host: false,

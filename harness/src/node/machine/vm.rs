@@ -112,13 +112,9 @@ impl Machine for VmMachine {
         Box::pin(async move { Ok(self.0.shut_down().await) })
     }
 
-    /// Not offered ([`crate::node::machine::VM`]`.graceful_shutdown`): whether the guest's logind takes the ACPI
-    /// power button to the kubelet is not proven yet.
-    fn power_off(&self, _within: Duration) -> BoxFuture<'_, Result<String>> {
-        Box::pin(std::future::ready(Err(crate::error::Error::node(
-            "vm",
-            "a VM machine cannot be asked for a graceful shutdown yet",
-        ))))
+    /// Its power button, which the guest's systemd-logind takes as a request to power off gracefully.
+    fn power_off(&self, within: Duration) -> BoxFuture<'_, Result<String>> {
+        Box::pin(self.0.power_off(within))
     }
 
     /// Not offered ([`crate::node::machine::VM`]`.replaces_kubelet`): the agent's file calls could write it, 90 MB

@@ -417,33 +417,65 @@ impl VmNode {
         if self.exited().is_some() {
             return "it had stopped by itself".into();
         }
-        // No kernel, no one to answer the button (a firmware that found nothing to boot waits for ever).
-        let pressed = if self.console_text().contains("Linux version") {
-            qmp::press_power_button(&self._work.path().join("qmp.sock")).await
-        } else {
-            Err("its firmware had started no kernel".into())
+        let why = match self.press_power_button(POWER_OFF_WITHIN).await {
+            Ok(took) => {
+                return format!(
+                    "powered off by its OS {:.1}s after its power button was pressed",
+                    took.as_secs_f64()
+                )
+            }
+            Err(why) => why,
         };
-        let t0 = Instant::now();
-        while pressed.is_ok() && self.exited().is_none() && t0.elapsed() < POWER_OFF_WITHIN {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        if self.exited().is_some() {
-            return format!(
-                "powered off by its OS {:.1}s after its power button was pressed",
-                t0.elapsed().as_secs_f64()
-            );
-        }
         let q = self.qemu.lock().ok().and_then(|mut g| g.take());
         if let Some(mut q) = q {
             q.stop(Duration::from_secs(5)).await;
         }
-        match pressed {
-            Ok(()) => format!(
-                "not powered off {}s after its power button was pressed: QEMU stopped (what it had not written \
-                 out may be missing)",
-                POWER_OFF_WITHIN.as_secs()
-            ),
-            Err(e) => format!("its power button was not pressed ({e}): QEMU stopped"),
+        format!("{why}: QEMU stopped (what it had not written out may be missing)")
+    }
+
+    /// A graceful shutdown (`after: shutdown`): the power button, which the guest's systemd-logind takes as a
+    /// request to power off (`HandlePowerKey`), telling the kubelet first and waiting for its delay lock, as
+    /// `systemctl poweroff` does in a container. QEMU is left to the machine's removal if the guest stays up.
+    pub async fn power_off(&self, within: Duration) -> Result<String> {
+        if !self.powered() {
+            return Err(Error::node(
+                &self.name,
+                "the machine was never started: nothing to power off",
+            ));
+        }
+        if let Some(why) = self.exited() {
+            return Err(Error::node(&self.name, why));
+        }
+        self.press_power_button(within)
+            .await
+            .map(|took| {
+                format!(
+                    "powered off by its OS {:.1}s after its power button was pressed",
+                    took.as_secs_f64()
+                )
+            })
+            .map_err(|why| Error::node(&self.name, why))
+    }
+
+    /// Presses the power button and waits, at most `within`, for QEMU to end: how long it took, or why not.
+    async fn press_power_button(&self, within: Duration) -> std::result::Result<Duration, String> {
+        // No kernel, no one to answer the button (a firmware that found nothing to boot waits for ever).
+        if !self.console_text().contains("Linux version") {
+            return Err("its power button was not pressed (its firmware had started no kernel)".into());
+        }
+        qmp::press_power_button(&self._work.path().join("qmp.sock"))
+            .await
+            .map_err(|e| format!("its power button was not pressed ({e})"))?;
+        let t0 = Instant::now();
+        while self.exited().is_none() && t0.elapsed() < within {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        match self.exited() {
+            Some(_) => Ok(t0.elapsed()),
+            None => Err(format!(
+                "not powered off {}s after its power button was pressed",
+                within.as_secs()
+            )),
         }
     }
 

@@ -41,7 +41,7 @@ pub(super) async fn run(
         return (checks, notes);
     }
     let workload = (step.action == Action::Drain)
-        .then(|| Workload::new(&n.instance.instance_id, step.workload.unwrap_or_default()));
+        .then(|| Workload::new(&n.instance.instance_id, step.workload.clone().unwrap_or_default()));
     let drained_expected = workload.as_ref().map(|w| {
         format!(
             "every pod but the DaemonSet's evicted through the eviction API and ended by the kubelet within {}{}, \

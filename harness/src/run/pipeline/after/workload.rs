@@ -1,8 +1,9 @@
 //! What a `drain` evicts: a ReplicaSet of pause pods on the node under a PodDisruptionBudget, and a DaemonSet's
 //! pod, placed before the step. The local provider runs no scheduler, so the harness binds the workload's pods
-//! itself, as a scheduler would: to the nodes their affinity allows, a ReplicaSet's only to a Ready node that is
-//! not cordoned (a DaemonSet's pod tolerates that, as its controller makes it). Only the workload's own pods (by
-//! their label) are bound; on a provider with a scheduler, it binds them first.
+//! itself, as a scheduler would: to the nodes their affinity allows and whose labels their `nodeSelector` names, a
+//! ReplicaSet's only to a Ready node that is not cordoned (a DaemonSet's pod tolerates that, as its controller makes
+//! it). Only the workload's own pods (by their label) are bound; on a provider with a scheduler, it binds them
+//! first.
 use crate::run::pipeline::observe::through_apiserver::said;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -28,6 +29,8 @@ pub(super) struct Workload {
     pub id: String,
     pub replicas: u32,
     pub min_available: u32,
+    /// The labels the ReplicaSet's pods select nodes by.
+    pub node_selector: std::collections::BTreeMap<String, String>,
 }
 
 impl Workload {
@@ -37,6 +40,7 @@ impl Workload {
             id: instance_id.to_string(),
             replicas: w.replicas,
             min_available: w.min_available,
+            node_selector: w.node_selector,
         }
     }
 
@@ -50,7 +54,7 @@ impl Workload {
     }
 
     fn template(&self, role: &str, nodes: &[&str]) -> serde_json::Value {
-        serde_json::json!({
+        let mut template = serde_json::json!({
             "metadata": { "labels": { LABEL: self.id, ROLE: role, "app.kubernetes.io/managed-by": "nodejoin" } },
             "spec": {
                 // Not 0: a pod with no grace period is deleted at once by the API server; with one, it stays
@@ -66,7 +70,11 @@ impl Workload {
                 } } },
                 "containers": [{ "name": "pause", "image": IMAGE, "imagePullPolicy": "Never" }]
             }
-        })
+        });
+        if role == "replica" && !self.node_selector.is_empty() {
+            template["spec"]["nodeSelector"] = serde_json::json!(self.node_selector);
+        }
+        template
     }
 
     /// Creates the ReplicaSet (its pods allowed on `nodes`), the budget over its pods, and a DaemonSet for `node`.
@@ -238,8 +246,9 @@ pub(super) fn runs_ready_on(p: &Pod, node: &str) -> bool {
 }
 
 /// Binds the pods matching `selector` that no node holds yet to the first of `targets` their affinity allows
-/// and that can take them: Ready and, unless `tolerates_cordon`, not cordoned. Where none can, the pod stays
-/// Pending, as a scheduler would leave it. The last error, if any.
+/// and that can take them: Ready, carrying the labels of the pod's `nodeSelector` and, unless `tolerates_cordon`,
+/// not cordoned. Where none can, the pod stays Pending, as a scheduler would leave it. The last refusal, or why
+/// a pod fits no node, if any.
 pub(super) async fn bind_pending(
     client: &kube::Client,
     selector: &str,
@@ -260,15 +269,15 @@ pub(super) async fn bind_pending(
         }
         let Some(name) = p.metadata.name.clone() else { continue };
         let allowed = allowed_nodes(&p);
+        let mut unfit = Vec::new();
+        let mut bound = false;
         for t in targets.iter().filter(|t| allowed.iter().any(|a| a == *t)) {
-            let fits = match nodes.get(t).await {
-                Ok(n) => {
-                    crate::assert::node::is_ready(&n)
-                        && (tolerates_cordon || !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
-                }
-                Err(_) => false,
+            let why = match nodes.get(t).await {
+                Ok(n) => unfit_for(&p, &n, tolerates_cordon),
+                Err(e) => Some(format!("not read ({})", said(&e))),
             };
-            if !fits {
+            if let Some(why) = why {
+                unfit.push(format!("{t}: {why}"));
                 continue;
             }
             let binding = serde_json::json!({
@@ -276,16 +285,48 @@ pub(super) async fn bind_pending(
                 "metadata": { "name": name, "namespace": NAMESPACE },
                 "target": { "apiVersion": "v1", "kind": "Node", "name": t }
             });
-            let bound: Result<serde_json::Value, _> = pods
+            let done: Result<serde_json::Value, _> = pods
                 .create_subresource("binding", &name, &PostParams::default(), &binding)
                 .await;
-            match bound {
-                Ok(_) => break,
+            match done {
+                Ok(_) => {
+                    bound = true;
+                    break;
+                }
                 Err(e) => last = Some(format!("binding {name} to {t}: {}", said(&e))),
             }
         }
+        if !bound && !unfit.is_empty() {
+            last = Some(format!("{name} fits no node ({})", unfit.join("; ")));
+        }
     }
     last
+}
+
+/// Why `node` cannot take `pod`, as a scheduler would judge it (readiness, the cordon, the pod's `nodeSelector`),
+/// or `None` if it can.
+fn unfit_for(pod: &Pod, node: &Node, tolerates_cordon: bool) -> Option<String> {
+    if !crate::assert::node::is_ready(node) {
+        return Some("not Ready".into());
+    }
+    if !tolerates_cordon && node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+        return Some("cordoned".into());
+    }
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let wanted = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_selector.clone())
+        .unwrap_or_default();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(k, v)| labels.get(*k) != Some(*v))
+        .map(|(k, v)| match labels.get(k) {
+            Some(has) => format!("label {k}={has}, not {v}"),
+            None => format!("no label {k}={v}"),
+        })
+        .collect();
+    (!missing.is_empty()).then(|| format!("{} (the pod's nodeSelector)", missing.join(", ")))
 }
 
 /// The node names a pod's required node affinity allows by `metadata.name` (what the workload and the
@@ -331,5 +372,51 @@ mod tests {
                 .unwrap();
         assert!(allowed_nodes(&bare).is_empty());
         assert!(!runs_ready_on(&bare, "a"));
+    }
+
+    #[test]
+    fn a_node_without_the_selected_labels_cannot_take_a_replica() {
+        let mut w = Workload::new("i-0abc", crate::scenario::after::Workload::default());
+        w.node_selector.insert("app-pool".into(), "web".into());
+        let pod = |role| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "p" }, "spec": w.template(role, &["a"])["spec"].clone()
+            }))
+            .unwrap()
+        };
+        let node = |labels: serde_json::Value, unschedulable: bool| -> Node {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "a", "labels": labels },
+                "spec": { "unschedulable": unschedulable },
+                "status": { "conditions": [{ "type": "Ready", "status": "True" }] }
+            }))
+            .unwrap()
+        };
+        let (replica, daemon) = (pod("replica"), pod("daemonset"));
+        assert_eq!(
+            unfit_for(&replica, &node(serde_json::json!({ "app-pool": "web" }), false), false),
+            None
+        );
+        assert_eq!(
+            unfit_for(&replica, &node(serde_json::json!({}), false), false).as_deref(),
+            Some("no label app-pool=web (the pod's nodeSelector)")
+        );
+        assert_eq!(
+            unfit_for(
+                &replica,
+                &node(serde_json::json!({ "app-pool": "batch" }), false),
+                false
+            )
+            .as_deref(),
+            Some("label app-pool=batch, not web (the pod's nodeSelector)")
+        );
+        assert_eq!(
+            unfit_for(&replica, &node(serde_json::json!({ "app-pool": "web" }), true), false).as_deref(),
+            Some("cordoned")
+        );
+        // The DaemonSet's pod selects nothing and tolerates the cordon.
+        assert_eq!(unfit_for(&daemon, &node(serde_json::json!({}), true), true), None);
+        let not_ready: Node = serde_json::from_value(serde_json::json!({ "metadata": { "name": "a" } })).unwrap();
+        assert_eq!(unfit_for(&daemon, &not_ready, true).as_deref(), Some("not Ready"));
     }
 }

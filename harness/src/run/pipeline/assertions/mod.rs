@@ -110,8 +110,9 @@ fn run<'c, 'a>(cx: &'c mut Context<'a>) -> BoxFuture<'c, Result<()>> {
             }
             files(sc, n, report).await;
             // A node that died while its checks ran (an exec refused: the container is gone) is named as dead
-            // too, with its journal's last lines, beside the checks its death failed.
-            if n.stopped.is_none() {
+            // too, with its journal's last lines, beside the checks its death failed. A machine observed from
+            // outside was shut down by these checks to read its disk: that is no death.
+            if n.stopped.is_none() && !crate::run::pipeline::observe::disk::read_from_disk(n) {
                 n.liveness_checked_at = None;
                 crate::run::pipeline::observe::watch::check_alive(n).await;
                 if let Some((stop, _)) = &n.stopped {

@@ -74,7 +74,7 @@ pub(crate) async fn run_bootstrap(
             &node.instance,
             &node.vars,
             printed,
-            trial.user_data_patch.as_ref(),
+            trial.user_data_patch_of(&group.name),
         )
         .map_err(|e| Error::node(&label, e))?;
         let nodeadm = crate::userdata::carries_node_config(&served);
