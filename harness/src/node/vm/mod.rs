@@ -418,12 +418,7 @@ impl VmNode {
             return "it had stopped by itself".into();
         }
         let why = match self.press_power_button(POWER_OFF_WITHIN).await {
-            Ok(took) => {
-                return format!(
-                    "powered off by its OS {:.1}s after its power button was pressed",
-                    took.as_secs_f64()
-                )
-            }
+            Ok(how) => return how,
             Err(why) => why,
         };
         let q = self.qemu.lock().ok().and_then(|mut g| g.take());
@@ -448,17 +443,11 @@ impl VmNode {
         }
         self.press_power_button(within)
             .await
-            .map(|took| {
-                format!(
-                    "powered off by its OS {:.1}s after its power button was pressed",
-                    took.as_secs_f64()
-                )
-            })
             .map_err(|why| Error::node(&self.name, why))
     }
 
-    /// Presses the power button and waits, at most `within`, for QEMU to end: how long it took, or why not.
-    async fn press_power_button(&self, within: Duration) -> std::result::Result<Duration, String> {
+    /// Presses the power button and waits, at most `within`, for QEMU to end: how it went, or why not.
+    async fn press_power_button(&self, within: Duration) -> std::result::Result<String, String> {
         // No kernel, no one to answer the button (a firmware that found nothing to boot waits for ever).
         if !self.console_text().contains("Linux version") {
             return Err("its power button was not pressed (its firmware had started no kernel)".into());
@@ -471,7 +460,10 @@ impl VmNode {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         match self.exited() {
-            Some(_) => Ok(t0.elapsed()),
+            Some(_) => Ok(format!(
+                "powered off by its OS {:.1}s after its power button was pressed",
+                t0.elapsed().as_secs_f64()
+            )),
             None => Err(format!(
                 "not powered off {}s after its power button was pressed",
                 within.as_secs()
