@@ -17,9 +17,7 @@ pub struct Trial {
     /// Take a snapshot of every node before teardown (`nodejoin compare`): what the bootstrap did, normalised.
     pub snapshot: bool,
     /// A deliberate regression planted in the user data the scenario generates (the mutation catalogue).
-    pub user_data_patch: Option<TextPatch>,
-    /// The one node group it is planted in (a new launch template version's nodes); `None`: every group.
-    pub patched_group: Option<String>,
+    pub user_data_patch: Option<Planted>,
     /// Which attempt this is, from 1 (`nodejoin run --retries`; the `{{run.attempt}}` placeholder).
     pub attempt: u32,
     /// The run takes this scenario on several Kubernetes versions: its report says which ([`Trial::report_name`]).
@@ -35,7 +33,6 @@ impl Trial {
             provider,
             snapshot: false,
             user_data_patch: None,
-            patched_group: None,
             attempt: 1,
             one_of_several_versions: false,
         }
@@ -69,20 +66,32 @@ impl Trial {
 
     /// The same, with `patch` planted in the user data it generates.
     pub fn planting(mut self, patch: TextPatch) -> Self {
-        self.user_data_patch = Some(patch);
+        self.user_data_patch = Some(Planted { patch, group: None });
         self
     }
 
     /// The same, with `patch` planted in the user data of node group `group` only.
     pub fn planting_in(mut self, patch: TextPatch, group: &str) -> Self {
-        self.patched_group = Some(group.to_string());
-        self.planting(patch)
+        self.user_data_patch = Some(Planted {
+            patch,
+            group: Some(group.to_string()),
+        });
+        self
     }
 
     /// The patch planted in `group`'s user data, if any.
     pub fn user_data_patch_of(&self, group: &str) -> Option<&TextPatch> {
         self.user_data_patch
             .as_ref()
-            .filter(|_| self.patched_group.as_deref().is_none_or(|g| g == group))
+            .filter(|p| p.group.as_deref().is_none_or(|g| g == group))
+            .map(|p| &p.patch)
     }
+}
+
+/// A regression planted in the user data, and where.
+#[derive(Debug, Clone)]
+pub struct Planted {
+    pub patch: TextPatch,
+    /// The one node group it is planted in (a new launch template version's nodes); `None`: every group.
+    pub group: Option<String>,
 }

@@ -290,7 +290,7 @@ async fn blocked(seen: &Evictions, left: &[Pod], w: &Workload, within: Duration,
             why.push_str("; no other node of the scenario for the replacements to run on");
         } else {
             why.push_str(&format!(
-                "; the replacements could go to {} (Ready and not cordoned only)",
+                "; the replacements could go to {} (only one Ready, not cordoned and with the labels the pods select)",
                 others.join(", ")
             ));
         }
